@@ -1,0 +1,386 @@
+"""The typer app: parse flags, call the core, print. Nothing else lives here.
+
+Data goes to stdout, messages and progress to stderr. Every ``CwctlError`` becomes one
+line on stderr and its exit code (docs/cli.md); a traceback only with ``--verbose``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Callable
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+
+from cwctl import __version__
+from cwctl.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, CwctlError, NotBuiltError
+
+app = typer.Typer(
+    name="cwctl",
+    help="Clock sync, fabric telemetry and control for GPU clusters.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+inventory_app = typer.Typer(help="Inspect and validate an inventory file.", no_args_is_help=True)
+app.add_typer(inventory_app, name="inventory")
+
+
+class _State:
+    verbose: bool = False
+    color: bool = True
+
+
+STATE = _State()
+T = TypeVar("T")
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    prom = "prom"
+
+
+class Timestamps(str, Enum):
+    hw = "hw"
+    sw = "sw"
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    typer.echo(f"cwctl: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def run_guarded(fn: Callable[[], T]) -> T:
+    """Run a command body; domain errors become one line on stderr and their exit code."""
+    try:
+        return fn()
+    except CwctlError as exc:
+        if STATE.verbose:
+            import traceback
+
+            traceback.print_exc()
+        lines = str(exc).splitlines() or [exc.__class__.__name__]
+        for line in lines:
+            typer.echo(f"cwctl: {line}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo("cwctl: interrupted", err=True)
+        raise typer.Exit(130) from None
+    except (typer.Exit, SystemExit):
+        raise
+    except Exception as exc:  # a bug: say so in one line, keep the traceback for -v
+        if STATE.verbose:
+            raise
+        typer.echo(
+            f"cwctl: internal error: {exc.__class__.__name__}: {exc} (a bug; -v shows where)",
+            err=True,
+        )
+        raise typer.Exit(1) from None
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"cwctl {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def main_options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print version.")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("-v", "--verbose", help="More detail; tracebacks on errors.")
+    ] = False,
+    no_color: Annotated[bool, typer.Option("--no-color", help="No colour in output.")] = False,
+) -> None:
+    """cwctl: measure the fabric, then steer it."""
+    STATE.verbose = verbose
+    STATE.color = not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
+
+
+# --- shared options -------------------------------------------------------------------
+
+InventoryOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "-i",
+        "--inventory",
+        envvar="CWCTL_INVENTORY",
+        help="Inventory file (default $CWCTL_INVENTORY, else ./inventory.toml).",
+    ),
+]
+LocalOpt = Annotated[
+    int | None,
+    typer.Option("--local", min=2, max=250, help="N agents on this machine's loopback."),
+]
+SimOpt = Annotated[bool, typer.Option("--sim", help="Use the built-in simulated fabric.")]
+HostsOpt = Annotated[int, typer.Option("--hosts", min=2, help="Simulated hosts.")]
+HostsPerLeafOpt = Annotated[int, typer.Option("--hosts-per-leaf", min=1, help="Hosts per leaf.")]
+SpinesOpt = Annotated[int, typer.Option("--spines", min=1, help="Simulated spines.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Simulator seed.")]
+FaultOpt = Annotated[
+    list[str] | None,
+    typer.Option("--fault", help="Inject a fault: KIND:NAME[:MODE][@T] (repeatable)."),
+]
+TimestampsOpt = Annotated[
+    Timestamps, typer.Option("--timestamps", help="Simulated timestamping: hw or sw.")
+]
+LoadOpt = Annotated[float, typer.Option("--load", min=0.0, max=1.0, help="Simulated load 0..1.")]
+DurationOpt = Annotated[
+    float | None, typer.Option("--duration", min=0.1, help="Seconds of probing.")
+]
+FormatOpt = Annotated[Format, typer.Option("--format", help="table, json or prom.")]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="Write the report here (atomic).")]
+SaveOpt = Annotated[
+    Path | None, typer.Option("--save-records", help="Keep every probe record (.gz ok).")
+]
+ReplayOpt = Annotated[
+    Path | None, typer.Option("--replay", help="Analyse saved records instead of probing.")
+]
+ReferenceOpt = Annotated[
+    str | None, typer.Option("--reference", help="Host whose clock is the reference.")
+]
+ConcurrencyOpt = Annotated[
+    int | None, typer.Option("--concurrency", min=1, help="SSH sessions at once (default 128).")
+]
+AcceptKeysOpt = Annotated[
+    bool,
+    typer.Option(
+        "--accept-new-host-keys",
+        help="Trust and record unknown SSH host keys (changed keys are still refused).",
+    ),
+]
+
+
+def build_request(
+    *,
+    inventory: Path | None,
+    local: int | None,
+    sim: bool,
+    replay: Path | None,
+    hosts: int,
+    hosts_per_leaf: int,
+    spines: int,
+    seed: int,
+    faults: list[str] | None,
+    timestamps: Timestamps,
+    load: float,
+    duration: float | None,
+    save_records: Path | None,
+    reference: str | None,
+    concurrency: int | None,
+    accept_new_host_keys: bool,
+) -> Any:
+    """A ScanRequest from the flags; exactly one source of hosts."""
+    from cwctl.pipeline import ScanRequest, SimOptions
+
+    given = [name for name, on in (("--local", local), ("--sim", sim), ("--replay", replay)) if on]
+    if len(given) > 1:
+        _fail(f"give one source of hosts, not {' and '.join(given)}")
+    if faults and not sim:
+        _fail("--fault needs --sim")
+    sim_options = None
+    if sim:
+        sim_options = SimOptions(
+            hosts=hosts,
+            hosts_per_leaf=hosts_per_leaf,
+            spines=spines,
+            seed=seed,
+            faults=tuple(faults or ()),
+            timestamps=timestamps.value,
+            load=load,
+        )
+    if not given:
+        inventory = inventory or Path("inventory.toml")
+    return ScanRequest(
+        inventory=inventory if (not given or sim) else None,
+        local=local,
+        sim=sim_options,
+        replay=replay,
+        duration_s=duration,
+        save_records=save_records,
+        reference=reference,
+        concurrency=concurrency,
+        accept_new_host_keys=accept_new_host_keys,
+    )
+
+
+def write_output(text: str, out: Path | None) -> None:
+    """To stdout, or atomically to ``out`` (write a sibling, then rename over)."""
+    if out is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        _fail(f"cannot write {out}: {exc.strerror}")
+
+
+# --- commands -------------------------------------------------------------------------
+
+
+@app.command()
+def scan(
+    inventory: InventoryOpt = None,
+    local: LocalOpt = None,
+    sim: SimOpt = False,
+    hosts: HostsOpt = 64,
+    hosts_per_leaf: HostsPerLeafOpt = 8,
+    spines: SpinesOpt = 4,
+    seed: SeedOpt = 1,
+    fault: FaultOpt = None,
+    timestamps: TimestampsOpt = Timestamps.hw,
+    load: LoadOpt = 0.2,
+    duration: DurationOpt = None,
+    fmt: FormatOpt = Format.table,
+    out: OutOpt = None,
+    save_records: SaveOpt = None,
+    replay: ReplayOpt = None,
+    reference: ReferenceOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    accept_new_host_keys: AcceptKeysOpt = False,
+) -> None:
+    """One scan: probe, solve clocks, measure paths, report. Exit 3 if problems found."""
+
+    def body() -> int:
+        from cwctl.pipeline import scan as run_scan
+        from cwctl.report import render
+
+        request = build_request(
+            inventory=inventory,
+            local=local,
+            sim=sim,
+            replay=replay,
+            hosts=hosts,
+            hosts_per_leaf=hosts_per_leaf,
+            spines=spines,
+            seed=seed,
+            faults=fault,
+            timestamps=timestamps,
+            load=load,
+            duration=duration,
+            save_records=save_records,
+            reference=reference,
+            concurrency=concurrency,
+            accept_new_host_keys=accept_new_host_keys,
+        )
+        snapshot = asyncio.run(run_scan(request, _progress_printer()))
+        color = STATE.color and out is None and fmt is Format.table
+        write_output(render(snapshot, fmt.value, color=color), out)
+        return EXIT_OK if snapshot.healthy else EXIT_PROBLEMS
+
+    raise typer.Exit(run_guarded(body))
+
+
+def _progress_printer() -> Callable[[str, dict[str, Any]], None] | None:
+    """Progress lines on stderr when it is a terminal or with --verbose."""
+    if not (STATE.verbose or sys.stderr.isatty()):
+        return None
+
+    def progress(event: str, fields: dict[str, Any]) -> None:
+        detail = " ".join(f"{k}={v}" for k, v in fields.items())
+        typer.echo(f"cwctl: {event} {detail}".rstrip(), err=True)
+
+    return progress
+
+
+@app.command()
+def tui(
+    inventory: InventoryOpt = None,
+    local: LocalOpt = None,
+    sim: SimOpt = False,
+    readonly: Annotated[bool, typer.Option("--readonly", help="Hide every action.")] = False,
+) -> None:
+    """The scan pipeline, continuously, in a live terminal UI."""
+    run_guarded(_not_built("tui"))
+
+
+@app.command()
+def reroute(
+    element: Annotated[str, typer.Argument(help="The suspect to steer around.")],
+    inventory: InventoryOpt = None,
+    sim: SimOpt = False,
+    apply: Annotated[bool, typer.Option("--apply", help="Carry the plan out.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Plan steering traffic around a suspect; --apply carries it out."""
+    run_guarded(_not_built("reroute"))
+
+
+@app.command()
+def drain(
+    host: Annotated[str, typer.Argument(help="The host to take out of the scheduler.")],
+    inventory: InventoryOpt = None,
+    reason: Annotated[str, typer.Option("--reason", help="Why, for the scheduler.")] = "cwctl",
+    apply: Annotated[bool, typer.Option("--apply", help="Carry the plan out.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Take a host out of the scheduler (Slurm drain, Kubernetes cordon)."""
+    run_guarded(_not_built("drain"))
+
+
+@app.command()
+def resume(
+    host: Annotated[str, typer.Argument(help="The host to put back into the scheduler.")],
+    inventory: InventoryOpt = None,
+    apply: Annotated[bool, typer.Option("--apply", help="Carry the plan out.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Put a drained host back into the scheduler."""
+    run_guarded(_not_built("resume"))
+
+
+@app.command()
+def rollback(
+    action_id: Annotated[str | None, typer.Argument(help="Journal entry to undo.")] = None,
+    apply: Annotated[bool, typer.Option("--apply", help="Carry the undo out.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Undo an applied action (the latest, or the one named)."""
+    run_guarded(_not_built("rollback"))
+
+
+@app.command()
+def journal() -> None:
+    """List the actions cwctl has applied."""
+    run_guarded(_not_built("journal"))
+
+
+@inventory_app.command("check")
+def inventory_check(inventory: InventoryOpt = None) -> None:
+    """Validate an inventory file and print what it describes. Exit 2 if invalid."""
+
+    def body() -> None:
+        from cwctl.inventory import load_inventory, summarize
+
+        path = inventory or Path("inventory.toml")
+        typer.echo(summarize(load_inventory(path)))
+
+    run_guarded(body)
+
+
+def _not_built(command: str) -> Callable[[], None]:
+    def body() -> None:
+        raise NotBuiltError(f"'cwctl {command}' is not built yet")
+
+    return body
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""What a scan brings home, before any solving: the input of the analysis pipeline.
+
+Every transport (ssh, local, sim) and ``--replay`` produce a ``Collection``; the solver
+and telemetry read only this, never the transport, which is what makes the simulator
+an honest test of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from cwctl.records import ProbeTable
+from cwctl.topology import Topology
+
+HostStatusName = Literal["ok", "unreachable", "error"]
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """A host taking part in a scan, as the inventory (or simulator) describes it."""
+
+    name: str
+    address: str
+    leaf: str | None = None
+    nics: tuple[str, ...] = ()
+
+
+@dataclass
+class HostStatus:
+    """How reaching a host went: ``ok``, ``unreachable`` (no session) or ``error``."""
+
+    status: HostStatusName = "ok"
+    error: str | None = None
+
+
+@dataclass
+class Collection:
+    source: str  # "ssh" | "local" | "sim" | "replay:<original source>"
+    hosts: list[HostInfo]
+    table: ProbeTable
+    duration_s: float
+    status: dict[str, HostStatus] = field(default_factory=dict)
+    topology: Topology | None = None
+    hello: dict[str, dict[str, Any]] = field(default_factory=dict)  # agent's hello per host
+    gpu: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # gpu records per host
+    summaries: dict[str, dict[str, Any]] = field(default_factory=dict)  # agent summary per host
+    peers: dict[str, list[str]] = field(default_factory=dict)  # the peer assignment probed
+    truth: dict[str, Any] | None = None  # simulator only: DESIGN.md's "truth" object
+    params: dict[str, Any] = field(default_factory=dict)  # rate, gap, ports, seed, ...
+
+    @property
+    def host_names(self) -> list[str]:
+        return [h.name for h in self.hosts]

@@ -1,0 +1,22 @@
+"""Renderers of a FabricSnapshot: ``table`` (Rich, for people), ``json``, ``prom``."""
+
+from __future__ import annotations
+
+import json
+
+from cwctl.snapshot import FabricSnapshot
+
+FORMATS = ("table", "json", "prom")
+
+
+def render(snapshot: FabricSnapshot, fmt: str, *, color: bool = True, width: int = 80) -> str:
+    """The snapshot as text in one of ``FORMATS``."""
+    if fmt == "json":
+        return json.dumps(snapshot.to_json(), indent=2) + "\n"
+    if fmt == "prom":
+        from cwctl.report.prom import render_prom
+
+        return render_prom(snapshot)
+    from cwctl.report.table import render_table
+
+    return render_table(snapshot, color=color, width=width)

@@ -1,0 +1,149 @@
+"""The FabricSnapshot: what one scan found, rendered alike by the CLI and the TUI.
+
+``FabricSnapshot.to_json()`` is the ``cwctl.scan/1`` schema of DESIGN.md (documented
+field by field in ``docs/scan-json.md``). Additions only; a breaking change gets a new
+schema name.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SCAN_SCHEMA = "cwctl.scan/1"
+SuspectKind = Literal["switch", "link", "nic", "host"]
+
+
+def _num(value: float | None) -> float | int | None:
+    """JSON-safe number: NaN and infinities become null; integral floats stay floats."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return None
+    return value
+
+
+@dataclass
+class HostReport:
+    name: str
+    status: str = "ok"  # ok | unreachable | error
+    error: str | None = None
+    offset_ns: float | None = None  # this host's clock minus the reference's
+    drift_ppb: float | None = None
+    uncertainty_ns: float | None = None
+    component_reference: str | None = None  # the reference of its connected component
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    gpu_verdict: str | None = None  # ok | warn | fail | None (no GPU data)
+    gpu_reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "status": self.status,
+            "error": self.error,
+            "offset_ns": _num(self.offset_ns),
+            "drift_ppb": _num(self.drift_ppb),
+            "uncertainty_ns": _num(self.uncertainty_ns),
+            "gpus": self.gpus,
+        }
+        if self.component_reference is not None:
+            out["component_reference"] = self.component_reference
+        if self.gpu_verdict is not None:
+            out["gpu_verdict"] = self.gpu_verdict
+            out["gpu_reason"] = self.gpu_reason
+        return out
+
+
+@dataclass
+class PathReport:
+    src: str
+    dst: str
+    sent: int
+    received: int
+    owd_min_ns: float | None
+    owd_p50_ns: float | None
+    owd_p99_ns: float | None
+    owd_max_ns: float | None = None
+    jitter_ns: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # additions: per-port split, ...
+
+    @property
+    def loss(self) -> float:
+        return 1.0 - self.received / self.sent if self.sent else 0.0
+
+    @property
+    def excess_ns(self) -> float | None:
+        """Queueing: p99 minus the floor."""
+        if self.owd_p99_ns is None or self.owd_min_ns is None:
+            return None
+        return self.owd_p99_ns - self.owd_min_ns
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            "src": self.src,
+            "dst": self.dst,
+            "sent": self.sent,
+            "received": self.received,
+            "loss": round(self.loss, 6),
+            "owd_min_ns": _num(self.owd_min_ns),
+            "owd_p50_ns": _num(self.owd_p50_ns),
+            "owd_p99_ns": _num(self.owd_p99_ns),
+            "owd_max_ns": _num(self.owd_max_ns),
+            "jitter_ns": _num(self.jitter_ns),
+        }
+        out.update(self.extra)
+        return out
+
+
+@dataclass
+class Suspect:
+    element: str
+    kind: SuspectKind
+    score: float  # in [0, 1]
+    evidence: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "element": self.element,
+            "kind": self.kind,
+            "score": round(self.score, 4),
+            "evidence": self.evidence,
+        }
+
+
+@dataclass
+class FabricSnapshot:
+    source: str
+    reference: str | None
+    duration_s: float
+    hosts: list[HostReport]
+    paths: list[PathReport] = field(default_factory=list)
+    suspects: list[Suspect] = field(default_factory=list)
+    timestamp_source: str = "none"  # hw | sw | user | none
+    sync: dict[str, Any] = field(default_factory=dict)  # solver quality figures
+    truth: dict[str, Any] | None = None
+    records: int = 0
+
+    @property
+    def unreachable(self) -> list[HostReport]:
+        return [h for h in self.hosts if h.status != "ok"]
+
+    @property
+    def healthy(self) -> bool:
+        return not self.suspects and not self.unreachable
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "schema": SCAN_SCHEMA,
+            "source": self.source,
+            "reference": self.reference,
+            "duration_s": self.duration_s,
+            "timestamp_source": self.timestamp_source,
+            "records": self.records,
+            "sync": self.sync,
+            "hosts": [h.to_json() for h in self.hosts],
+            "paths": [p.to_json() for p in self.paths],
+            "suspects": [s.to_json() for s in self.suspects],
+        }
+        if self.truth is not None:
+            out["truth"] = self.truth
+        return out

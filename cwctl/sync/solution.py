@@ -1,0 +1,57 @@
+"""The solver's output and what follows from it (corrected one-way delays)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from cwctl.records import ProbeTable
+
+F64 = npt.NDArray[np.float64]
+
+
+@dataclass
+class ClockSolution:
+    """Every host's clock relative to the reference, at instant ``t_ref_ns``.
+
+    ``offset_ns[i]`` is host i's clock minus the reference's clock at ``t_ref_ns`` (the
+    middle of the probing window, in the reference's time); ``drift_ppb[i]`` its rate
+    difference. NaN where a host could not be solved (no usable probes). Hosts in
+    another connected component of the probe graph are relative to that component's
+    reference (``component_reference``).
+    """
+
+    hosts: list[str]
+    offset_ns: F64
+    drift_ppb: F64
+    uncertainty_ns: F64
+    reference: str | None
+    t_ref_ns: int
+    component_reference: list[str | None] = field(default_factory=list)
+    edges: list[dict[str, Any]] = field(default_factory=list)  # per probed pair: fit, residual
+    quality: dict[str, Any] = field(default_factory=dict)  # filter tolerance, counts, ...
+
+    def offset_at(self, host_index: npt.NDArray[np.intp], t_ns: npt.NDArray[np.int64]) -> F64:
+        """Offset of each host at each instant: ``offset + drift * (t - t_ref)``."""
+        dt_s = (t_ns - self.t_ref_ns).astype(np.float64) * 1e-9
+        return self.offset_ns[host_index] + self.drift_ppb[host_index] * dt_s
+
+
+def one_way_delays(table: ProbeTable, solution: ClockSolution) -> tuple[F64, F64]:
+    """Forward (src->dst) and reverse one-way delays in ns, clocks corrected; NaN if unknown."""
+    index = {name: i for i, name in enumerate(solution.hosts)}
+    remap = np.array([index.get(h, -1) for h in table.hosts] + [-1], np.intp)
+    a = remap[table.src]
+    b = remap[table.dst]
+    known = (a >= 0) & (b >= 0)
+    a_safe, b_safe = np.where(known, a, 0), np.where(known, b, 0)
+    theta_fwd = solution.offset_at(b_safe, table.t2) - solution.offset_at(a_safe, table.t1)
+    theta_rev = solution.offset_at(b_safe, table.t3) - solution.offset_at(a_safe, table.t4)
+    fwd = (table.t2 - table.t1).astype(np.float64) - theta_fwd
+    rev = (table.t4 - table.t3).astype(np.float64) + theta_rev
+    fwd[~(known & (table.t2 != 0))] = np.nan
+    rev[~(known & (table.t4 != 0))] = np.nan
+    return fwd, rev

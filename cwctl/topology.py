@@ -1,0 +1,153 @@
+"""The fabric's shape: hosts on leaves, leaves up to spines, and how ECMP picks a path.
+
+The simulator routes probes with ``ecmp_hash`` and localisation maps probes back to the
+elements they crossed with the same function; that shared hash is what lets the source
+port of a record name the spine it went through. The hash is documented in
+``docs/records.md``: splitmix64 over (src id, dst id, source port), where a host's id
+is the CRC-32 of its name, so it does not depend on inventory order.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+U64 = npt.NDArray[np.uint64]
+_MASK = (1 << 64) - 1
+
+
+def host_id(name: str) -> int:
+    """A host's stable 32-bit id for ECMP hashing: CRC-32 of its UTF-8 name."""
+    return zlib.crc32(name.encode())
+
+
+def _splitmix64(x: U64) -> U64:
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def ecmp_hash(src_id: U64 | int, dst_id: U64 | int, sport: npt.ArrayLike) -> U64:
+    """The ECMP hash of a flow, vectorised: ``splitmix64(src<<32 ^ dst) ^ sport`` mixed again."""
+    src = np.asarray(src_id, np.uint64)
+    dst = np.asarray(dst_id, np.uint64)
+    port = np.asarray(sport, np.uint64)
+    return _splitmix64(_splitmix64((src << np.uint64(32)) ^ dst) ^ port)
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A two-tier leaf-spine fabric.
+
+    ``leaf_of`` maps each host to its leaf; ``uplinks`` maps each leaf to the spines it
+    connects to, in order (the ECMP choice indexes this tuple). A host without a leaf
+    (an inventory that gives none) is outside the topology: localisation then falls back
+    to hosts and NICs.
+    """
+
+    leaf_of: Mapping[str, str]
+    uplinks: Mapping[str, tuple[str, ...]]
+    nics: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def leaves(self) -> list[str]:
+        return sorted(self.uplinks, key=_natural_key)
+
+    @property
+    def spines(self) -> list[str]:
+        return sorted({s for ups in self.uplinks.values() for s in ups}, key=_natural_key)
+
+    def spine_for(self, src: str, dst: str, sport: int) -> str | None:
+        """The spine a probe from ``src`` to ``dst`` leaving ``sport`` crosses (None: same leaf)."""
+        a, b = self.leaf_of.get(src), self.leaf_of.get(dst)
+        if a is None or b is None or a == b:
+            return None
+        ups = self.uplinks[a]
+        if not ups:
+            return None
+        h = int(ecmp_hash(host_id(src), host_id(dst), sport))
+        return ups[h % len(ups)]
+
+    def path_elements(self, src: str, dst: str, sport: int, nic: str | None = None) -> list[str]:
+        """The elements a probe crosses, in order, named as DESIGN.md names them.
+
+        ``src`` host, its NIC (``host/nic``) when known, its leaf, the leaf-spine link,
+        the spine, the far link, the far leaf, the far host. Within a leaf: host, leaf,
+        host. Names of links put the lower tier first (``leaf1-spine2``).
+        """
+        out = [src]
+        if nic is not None:
+            out.append(f"{src}/{nic}")
+        a, b = self.leaf_of.get(src), self.leaf_of.get(dst)
+        if a is not None:
+            out.append(a)
+        spine = self.spine_for(src, dst, sport)
+        if spine is not None and a is not None and b is not None:
+            out += [f"{a}-{spine}", spine, f"{b}-{spine}", b]
+        elif b is not None and b != a:
+            out.append(b)
+        out.append(dst)
+        return out
+
+
+def leaf_spine(
+    n_hosts: int = 64, hosts_per_leaf: int = 8, n_spines: int = 4, prefix: str = "gpu"
+) -> tuple[list[str], Topology]:
+    """The simulator's default fabric: ``gpu-001``..., ``leaf1``..., ``spine1``...; full mesh."""
+    width = max(3, len(str(n_hosts)))
+    names = [f"{prefix}-{i + 1:0{width}d}" for i in range(n_hosts)]
+    n_leaves = max(1, -(-n_hosts // hosts_per_leaf))
+    spines = tuple(f"spine{j + 1}" for j in range(n_spines))
+    leaf_of = {name: f"leaf{i // hosts_per_leaf + 1}" for i, name in enumerate(names)}
+    uplinks = {f"leaf{k + 1}": spines for k in range(n_leaves)}
+    return names, Topology(leaf_of=leaf_of, uplinks=uplinks)
+
+
+def _natural_key(name: str) -> tuple[str, int]:
+    stem = name.rstrip("0123456789")
+    digits = name[len(stem) :]
+    return (stem, int(digits) if digits else -1)
+
+
+def assign_peers(
+    hosts: Sequence[str],
+    k: int,
+    *,
+    seed: int = 0,
+    leaf_of: Mapping[str, str] | None = None,
+) -> dict[str, list[str]]:
+    """Which peers each host probes: ring neighbours plus seeded random chords.
+
+    The ring (hosts ordered by leaf, then name) makes the probe graph connected and
+    full of short loops; the chords cross leaves, so every spine sees traffic and the
+    network-effect solve has long loops too. Each host initiates to ``min(k, n-1)``
+    distinct peers; an edge may be probed from both ends. Deterministic for a seed and
+    independent of the order ``hosts`` is given in.
+    """
+    names = sorted(set(hosts), key=lambda h: ((leaf_of or {}).get(h, ""), _natural_key(h)))
+    n = len(names)
+    k = max(0, min(k, n - 1))
+    out: dict[str, list[str]] = {name: [] for name in names}
+    if k == 0:
+        return out
+    ring = max(1, k // 2)
+    rng = np.random.default_rng(seed)
+    for i, name in enumerate(names):
+        chosen = [names[(i + d) % n] for d in range(1, ring + 1)]
+        taken = set(chosen) | {name}
+        if len(taken) - 1 < k:
+            candidates = [j for j in rng.permutation(n) if names[j] not in taken]
+            chosen += [names[j] for j in candidates[: k - len(chosen)]]
+        out[name] = chosen
+    return out
+
+
+def probe_edges(peers: Mapping[str, Iterable[str]]) -> set[tuple[str, str]]:
+    """The undirected edges of a peer assignment, each as a sorted name pair."""
+    return {(a, b) if a < b else (b, a) for a, ps in peers.items() for b in ps}

@@ -10,7 +10,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -40,13 +40,13 @@ STATE = _State()
 T = TypeVar("T")
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     table = "table"
     json = "json"
     prom = "prom"
 
 
-class Timestamps(str, Enum):
+class Timestamps(StrEnum):
     hw = "hw"
     sw = "sw"
 

@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from cwctl.collection import Collection
 from cwctl.errors import InputError
-from cwctl.snapshot import FabricSnapshot, HostReport, PathReport
-from cwctl.sync import ClockSolution, one_way_delays, solve
+from cwctl.snapshot import FabricSnapshot
+from cwctl.sync import solve
+from cwctl.telemetry import build_snapshot
 
 
 @dataclass(frozen=True)
@@ -81,88 +80,13 @@ async def collect(request: ScanRequest, progress: Progress | None = None) -> Col
 
 
 def analyse(collection: Collection, *, reference: str | None = None) -> FabricSnapshot:
-    """Solve the clocks, measure the paths, localise faults: the snapshot of one scan."""
-    table = collection.table
+    """Solve the clocks, then measure the paths and localise faults: one scan's snapshot."""
     if reference is not None and reference not in collection.host_names:
         raise InputError(f"--reference {reference!r} is not one of the scanned hosts")
-    solution = solve(table, reference=reference)
-    hosts = _host_reports(collection, solution)
-    paths = _path_reports(collection, solution)
-    return FabricSnapshot(
-        source=collection.source,
-        reference=solution.reference,
-        duration_s=collection.duration_s,
-        hosts=hosts,
-        paths=paths,
-        suspects=[],
-        timestamp_source=table.timestamp_source,
-        sync=dict(solution.quality),
-        truth=collection.truth,
-        records=len(table),
-    )
+    solution = solve(collection.table, reference=reference)
+    return build_snapshot(collection, solution)
 
 
 async def scan(request: ScanRequest, progress: Progress | None = None) -> FabricSnapshot:
     collection = await collect(request, progress)
     return analyse(collection, reference=request.reference)
-
-
-def _host_reports(collection: Collection, solution: ClockSolution) -> list[HostReport]:
-    index = {name: i for i, name in enumerate(solution.hosts)}
-    reports = []
-    for info in collection.hosts:
-        status = collection.status.get(info.name)
-        report = HostReport(
-            name=info.name,
-            status=status.status if status else "ok",
-            error=status.error if status else None,
-        )
-        i = index.get(info.name)
-        if i is not None:
-            report.offset_ns = float(solution.offset_ns[i])
-            report.drift_ppb = float(solution.drift_ppb[i])
-            report.uncertainty_ns = float(solution.uncertainty_ns[i])
-        reports.append(report)
-    return reports
-
-
-def _path_reports(collection: Collection, solution: ClockSolution) -> list[PathReport]:
-    """Per directed path: counts and one-way delay quantiles (both directions of each probe)."""
-    table = collection.table
-    if len(table) == 0:
-        return []
-    fwd, rev = one_way_delays(table, solution)
-    reports = []
-    for (s, d), (delays, sent) in _group_directed(table, fwd, rev).items():
-        got = delays[~np.isnan(delays)]
-        q = np.percentile(got, [0, 50, 99, 100]) if len(got) else [None] * 4
-        reports.append(
-            PathReport(
-                src=table.hosts[s],
-                dst=table.hosts[d],
-                sent=sent,
-                received=len(got),
-                owd_min_ns=_f(q[0]),
-                owd_p50_ns=_f(q[1]),
-                owd_p99_ns=_f(q[2]),
-                owd_max_ns=_f(q[3]),
-            )
-        )
-    return reports
-
-
-def _group_directed(table, fwd, rev):  # type: ignore[no-untyped-def]
-    out: dict[tuple[int, int], tuple[np.ndarray, int]] = {}
-    for s, d, delays in ((table.src, table.dst, fwd), (table.dst, table.src, rev)):
-        key = s.astype(np.int64) * len(table.hosts) + d
-        order = np.argsort(key, kind="stable")
-        uniq, starts = np.unique(key[order], return_index=True)
-        for k, chunk in zip(uniq, np.split(order, starts[1:]), strict=True):
-            pair = (int(k // len(table.hosts)), int(k % len(table.hosts)))
-            prev, sent = out.get(pair, (np.empty(0), 0))
-            out[pair] = (np.concatenate([prev, delays[chunk]]), sent + len(chunk))
-    return out
-
-
-def _f(x: float | None) -> float | None:
-    return None if x is None or not np.isfinite(x) else float(x)

@@ -1,0 +1,104 @@
+"""The fabric's shape: ECMP hashing, path elements, the peer assignment."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cwctl.topology import (
+    Topology,
+    assign_peers,
+    ecmp_hash,
+    host_id,
+    leaf_spine,
+    probe_edges,
+)
+
+
+def _connected(names: list[str], edges: set[tuple[str, str]]) -> bool:
+    adjacent: dict[str, set[str]] = {n: set() for n in names}
+    for a, b in edges:
+        adjacent[a].add(b)
+        adjacent[b].add(a)
+    seen, todo = {names[0]}, [names[0]]
+    while todo:
+        for nxt in adjacent[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return len(seen) == len(names)
+
+
+def test_default_fabric_names_and_shape() -> None:
+    names, topo = leaf_spine(64, 8, 4)
+    assert names[0] == "gpu-001" and names[-1] == "gpu-064"
+    assert topo.leaves == [f"leaf{i}" for i in range(1, 9)]
+    assert topo.spines == ["spine1", "spine2", "spine3", "spine4"]
+    assert topo.leaf_of["gpu-009"] == "leaf2"
+
+
+def test_ecmp_scalar_and_vector_agree() -> None:
+    src = np.array([host_id("gpu-001")] * 5, np.uint64)
+    dst = np.array([host_id("gpu-017")] * 5, np.uint64)
+    ports = np.arange(40000, 40005)
+    vector = ecmp_hash(src, dst, ports)
+    scalar = [int(ecmp_hash(host_id("gpu-001"), host_id("gpu-017"), p)) for p in ports]
+    assert vector.tolist() == scalar
+
+
+def test_source_ports_spread_a_pair_over_spines() -> None:
+    _, topo = leaf_spine(64, 8, 4)
+    spines = {topo.spine_for("gpu-001", "gpu-060", 40000 + p) for p in range(64)}
+    assert spines == {"spine1", "spine2", "spine3", "spine4"}
+    assert topo.spine_for("gpu-001", "gpu-002", 40000) is None  # same leaf
+
+
+def test_path_elements_name_links_lower_tier_first() -> None:
+    _, topo = leaf_spine(16, 8, 2)
+    path = topo.path_elements("gpu-001", "gpu-016", 40001, nic="mlx5_0")
+    spine = topo.spine_for("gpu-001", "gpu-016", 40001)
+    assert path == [
+        "gpu-001",
+        "gpu-001/mlx5_0",
+        "leaf1",
+        f"leaf1-{spine}",
+        spine,
+        f"leaf2-{spine}",
+        "leaf2",
+        "gpu-016",
+    ]
+    assert topo.path_elements("gpu-001", "gpu-002", 1) == ["gpu-001", "leaf1", "gpu-002"]
+
+
+def test_path_elements_without_topology_are_the_hosts() -> None:
+    topo = Topology(leaf_of={}, uplinks={})
+    assert topo.path_elements("a", "b", 1) == ["a", "b"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(2, 80), k=st.integers(1, 12), seed=st.integers(0, 2**16))
+def test_peer_assignment_is_connected_bounded_and_stable(n: int, k: int, seed: int) -> None:
+    names, topo = leaf_spine(n, 8, 2)
+    peers = assign_peers(names, k, seed=seed, leaf_of=topo.leaf_of)
+    for host, chosen in peers.items():
+        assert len(chosen) == min(k, n - 1)
+        assert host not in chosen
+        assert len(set(chosen)) == len(chosen)
+    assert _connected(names, probe_edges(peers))
+    shuffled = names[:]
+    random.Random(seed).shuffle(shuffled)
+    assert assign_peers(shuffled, k, seed=seed, leaf_of=topo.leaf_of) == peers
+
+
+def test_peer_assignment_depends_on_seed() -> None:
+    names, _ = leaf_spine(64, 8, 4)
+    assert assign_peers(names, 10, seed=1) != assign_peers(names, 10, seed=2)
+
+
+def test_chords_cross_leaves() -> None:
+    names, topo = leaf_spine(64, 8, 4)
+    edges = probe_edges(assign_peers(names, 10, seed=3, leaf_of=topo.leaf_of))
+    crossing = sum(topo.leaf_of[a] != topo.leaf_of[b] for a, b in edges)
+    assert crossing > len(edges) / 2

@@ -2,15 +2,24 @@
 
 This module holds the model and its loader. ``load_inventory(path)`` parses the TOML
 with ``tomllib`` and validates it; every problem becomes one line naming the file, the
-line and the key, and all of them are raised together in one ``InventoryError``.
+line and the key (``FILE:LINE: key 'host[3].leaf': message``), and all of them are
+raised together in one ``InventoryError``. ``docs/inventory.md`` lists every key.
+
+Indices in key names count from 0 in file order: ``host[0]`` is the first ``[[host]]``.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cwctl.errors import InputError
+from cwctl.tomlcheck import TomlChecker, did_you_mean, syntax_problem
 from cwctl.topology import Topology
 
 
@@ -62,6 +71,17 @@ class Host:
 
 
 @dataclass(frozen=True)
+class Endpoint:
+    """How to reach one host: its own user/port/python where given, else ``[ssh]``'s."""
+
+    name: str
+    address: str
+    port: int
+    user: str | None
+    python: str
+
+
+@dataclass(frozen=True)
 class Inventory:
     hosts: tuple[Host, ...]
     switches: tuple[Switch, ...] = ()
@@ -75,6 +95,17 @@ class Inventory:
             if host.name == name:
                 return host
         raise InputError(f"{self.path or 'inventory'}: no host named {name!r}")
+
+    def endpoint(self, host: Host | str) -> Endpoint:
+        """The host's address, port, user and python, with ``[ssh]`` filling the gaps."""
+        h = self.host(host) if isinstance(host, str) else host
+        return Endpoint(
+            name=h.name,
+            address=h.address,
+            port=h.port if h.port is not None else self.ssh.port,
+            user=h.user if h.user is not None else self.ssh.user,
+            python=h.python if h.python is not None else self.ssh.python,
+        )
 
     def topology(self) -> Topology | None:
         """The leaf-spine topology the switches describe, or None when no host has a leaf."""
@@ -99,6 +130,304 @@ class InventoryError(InputError):
         super().__init__("\n".join(problems))
 
 
+# --- validation -----------------------------------------------------------------------
+
+_TOP_KEYS = ("ssh", "probe", "scheduler", "switch", "host")
+_SSH_KEYS = (
+    "user",
+    "port",
+    "identity",
+    "known_hosts",
+    "jump",
+    "connect_timeout",
+    "concurrency",
+    "python",
+)
+_PROBE_KEYS = ("duration", "rate", "peers", "port", "ports", "gap_us")
+_SCHEDULER_KEYS = ("kind", "host")
+_SWITCH_KEYS = ("name", "role", "uplinks")
+_HOST_KEYS = ("name", "address", "user", "port", "python", "leaf", "nics", "gpus")
+_SCHEDULER_KINDS = ("slurm", "k8s", "none")
+_SWITCH_ROLES = ("leaf", "spine")
+# Element names appear in fault specs (KIND:NAME:MODE) and NIC names (host/nic).
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+_NAME_WHAT = "a usable name (letters, digits, '_', '.', '-'; no spaces, '/' or ':')"
+
+
+def _path_value(raw: str, base_dir: Path) -> str:
+    """``~`` expanded; a relative path is taken relative to the inventory's directory."""
+    path = Path(raw).expanduser()
+    if not path.is_absolute():
+        path = base_dir / path
+    return os.path.normpath(path)
+
+
+def _kwargs(**values: Any) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _check_ssh(c: TomlChecker, doc: Mapping[str, Any], base_dir: Path) -> SSHDefaults:
+    t = c.table(doc, "ssh")
+    c.unknown_keys(t, "ssh", _SSH_KEYS)
+    identity = c.string(t, "ssh", "identity")
+    known_hosts = c.string(t, "ssh", "known_hosts")
+    return SSHDefaults(
+        **_kwargs(
+            user=c.string(t, "ssh", "user"),
+            port=c.integer(t, "ssh", "port", 1, 65535),
+            identity=_path_value(identity, base_dir) if identity else None,
+            known_hosts=_path_value(known_hosts, base_dir) if known_hosts else None,
+            jump=c.string(t, "ssh", "jump"),
+            connect_timeout=c.positive(t, "ssh", "connect_timeout"),
+            concurrency=c.integer(t, "ssh", "concurrency", 1),
+            python=c.string(t, "ssh", "python"),
+        )
+    )
+
+
+def _check_probe(c: TomlChecker, doc: Mapping[str, Any]) -> ProbeSettings:
+    t = c.table(doc, "probe")
+    c.unknown_keys(t, "probe", _PROBE_KEYS)
+    return ProbeSettings(
+        **_kwargs(
+            duration=c.positive(t, "probe", "duration"),
+            rate=c.positive(t, "probe", "rate"),
+            peers=c.integer(t, "probe", "peers", 1),
+            port=c.integer(t, "probe", "port", 0, 65535),
+            ports=c.integer(t, "probe", "ports", 1, 64),
+            gap_us=c.positive(t, "probe", "gap_us"),
+        )
+    )
+
+
+def _check_scheduler(c: TomlChecker, doc: Mapping[str, Any]) -> Scheduler:
+    t = c.table(doc, "scheduler")
+    c.unknown_keys(t, "scheduler", _SCHEDULER_KEYS)
+    kind = c.choice(t, "scheduler", "kind", _SCHEDULER_KINDS)
+    host = c.string(t, "scheduler", "host")
+    if host is not None and t.get("kind", "none") == "none":
+        c.problem("scheduler.host", "is set, but scheduler.kind is not slurm or k8s")
+    return Scheduler(**_kwargs(kind=kind, host=host))
+
+
+def _at(c: TomlChecker, where: str) -> str:
+    return f"{where} (line {c.line_of(where)})"
+
+
+def _name(c: TomlChecker, t: Mapping[str, Any], where: str) -> str | None:
+    return c.matching(t, where, "name", _NAME, _NAME_WHAT) if c.required(t, where, "name") else None
+
+
+def _check_switches(c: TomlChecker, doc: Mapping[str, Any]) -> list[tuple[str, Switch]]:
+    switches: list[tuple[str, Switch]] = []
+    seen: dict[str, str] = {}
+    for where, t in c.array_of_tables(doc, "switch"):
+        c.unknown_keys(t, where, _SWITCH_KEYS)
+        name = _name(c, t, where)
+        role = c.choice(t, where, "role", _SWITCH_ROLES) if c.required(t, where, "role") else None
+        uplinks = c.names(t, where, "uplinks", _NAME, "a switch name") or ()
+        if role == "spine" and uplinks:
+            c.problem(f"{where}.uplinks", "a spine has no uplinks (only a leaf lists its spines)")
+        if name is not None and name in seen:
+            c.problem(
+                f"{where}.name", f"switch {name!r} is already defined at {_at(c, seen[name])}"
+            )
+            continue
+        if name is not None and role is not None:
+            seen[name] = where
+            switches.append((where, Switch(name=name, role=role, uplinks=uplinks)))
+    roles = {s.name: s.role for _, s in switches}
+    spines = [n for n, r in roles.items() if r == "spine"]
+    for where, s in switches:
+        for i, up in enumerate(s.uplinks):
+            if roles.get(up) == "spine":
+                continue
+            if up in roles:
+                c.problem(f"{where}.uplinks[{i}]", f"{up!r} is a {roles[up]}, not a spine")
+            else:
+                c.problem(
+                    f"{where}.uplinks[{i}]",
+                    f'spine {up!r} is not defined as a [[switch]] with role = "spine"'
+                    f"{did_you_mean(up, spines)}",
+                )
+    return switches
+
+
+def _check_hosts(
+    c: TomlChecker, doc: Mapping[str, Any], switches: Mapping[str, Switch], ssh_port: int
+) -> list[Host]:
+    hosts: list[Host] = []
+    names: dict[str, str] = {}
+    addresses: dict[tuple[str, int], str] = {}
+    leaves = [n for n, s in switches.items() if s.role == "leaf"]
+    entries = c.array_of_tables(doc, "host")
+    if "host" not in doc:
+        c.problem("host", "no [[host]] entries: an inventory needs at least one host")
+    elif doc["host"] == []:
+        c.problem("host", "the host array is empty: an inventory needs at least one host")
+    for where, t in entries:
+        c.unknown_keys(t, where, _HOST_KEYS)
+        name = _name(c, t, where)
+        address = c.string(t, where, "address") if c.required(t, where, "address") else None
+        port = c.integer(t, where, "port", 1, 65535)
+        leaf = c.string(t, where, "leaf")
+        host = Host(
+            name=name or "",
+            address=address or "",
+            user=c.string(t, where, "user"),
+            port=port,
+            python=c.string(t, where, "python"),
+            leaf=leaf,
+            nics=c.names(t, where, "nics", _NAME, "a NIC name (no spaces, '/' or ':')") or (),
+            gpus=c.integer(t, where, "gpus", 0),
+        )
+        if address is not None and any(ch.isspace() for ch in address):
+            c.problem(f"{where}.address", f"{address!r} contains white space")
+        if leaf is not None and switches.get(leaf, None) is None:
+            c.problem(
+                f"{where}.leaf",
+                f'leaf {leaf!r} is not defined as a [[switch]] with role = "leaf"'
+                f"{did_you_mean(leaf, leaves)}",
+            )
+        elif leaf is not None and switches[leaf].role != "leaf":
+            c.problem(f"{where}.leaf", f"{leaf!r} is a {switches[leaf].role}, not a leaf")
+        if name is not None:
+            if name in names:
+                c.problem(
+                    f"{where}.name", f"host {name!r} is already defined at {_at(c, names[name])}"
+                )
+            elif name in switches:
+                c.problem(f"{where}.name", f"{name!r} is already the name of a switch")
+            names.setdefault(name, where)
+        if address is not None:
+            target = (address, port if port is not None else ssh_port)
+            if target in addresses:
+                c.problem(
+                    f"{where}.address",
+                    f"{address}:{target[1]} is already the address of {_at(c, addresses[target])}",
+                )
+            addresses.setdefault(target, where)
+        hosts.append(host)
+    return hosts
+
+
+def _read_text(path: Path) -> str:
+    label = str(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InventoryError(
+            [f"{label}: no such file (give -i FILE or set CWCTL_INVENTORY)"]
+        ) from None
+    except IsADirectoryError:
+        raise InventoryError([f"{label}: is a directory, not an inventory file"]) from None
+    except OSError as exc:
+        raise InventoryError([f"{label}: cannot read: {exc.strerror or exc}"]) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InventoryError([f"{label}:{line}: not UTF-8 text (byte {exc.start})"]) from None
+
+
+def parse_inventory(
+    text: str, *, label: str = "inventory", base_dir: Path | None = None
+) -> Inventory:
+    """Validate inventory TOML text; ``label`` names it in problems (usually its path)."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InventoryError([syntax_problem(label, text, exc)]) from None
+    c = TomlChecker(label, text)
+    c.unknown_keys(doc, "", _TOP_KEYS)
+    ssh = _check_ssh(c, doc, base_dir or Path.cwd())
+    probe = _check_probe(c, doc)
+    scheduler = _check_scheduler(c, doc)
+    switches = _check_switches(c, doc)
+    by_name = {s.name: s for _, s in switches}
+    hosts = _check_hosts(c, doc, by_name, ssh.port)
+    if c.problems:
+        raise InventoryError(c.problems)
+    return Inventory(
+        hosts=tuple(hosts),
+        switches=tuple(s for _, s in switches),
+        ssh=ssh,
+        probe=probe,
+        scheduler=scheduler,
+    )
+
+
 def load_inventory(path: str | Path) -> Inventory:
     """Parse and validate an inventory file; raise ``InventoryError`` listing every problem."""
-    raise InputError("inventory loading is not built yet")
+    path = Path(path)
+    text = _read_text(path)
+    inv = parse_inventory(text, label=str(path), base_dir=path.parent.absolute())
+    return Inventory(
+        hosts=inv.hosts,
+        switches=inv.switches,
+        ssh=inv.ssh,
+        probe=inv.probe,
+        scheduler=inv.scheduler,
+        path=path,
+    )
+
+
+# --- the summary `cwctl inventory check` prints ----------------------------------------
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+def summarize(inv: Inventory) -> str:
+    """What the inventory describes, as plain text: hosts per leaf, switches, settings."""
+    leaves = [s for s in inv.switches if s.role == "leaf"]
+    spines = [s for s in inv.switches if s.role == "spine"]
+    label = str(inv.path) if inv.path else "inventory"
+    n_switches = _plural(len(inv.switches), "switch", "switches")
+    out = [
+        f"{label}: {_plural(len(inv.hosts), 'host')}, {n_switches}"
+        f" ({_plural(len(leaves), 'leaf', 'leaves')}, {_plural(len(spines), 'spine')})"
+    ]
+    out.append("hosts per leaf:")
+    by_leaf: dict[str | None, list[Host]] = {}
+    for h in inv.hosts:
+        by_leaf.setdefault(h.leaf, []).append(h)
+    order = [s.name for s in leaves if s.name in by_leaf] + ([None] if None in by_leaf else [])
+    width = max((len(s or "(no leaf)") for s in order), default=0)
+    for leaf in order:
+        members = by_leaf[leaf]
+        names = ", ".join(h.name for h in members)
+        out.append(f"  {(leaf or '(no leaf)'):<{width}}  {len(members):>4}  {names}")
+    idle = [s.name for s in leaves if s.name not in by_leaf]
+    if idle:
+        out.append(f"  leaves without hosts: {', '.join(idle)}")
+    if inv.switches:
+        out.append("switches:")
+        width = max(len(s.name) for s in inv.switches)
+        for s in spines + leaves:
+            ups = f"  uplinks {', '.join(s.uplinks)}" if s.uplinks else ""
+            out.append(f"  {s.name:<{width}}  {s.role}{ups}")
+    ssh = inv.ssh
+    overrides = sum(1 for h in inv.hosts if h.user or h.port or h.python)
+    out.append(
+        f"ssh: user {ssh.user or '(from ~/.ssh/config or local user)'}, port {ssh.port}, "
+        f"jump {ssh.jump or '(none)'}, connect timeout {ssh.connect_timeout:g} s, "
+        f"concurrency {ssh.concurrency}, python {ssh.python}"
+    )
+    out.append(f"  identity {ssh.identity or '(ssh-agent / ~/.ssh/config)'}")
+    out.append(f"  known_hosts {ssh.known_hosts or '~/.ssh/known_hosts'}")
+    if overrides:
+        verb = "overrides" if overrides == 1 else "override"
+        out.append(f"  {_plural(overrides, 'host')} {verb} user, port or python")
+    p = inv.probe
+    out.append(
+        f"probe: {p.duration:g} s, {p.rate:g} pairs/s per peer, {p.peers} peers per host, "
+        f"port {p.port or 'any'}, {p.ports} source ports, pair gap {p.gap_us:g} us"
+    )
+    sched = inv.scheduler
+    where = (
+        f" on {sched.host}" if sched.host else (" on this machine" if sched.kind != "none" else "")
+    )
+    out.append(f"scheduler: {sched.kind}{where}")
+    return "\n".join(out)

@@ -1,23 +1,269 @@
-"""Placeholder until the Huygens-style solver lands: NTP-style min-RTT per pair, tree solve."""
+"""``solve(table)``: coded filter, per-pair envelope fit, network-effect solve, error bars.
+
+The steps, each in its own module:
+
+1. ``coded.coded_filter``: drop the legs of coded pairs whose spacing was disturbed.
+2. ``pairfit.fit_pairs``: offset and drift of every probed pair (max-margin midline
+   between the two envelopes).
+3. ``network.ls_solve``: weighted least squares over the probe graph, drifts first,
+   then offsets (corrected for the pair fits being in the lower host's clock), one
+   reference per connected component.
+4. ``uncertainty``: per host, a bound on the offset error from the residuals and the
+   graph.
+"""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
 import numpy as np
+import numpy.typing as npt
 
 from cwctl.records import ProbeTable
+from cwctl.sync.coded import coded_filter
+from cwctl.sync.network import ProbeGraph, build_graph, ls_solve, tree_solve
+from cwctl.sync.pairfit import (
+    PairFits,
+    fit_pairs,
+    max_margin_refine,
+    median_per_group,
+    pair_points,
+)
 from cwctl.sync.solution import ClockSolution
 
+F64 = npt.NDArray[np.float64]
+Method = Literal["envelope", "margin"]
+UNCERTAINTY_SIGMAS = 3.0
 
-def solve(table: ProbeTable, *, reference: str | None = None) -> ClockSolution:
+
+def window_middle(table: ProbeTable) -> int:
+    """``t_ref_ns``: the middle of the probing window (send times of complete exchanges)."""
+    complete = table.complete
+    if not complete.any():
+        return int(table.t1.min() + (table.t1.max() - table.t1.min()) // 2) if len(table) else 0
+    t1 = table.t1[complete]
+    lo, hi = int(t1.min()), int(t1.max())
+    return lo + (hi - lo) // 2
+
+
+def reference_index(table: ProbeTable, reference: str | None) -> int | None:
+    if reference is None:
+        return None
+    try:
+        return table.hosts.index(reference)
+    except ValueError:
+        return None
+
+
+@dataclass
+class NetworkResult:
+    """What the graph solve gives before it becomes a ``ClockSolution``."""
+
+    offset_ns: F64
+    drift_ppb: F64
+    uncertainty_ns: F64
+    residual_ns: F64  # per pair: pair offset minus solved difference
+    solved_diff_ns: F64
+    pair_offset_ns: F64  # the pair offsets as used (clock-corrected to reference time)
+    iterations: int
+    chi2: float
+
+
+def network_solve(
+    graph: ProbeGraph,
+    fits: PairFits,
+    *,
+    network: bool = True,
+    x0_offset: F64 | None = None,
+    x0_drift: F64 | None = None,
+    laplacian_offset: Any = None,
+    preconditioner: Any = None,
+) -> NetworkResult:
+    """Drifts, then offsets, over the graph (or along the BFS tree if not ``network``)."""
+    w_off = 1.0 / fits.sigma_offset_ns**2
+    w_drift = 1.0 / fits.sigma_drift_ppb**2
+    iterations = 0
+    if network:
+        drift, info = ls_solve(graph, fits.drift_ppb, w_drift, x0=x0_drift)
+        iterations += info.iterations
+    else:
+        drift = tree_solve(graph, fits.drift_ppb)
+    # the pair fits are at t_ref in lo's clock, i.e. at reference time t_ref - x_lo:
+    # move them to reference time t_ref with the (solved) drift difference
+    first = tree_solve(graph, fits.offset_ns) if x0_offset is None else x0_offset
+    values = fits.offset_ns + (drift[fits.hi] - drift[fits.lo]) * 1e-9 * first[fits.lo]
+    if network:
+        offset, info = ls_solve(
+            graph,
+            values,
+            w_off,
+            x0=first,
+            laplacian=laplacian_offset,
+            preconditioner=preconditioner,
+        )
+        iterations += info.iterations
+    else:
+        offset = tree_solve(graph, values)
+    solved = offset[fits.hi] - offset[fits.lo]
+    residual = values - solved
+    dof = max(len(values) - graph.n_free, 1)
+    chi2 = float(np.sum(w_off * residual**2) / dof) if len(values) > graph.n_free else 1.0
+    unc = uncertainty(graph, fits, residual, w_off, max(chi2, 1.0))
+    return NetworkResult(offset, drift, unc, residual, solved, values, iterations, chi2)
+
+
+def uncertainty(graph: ProbeGraph, fits: PairFits, residual: F64, weights: F64, chi2: float) -> F64:
+    """Per host, the half-width of the window its true offset lies in (fbclock-style).
+
+    The variance of a host's solved offset is about ``chi2 * (1/D_host + 1/D_ref)``,
+    with ``D`` the weighted degree (the effective resistance to the reference on an
+    expander graph), scaled by the reduced chi-square of the residuals; to it we add
+    the median absolute residual of the host's own edges, which covers a static
+    asymmetry the statistics cannot see. ``UNCERTAINTY_SIGMAS`` standard deviations wide.
+    The reference's own window is 0 by definition.
+    """
+    n = graph.n_hosts
+    deg_w = np.bincount(fits.lo, weights, n) + np.bincount(fits.hi, weights, n)
+    ends = np.concatenate([fits.lo, fits.hi])
+    abs_r = np.abs(np.concatenate([residual, residual]))
+    med_r = np.nan_to_num(median_per_group(abs_r, ends, n))
+    comp = graph.component
+    ref_of = np.where(comp >= 0, graph.references[np.maximum(comp, 0)], 0)
+    with np.errstate(divide="ignore"):
+        var = chi2 * (1 / deg_w + 1 / deg_w[ref_of])
+    out = UNCERTAINTY_SIGMAS * np.sqrt(var) + med_r
+    out[comp < 0] = np.nan
+    out[graph.references] = 0.0
+    return out
+
+
+def edge_dicts(names: list[str], fits: PairFits, result: NetworkResult) -> list[dict[str, Any]]:
+    """``ClockSolution.edges``: one dict per pair with an estimate."""
+    cols = {
+        "pair_offset_ns": np.round(result.pair_offset_ns, 3).tolist(),
+        "solved_diff_ns": np.round(result.solved_diff_ns, 3).tolist(),
+        "residual_ns": np.round(result.residual_ns, 3).tolist(),
+        "drift_ppb": np.round(fits.drift_ppb, 3).tolist(),
+        "sigma_ns": np.round(fits.sigma_offset_ns, 3).tolist(),
+        "delay_floor_ns": np.round(fits.delay_floor_ns, 1).tolist(),
+        "used": fits.used.tolist(),
+        "points": fits.points.tolist(),
+        "dropped": fits.dropped.tolist(),
+        "forbidden": fits.forbidden.tolist(),
+    }
+    lo = fits.lo.tolist()
+    hi = fits.hi.tolist()
+    keys = list(cols)
+    values = list(zip(*cols.values(), strict=True))
+    return [
+        {"src": names[a], "dst": names[b], **dict(zip(keys, v, strict=True))}
+        for a, b, v in zip(lo, hi, values, strict=True)
+    ]
+
+
+def empty_solution(table: ProbeTable, reference: str | None, note: str) -> ClockSolution:
     n = len(table.hosts)
     nan = np.full(n, np.nan)
-    complete = table.complete
-    t_ref = int(np.median(table.t1[complete])) if complete.any() else 0
     return ClockSolution(
         hosts=list(table.hosts),
         offset_ns=nan.copy(),
         drift_ppb=nan.copy(),
         uncertainty_ns=nan.copy(),
-        reference=reference or (table.hosts[0] if n else None),
+        reference=None,
+        t_ref_ns=window_middle(table),
+        component_reference=[None] * n,
+        quality={"note": note, "timestamp_source": table.timestamp_source},
+    )
+
+
+def solve(
+    table: ProbeTable,
+    *,
+    reference: str | None = None,
+    method: Method = "envelope",
+    network: bool = True,
+) -> ClockSolution:
+    """Every host's offset and drift against the reference (see the module docstring).
+
+    ``reference`` is a host name (else the best-connected host); ``method`` ``margin``
+    replaces the envelope fit by the exact hard-margin line; ``network=False`` skips the
+    network effect (pairs chained along a BFS tree), for comparison.
+    """
+    started = time.perf_counter()
+    if not table.complete.any():
+        return empty_solution(table, reference, "no complete probe exchange")
+    t_ref = window_middle(table)
+    filt = coded_filter(table)
+    points = pair_points(table, filt, t_ref)
+    fits = fit_pairs(points)
+    if method == "margin":
+        fits = max_margin_refine(points, fits)
+    fitted_s = time.perf_counter() - started
+    fits = fits.select(fits.ok)
+    if len(fits.lo) == 0:
+        return empty_solution(table, reference, "no pair with probes in both directions")
+    names = list(table.hosts)
+    ref_idx = reference_index(table, reference)
+    graph = build_graph(len(names), fits.lo, fits.hi, names, ref_idx)
+    result = network_solve(graph, fits, network=network)
+    return assemble(
+        table,
+        t_ref,
+        names,
+        graph,
+        fits,
+        result,
+        filt.quality(),
+        reference,
+        {
+            "method": method if network else f"{method}, pairwise only (BFS tree)",
+            "fit_s": round(fitted_s, 4),
+            "solve_s": round(time.perf_counter() - started, 4),
+        },
+    )
+
+
+def assemble(
+    table: ProbeTable,
+    t_ref: int,
+    names: list[str],
+    graph: ProbeGraph,
+    fits: PairFits,
+    result: NetworkResult,
+    filter_quality: dict[str, Any],
+    reference: str | None,
+    extra: dict[str, Any],
+) -> ClockSolution:
+    comp = graph.component
+    component_reference = [names[graph.references[c]] if c >= 0 else None for c in comp.tolist()]
+    main_ref = names[graph.references[0]] if len(graph.references) else None
+    resid = np.abs(result.residual_ns)
+    quality: dict[str, Any] = {
+        "timestamp_source": table.timestamp_source,
+        **filter_quality,
+        "pairs": len(fits.lo),
+        "components": len(graph.references),
+        "unsolved_hosts": int((comp < 0).sum()),
+        "residual_rms_ns": round(float(np.sqrt(np.mean(result.residual_ns**2))), 3),
+        "residual_max_ns": round(float(resid.max()), 3) if len(resid) else 0.0,
+        "chi2": round(result.chi2, 3),
+        "cg_iterations": result.iterations,
+        **extra,
+    }
+    if reference is not None and reference != main_ref:
+        quality["reference_note"] = (
+            f"requested reference {reference!r} has no usable probes; using {main_ref!r}"
+        )
+    return ClockSolution(
+        hosts=names,
+        offset_ns=result.offset_ns,
+        drift_ppb=result.drift_ppb,
+        uncertainty_ns=result.uncertainty_ns,
+        reference=main_ref,
         t_ref_ns=t_ref,
+        component_reference=component_reference,
+        edges=edge_dicts(names, fits, result),
+        quality=quality,
     )

@@ -34,6 +34,7 @@ class HostReport:
     gpus: list[dict[str, Any]] = field(default_factory=list)
     gpu_verdict: str | None = None  # ok | warn | fail | None (no GPU data)
     gpu_reason: str | None = None
+    leaf: str | None = None  # the leaf switch it hangs off, when the topology says
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -47,6 +48,8 @@ class HostReport:
         }
         if self.component_reference is not None:
             out["component_reference"] = self.component_reference
+        if self.leaf is not None:
+            out["leaf"] = self.leaf
         if self.gpu_verdict is not None:
             out["gpu_verdict"] = self.gpu_verdict
             out["gpu_reason"] = self.gpu_reason
@@ -89,6 +92,7 @@ class PathReport:
             "owd_p99_ns": _num(self.owd_p99_ns),
             "owd_max_ns": _num(self.owd_max_ns),
             "jitter_ns": _num(self.jitter_ns),
+            "excess_ns": _num(self.excess_ns),
         }
         out.update(self.extra)
         return out
@@ -122,6 +126,7 @@ class FabricSnapshot:
     sync: dict[str, Any] = field(default_factory=dict)  # solver quality figures
     truth: dict[str, Any] | None = None
     records: int = 0
+    telemetry: dict[str, Any] = field(default_factory=dict)  # thresholds and baselines used
 
     @property
     def unreachable(self) -> list[HostReport]:
@@ -144,6 +149,8 @@ class FabricSnapshot:
             "paths": [p.to_json() for p in self.paths],
             "suspects": [s.to_json() for s in self.suspects],
         }
+        if self.telemetry:
+            out["telemetry"] = self.telemetry
         if self.truth is not None:
             out["truth"] = self.truth
         return out

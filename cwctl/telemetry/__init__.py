@@ -1,65 +1,127 @@
 """Fabric telemetry: corrected one-way delays per path, and fault localisation.
 
 Public API: ``build_snapshot(collection, solution) -> FabricSnapshot``.
-(Placeholder until the telemetry issue lands: per-path counts and OWD quantiles only.)
+
+``paths.py`` turns every probe exchange into directed one-way observations and their
+per-path (and per source port) statistics; ``elements.py`` maps flows onto the fabric's
+elements; ``explain.py`` is the sparse likelihood explanation; ``localize.py`` turns
+both signals (loss, delay) into ranked ``Suspect``s with evidence in words.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from cwctl.collection import Collection
-from cwctl.snapshot import FabricSnapshot, HostReport, PathReport
+from cwctl.snapshot import FabricSnapshot, HostReport, Suspect
 from cwctl.sync import ClockSolution, one_way_delays
+from cwctl.telemetry.localize import flow_counts, gpu_suspects, localise
+from cwctl.telemetry.paths import observations, path_reports, path_table
+
+__all__ = ["build_snapshot"]
 
 
-def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSnapshot:
-    table = collection.table
+def _host_reports(collection: Collection, solution: ClockSolution) -> list[HostReport]:
     index = {name: i for i, name in enumerate(solution.hosts)}
-    hosts = []
+    comp = solution.component_reference
+    leaf_of = collection.topology.leaf_of if collection.topology is not None else {}
+    out = []
     for info in collection.hosts:
         status = collection.status.get(info.name)
         report = HostReport(
             name=info.name,
             status=status.status if status else "ok",
             error=status.error if status else None,
+            leaf=info.leaf or leaf_of.get(info.name),
         )
         i = index.get(info.name)
         if i is not None:
             report.offset_ns = float(solution.offset_ns[i])
             report.drift_ppb = float(solution.drift_ppb[i])
             report.uncertainty_ns = float(solution.uncertainty_ns[i])
-        hosts.append(report)
+            if i < len(comp) and comp[i] is not None and comp[i] != solution.reference:
+                report.component_reference = comp[i]
+        out.append(report)
+    return out
+
+
+def _assess_gpus(collection: Collection, hosts: list[HostReport]) -> None:
+    """Fill each host's GPU health from its ``gpu`` records (when ``cwctl.gpu`` is built)."""
+    if not collection.gpu:
+        return
+    try:
+        from cwctl.gpu import assess  # type: ignore[attr-defined]
+    except ImportError:
+        return
+    for report in hosts:
+        records = collection.gpu.get(report.name)
+        if not records:
+            continue
+        health: Any = assess(records)
+        verdict = getattr(health, "verdict", None)
+        if verdict in (None, "none"):
+            continue
+        report.gpu_verdict = verdict
+        report.gpu_reason = getattr(health, "reason", None)
+        report.gpus = [_gpu_json(g) for g in getattr(health, "gpus", [])]
+
+
+def _gpu_json(gpu: Any) -> dict[str, Any]:
+    if isinstance(gpu, dict):
+        return gpu
+    to_json = getattr(gpu, "to_json", None)
+    if callable(to_json):
+        return to_json()  # type: ignore[no-any-return]
+    from dataclasses import asdict, is_dataclass
+
+    return asdict(gpu) if is_dataclass(gpu) else {"gpu": str(gpu)}  # type: ignore[arg-type]
+
+
+def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSnapshot:
+    """Measure every path and localise faults: the scan's ``FabricSnapshot``."""
+    table = collection.table
+    hosts = _host_reports(collection, solution)
+    _assess_gpus(collection, hosts)
     paths = []
+    suspects: list[Suspect] = []
+    telemetry: dict[str, Any] = {}
     if len(table):
         fwd, rev = one_way_delays(table, solution)
-        n = len(table.hosts)
-        for s, d, delays in ((table.src, table.dst, fwd), (table.dst, table.src, rev)):
-            key = s.astype(np.int64) * n + d
-            for k in np.unique(key):
-                sel = delays[key == k]
-                got = sel[~np.isnan(sel)]
-                q = [float(x) for x in np.percentile(got, [0, 50, 99, 100])] if len(got) else []
-                paths.append(
-                    PathReport(
-                        src=table.hosts[int(k) // n],
-                        dst=table.hosts[int(k) % n],
-                        sent=len(sel),
-                        received=len(got),
-                        owd_min_ns=q[0] if q else None,
-                        owd_p50_ns=q[1] if q else None,
-                        owd_p99_ns=q[2] if q else None,
-                        owd_max_ns=q[3] if q else None,
-                    )
-                )
+        obs = observations(table, fwd, rev)
+        pt = path_table(obs)
+        paths = path_reports(pt)
+        down = {h.name for h in hosts if h.status != "ok"}
+        bad_host = np.array([name in down for name in table.hosts] + [False])
+        usable = ~bad_host[obs.src] & ~bad_host[obs.dst]
+        counts = flow_counts(obs, pt, usable)
+        suspects, _, results = localise(counts, collection.topology)
+        telemetry = {
+            "flows": len(counts.flows),
+            "delay_threshold_ns": _finite(counts.threshold_ns),
+            "background_loss": round(results[0].fit.background, 8),
+        }
+        if len(results) > 1:
+            telemetry["background_delayed"] = round(results[1].fit.background, 8)
+    gpu_bad = gpu_suspects({h.name: (h.gpu_verdict, h.gpu_reason) for h in hosts})
+    named = {s.element for s in gpu_bad}
+    suspects = gpu_bad + [s for s in suspects if s.element not in named]
+    suspects.sort(key=lambda s: -s.score)
     return FabricSnapshot(
         source=collection.source,
         reference=solution.reference,
         duration_s=collection.duration_s,
         hosts=hosts,
         paths=paths,
+        suspects=suspects,
         timestamp_source=table.timestamp_source,
         sync=dict(solution.quality),
         truth=collection.truth,
         records=len(table),
+        telemetry=telemetry,
     )
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None

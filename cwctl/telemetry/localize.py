@@ -1,0 +1,225 @@
+"""Fault localisation: which switch, link, NIC or host explains the bad flows.
+
+Two signals, scored separately: loss (a probe or reply that never arrived) and delay (a
+one-way delay above the path's own floor by more than the fabric's typical queueing).
+Both are counted per flow (directed path and source port: one fixed ECMP route) as
+failures out of trials. Then, as in 007, every significantly bad flow gives 1/h votes to
+each of its h elements, and, as in NetBouncer, a sparse explanation (``explain.py``)
+chooses among the voted elements the fewest whose failure rates explain the failures.
+
+Thresholds are the fabric's own: the background failure rate is fitted, a flow is bad
+when its failures are improbable under it, and "delayed" means more than
+``DELAY_FACTOR`` times the median path's p90 excess over its floor. A healthy fabric
+yields no suspect because nothing passes the likelihood test with a material rate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from scipy.stats import binom
+
+from cwctl.snapshot import Suspect
+from cwctl.telemetry.elements import Flows, Incidence, incidence
+from cwctl.telemetry.explain import Explanation, explain
+from cwctl.telemetry.paths import Observations, PathTable, group_ids, sorted_quantiles
+from cwctl.topology import Topology
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+DELAY_FACTOR = 2.0  # "delayed": excess over the path floor > this x the median path's p90 excess
+BAD_FLOW_P = 1e-4  # a flow is bad when its failures are this improbable under the background
+MIN_GAIN_NATS = 15.0  # log-likelihood an element must add to the explanation
+MIN_LOSS_RATE = 0.004  # an element must drop at least this share of what crosses it
+MIN_DELAY_RATE = 0.08  # ...or delay at least this share beyond the threshold
+
+
+@dataclass(frozen=True)
+class FlowCounts:
+    """Per flow: trials and failures of each signal, and the flows' identities."""
+
+    flows: Flows
+    sent: F64
+    lost: F64
+    samples: F64  # delay samples (received with a known delay)
+    delayed: F64
+    excess_p50_ns: F64
+    threshold_ns: float  # the delay threshold over each path's floor (NaN: no delays)
+
+
+def flow_counts(obs: Observations, pt: PathTable, usable: npt.NDArray[np.bool_]) -> FlowCounts:
+    """Count loss and delay failures per flow, over the observations ``usable`` allows."""
+    fid, keys = group_ids(
+        obs.src[usable], obs.dst[usable], obs.sport[usable], obs.nic[usable], obs.reverse[usable]
+    )
+    n = len(keys)
+    received = obs.received[usable]
+    owd = obs.owd_ns[usable]
+    # the floor of each observation's path, and the fabric's typical p99 excess
+    path_of = {(s, d): i for i, (s, d) in enumerate(pt.path_key.tolist())}
+    pid = np.array([path_of.get((s, d), -1) for s, d in keys[:, :2].tolist()], np.int64)
+    excess_p90 = pt.path.owd_p90_ns - pt.path.owd_min_ns
+    enough = (pt.path.received >= 20) & ~np.isnan(excess_p90)
+    typical = np.median(excess_p90[enough]) if enough.any() else np.nan
+    floor = np.where(pid >= 0, pt.path.owd_min_ns[np.maximum(pid, 0)], np.nan)
+    excess = owd - floor[fid]
+    threshold = float(DELAY_FACTOR * typical) if np.isfinite(typical) else float("nan")
+    has = ~np.isnan(excess)
+    samples = np.bincount(fid, weights=has, minlength=n)
+    delayed = np.bincount(fid, weights=has & (excess > threshold), minlength=n)
+    (p50,) = sorted_quantiles(excess, fid, n, (0.5,))
+    sent = np.bincount(fid, minlength=n).astype(np.float64)
+    lost = sent - np.bincount(fid, weights=received, minlength=n)
+    flows = Flows(
+        hosts=obs.hosts,
+        nics=obs.nics,
+        src=keys[:, 0],
+        dst=keys[:, 1],
+        sport=keys[:, 2],
+        nic=keys[:, 3],
+        reverse=keys[:, 4].astype(bool),
+    )
+    return FlowCounts(flows, sent, lost, samples, delayed, p50, threshold)
+
+
+def _bad_flows(trials: F64, failures: F64, background: float) -> npt.NDArray[np.bool_]:
+    """Flows whose failures are improbable (p < BAD_FLOW_P) at the background rate."""
+    p = binom.sf(failures - 1, trials, np.clip(background, 1e-7, 1 - 1e-7))
+    return (failures > 0) & (p < BAD_FLOW_P)
+
+
+def _votes(inc: Incidence, bad: npt.NDArray[np.bool_]) -> F64:
+    """007 voting: each bad flow gives 1/h votes to each of its h elements."""
+    h = np.asarray(inc.matrix.sum(axis=1)).ravel()
+    weight = np.where(bad & (h > 0), 1.0 / np.maximum(h, 1), 0.0)
+    return np.asarray(inc.matrix.T @ weight).ravel()
+
+
+@dataclass(frozen=True)
+class SignalResult:
+    """One signal's localisation: the fit, the bad flows, the votes."""
+
+    signal: str  # "loss" | "delay"
+    fit: Explanation
+    bad: npt.NDArray[np.bool_]
+    votes: F64
+    trials: F64
+    failures: F64
+
+
+def _localise_signal(
+    inc: Incidence, trials: F64, failures: F64, signal: str, min_rate: float
+) -> SignalResult:
+    usable = trials > 0
+    total = trials[usable].sum()
+    # a first background guess: the median flow's rate, robust to a minority of bad flows
+    rates = failures[usable] / np.maximum(trials[usable], 1)
+    b0 = float(max(np.median(rates), failures.sum() / total * 0.1, 1e-6)) if total else 1e-6
+    bad = _bad_flows(trials, failures, b0) & usable
+    votes = _votes(inc, bad)
+    fit = explain(
+        inc.matrix,
+        np.where(usable, trials, 0.0),
+        np.where(usable, failures, 0.0),
+        candidates=votes > 0,
+        min_gain=MIN_GAIN_NATS,
+        min_rate=min_rate,
+    )
+    bad = _bad_flows(trials, failures, fit.background) & usable
+    return SignalResult(signal, fit, bad, _votes(inc, bad), trials, failures)
+
+
+def localise(
+    counts: FlowCounts, topology: Topology | None
+) -> tuple[list[Suspect], Incidence, list[SignalResult]]:
+    """Suspects from both signals, strongest first (one entry per element)."""
+    inc = incidence(counts.flows, topology)
+    results = [_localise_signal(inc, counts.sent, counts.lost, "loss", MIN_LOSS_RATE)]
+    if counts.samples.sum() > 0 and np.isfinite(counts.threshold_ns):
+        results.append(
+            _localise_signal(inc, counts.samples, counts.delayed, "delay", MIN_DELAY_RATE)
+        )
+    found: dict[int, tuple[float, float, str]] = {}  # element -> (score, gain, evidence)
+    for res in results:
+        chosen = list(res.fit.rates)
+        for e in chosen:
+            score, words = _score_and_words(inc, res, e, chosen, counts)
+            gain = res.fit.gains.get(e, 0.0)
+            if e in found:
+                s0, g0, w0 = found[e]
+                found[e] = (max(s0, score), max(g0, gain), f"{w0}; {words}")
+            else:
+                found[e] = (score, gain, words)
+    order = sorted(found, key=lambda e: (-found[e][0], -found[e][1], inc.names[e]))
+    suspects = [
+        Suspect(
+            element=inc.names[e],
+            kind=inc.kinds[e],  # type: ignore[arg-type]
+            score=float(round(found[e][0], 4)),
+            evidence=found[e][2],
+        )
+        for e in order
+    ]
+    return suspects, inc, results
+
+
+def _score_and_words(
+    inc: Incidence, res: SignalResult, e: int, chosen: list[int], counts: FlowCounts
+) -> tuple[float, str]:
+    """Score: (share of the flows through e that are bad) x (share of the bad flows not
+    through another chosen element that go through e). Words: the counts behind it."""
+    on = inc.matrix[:, e].toarray().ravel() > 0
+    usable = res.trials > 0
+    others = np.zeros(len(on), bool)
+    for o in chosen:
+        if o != e:
+            others |= inc.matrix[:, o].toarray().ravel() > 0
+    n_in = int((on & usable).sum())
+    bad_in = int((on & res.bad).sum())
+    n_out = int((~on & usable).sum())
+    bad_out = int((~on & res.bad).sum())
+    unexplained_bad = int((res.bad & ~others).sum())
+    purity = bad_in / n_in if n_in else 0.0
+    coverage = int((on & res.bad & ~others).sum()) / unexplained_bad if unexplained_bad else 0.0
+    score = float(np.clip(purity * coverage, 0.0, 1.0))
+    rate = res.fit.rates[e]
+    name = inc.names[e]
+    if res.signal == "loss":
+        sel = on & res.bad
+        lossy = res.failures[sel] / np.maximum(res.trials[sel], 1)
+        typical = f" (median {100 * np.median(lossy):.0f}% lost)" if sel.any() else ""
+        words = (
+            f"loss: {bad_in} of {n_in} flows through {name} lost probes{typical}; "
+            f"{bad_out} of {n_out} other flows did; model: {name} drops {_pct(rate)}"
+        )
+    else:
+        sel = on & res.bad
+        med = float(np.nanmedian(counts.excess_p50_ns[sel])) if sel.any() else float("nan")
+        typical = f" (median excess {_us(med)})" if np.isfinite(med) else ""
+        words = (
+            f"delay: {bad_in} of {n_in} flows through {name} were delayed >"
+            f"{_us(counts.threshold_ns)} over their floor{typical}; {bad_out} of {n_out} "
+            f"other flows were; model: {name} delays {_pct(rate)} of probes"
+        )
+    return score, words
+
+
+def _pct(rate: float) -> str:
+    return f"{100 * rate:.2g}%" if rate < 0.995 else "all"
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1000:.1f} µs" if abs(ns) < 10_000_000 else f"{ns / 1e6:.1f} ms"
+
+
+def gpu_suspects(verdicts: Mapping[str, tuple[str | None, str | None]]) -> list[Suspect]:
+    """A host whose GPU verdict is ``fail`` is a suspect of kind host, its reason the evidence."""
+    return [
+        Suspect(element=host, kind="host", score=1.0, evidence=f"GPU: {reason or 'failed'}")
+        for host, (verdict, reason) in sorted(verdicts.items())
+        if verdict == "fail"
+    ]

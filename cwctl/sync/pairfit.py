@@ -12,8 +12,8 @@ Probes from hi to lo are the mirror image, so both directions of probing merge.
 The estimate is the max-margin line between the two clouds, as Huygens' SVM finds it,
 computed robustly and for all pairs in one batch of numpy passes:
 
-1. **Envelopes.** Time is cut into ``W`` windows; in each, the lowest upper point and
-   the highest lower point are the envelope points (``np.minimum.at`` over a
+1. **Envelopes.** Each pair's time span is cut into ``W`` windows; in each, the lowest
+   upper point and the highest lower point are the envelope points (``np.minimum.at`` over a
    (pair, side, window) key; no per-pair loop).
 2. **Two parallel lines.** A least-squares fit of the upper envelope and of the lower
    envelope with one shared slope; theta is the midline between them. When both
@@ -152,9 +152,15 @@ def envelope_points(
     if len(x) == 0:
         empty = np.zeros(0)
         return np.zeros(0, np.intp), np.zeros(0, np.bool_), empty, empty
-    x0, x1 = float(x.min()), float(x.max())
-    width = max((x1 - x0) / windows, 1.0)
-    window = np.minimum(((x - x0) / width).astype(np.intp), windows - 1)
+    # windows per pair, from its own first to last point: a constant added to one
+    # host's clock moves a pair's points together and leaves the choice unchanged
+    x0 = np.full(points.n_pairs, np.inf)
+    x1 = np.full(points.n_pairs, -np.inf)
+    np.minimum.at(x0, points.pair_of, x)
+    np.maximum.at(x1, points.pair_of, x)
+    width = np.maximum((x1 - x0) / windows, 1.0)
+    rel = (x - x0[points.pair_of]) / width[points.pair_of]
+    window = np.minimum(rel.astype(np.intp), windows - 1)
     group = (points.pair_of * 2 + (~points.upper)) * windows + window
     signed = np.where(points.upper, y, -y)  # minimise: lowest upper, highest lower
     best = np.full(points.n_pairs * 2 * windows, np.inf)

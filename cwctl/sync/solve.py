@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.records import ProbeTable
-from cwctl.sync.coded import coded_filter
+from cwctl.sync.coded import CodedFilter, coded_filter
 from cwctl.sync.network import ProbeGraph, build_graph, ls_solve, tree_solve
 from cwctl.sync.pairfit import (
     PairFits,
@@ -55,6 +55,36 @@ def reference_index(table: ProbeTable, reference: str | None) -> int | None:
         return table.hosts.index(reference)
     except ValueError:
         return None
+
+
+def host_window_middle(table: ProbeTable, host: int) -> int:
+    """The middle of the window in ``host``'s clock: its own stamps, first to last."""
+    complete = table.complete
+    mine_a = complete & (table.src == host)
+    mine_b = complete & (table.dst == host)
+    stamps = np.concatenate(
+        [table.t1[mine_a], table.t4[mine_a], table.t2[mine_b], table.t3[mine_b]]
+    )
+    if len(stamps) == 0:
+        return window_middle(table)
+    lo, hi = int(stamps.min()), int(stamps.max())
+    return lo + (hi - lo) // 2
+
+
+def rebase(fits: PairFits, shift_ns: int) -> None:
+    """Move every pair's offset from ``t_ref`` to ``t_ref + shift_ns`` along its slope."""
+    fits.offset_ns = fits.offset_ns + fits.drift_ppb * 1e-9 * float(shift_ns)
+
+
+def fit_table(table: ProbeTable, method: Method = "envelope") -> tuple[CodedFilter, PairFits, int]:
+    """Coded filter and pair fits (pairs with an estimate only), at a provisional t_ref."""
+    t_prov = window_middle(table)
+    filt = coded_filter(table)
+    points = pair_points(table, filt, t_prov)
+    fits = fit_pairs(points)
+    if method == "margin":
+        fits = max_margin_refine(points, fits)
+    return filt, fits.select(fits.ok), t_prov
 
 
 @dataclass
@@ -91,9 +121,13 @@ def network_solve(
     else:
         drift = tree_solve(graph, fits.drift_ppb)
     # the pair fits are at t_ref in lo's clock, i.e. at reference time t_ref - x_lo:
-    # move them to reference time t_ref with the (solved) drift difference
-    first = tree_solve(graph, fits.offset_ns) if x0_offset is None else x0_offset
-    values = fits.offset_ns + (drift[fits.hi] - drift[fits.lo]) * 1e-9 * first[fits.lo]
+    # move them to reference time t_ref along their own slope
+    solvable = graph.component >= 0
+    if x0_offset is None or not np.all(np.isfinite(x0_offset[solvable])):
+        first = tree_solve(graph, fits.offset_ns)
+    else:
+        first = x0_offset
+    values = fits.offset_ns + fits.drift_ppb * 1e-9 * first[fits.lo]
     if network:
         offset, info = ls_solve(
             graph,
@@ -194,35 +228,21 @@ def solve(
     started = time.perf_counter()
     if not table.complete.any():
         return empty_solution(table, reference, "no complete probe exchange")
-    t_ref = window_middle(table)
-    filt = coded_filter(table)
-    points = pair_points(table, filt, t_ref)
-    fits = fit_pairs(points)
-    if method == "margin":
-        fits = max_margin_refine(points, fits)
+    filt, fits, t_prov = fit_table(table, method)
     fitted_s = time.perf_counter() - started
-    fits = fits.select(fits.ok)
     if len(fits.lo) == 0:
         return empty_solution(table, reference, "no pair with probes in both directions")
     names = list(table.hosts)
-    ref_idx = reference_index(table, reference)
-    graph = build_graph(len(names), fits.lo, fits.hi, names, ref_idx)
+    graph = build_graph(len(names), fits.lo, fits.hi, names, reference_index(table, reference))
+    t_ref = host_window_middle(table, int(graph.references[0]))
+    rebase(fits, t_ref - t_prov)
     result = network_solve(graph, fits, network=network)
-    return assemble(
-        table,
-        t_ref,
-        names,
-        graph,
-        fits,
-        result,
-        filt.quality(),
-        reference,
-        {
-            "method": method if network else f"{method}, pairwise only (BFS tree)",
-            "fit_s": round(fitted_s, 4),
-            "solve_s": round(time.perf_counter() - started, 4),
-        },
-    )
+    extra = {
+        "method": method if network else f"{method}, pairwise only (BFS tree)",
+        "fit_s": round(fitted_s, 4),
+        "solve_s": round(time.perf_counter() - started, 4),
+    }
+    return assemble(table, t_ref, names, graph, fits, result, filt.quality(), reference, extra)
 
 
 def assemble(

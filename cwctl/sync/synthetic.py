@@ -28,6 +28,15 @@ class SyntheticClocks:
     drift_ppb: npt.NDArray[np.float64]
     t_mid_ns: int
 
+    def relative_to(self, ref: int, t_ref_ns: int) -> tuple[npt.NDArray[np.float64], ...]:
+        """Every clock minus ``ref``'s when ``ref`` reads ``t_ref_ns``; drifts in ppb."""
+        o, d = self.offset_ns, self.drift_ppb * 1e-9
+        # true time u (from t_mid) at which ref reads t_ref: t_ref - t_mid = u + o_r + d_r u
+        u = (float(t_ref_ns - self.t_mid_ns) - o[ref]) / (1 + d[ref])
+        offset = (o - o[ref]) + (d - d[ref]) * u
+        drift = (d - d[ref]) / (1 + d[ref]) * 1e9
+        return offset, drift
+
 
 def _clock(
     t_ns: npt.NDArray[np.float64], host: npt.NDArray[np.intp], clocks: SyntheticClocks

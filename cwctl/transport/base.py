@@ -1,0 +1,346 @@
+"""The scan orchestrator every agent transport shares (ssh, local).
+
+A transport only knows how to start an agent on one host and talk to it (an
+``AgentSession``: bytes in, bytes out, exit status). This module does the rest:
+
+1. Fan out: start every agent (``launch``), send it the bundle and its params, wait for
+   its ``hello`` (bound address and ports). A host that fails here is ``unreachable``
+   (no session) or ``error`` (a session, but no working agent).
+2. Two-phase start: once every agent has answered or failed, send each the peer table
+   (``cwctl.topology.assign_peers`` over the hosts that answered) and one common start
+   time.
+3. Stream every agent's stdout through ``cwctl.records.parse_line`` into one
+   ``ProbeTableBuilder`` until the agents exit; a malformed line marks its host
+   ``error`` (naming host and line) and the scan goes on.
+
+Cancellation (Ctrl-C) closes every session; agents exit on stdin EOF.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Protocol
+
+from cwctl.collection import Collection, HostInfo, HostStatus, HostStatusName
+from cwctl.errors import RecordError
+from cwctl.inventory import ProbeSettings
+from cwctl.probe.bootstrap import agent_payload
+from cwctl.records import ProbeTableBuilder, parse_line
+from cwctl.topology import Topology, assign_peers
+
+Progress = Callable[[str, dict[str, Any]], None]
+
+HELLO_TIMEOUT_S = 20.0  # from session open to hello (python start-up, bind)
+FINISH_GRACE_S = 15.0  # after the expected end before an agent is given up (gpu sampling)
+_STDERR_KEEP = 4096
+
+
+class HostFailure(Exception):
+    """Reaching or running the agent on one host failed; the scan goes on without it."""
+
+    def __init__(self, status: HostStatusName, reason: str) -> None:
+        super().__init__(reason)
+        self.status: HostStatusName = status
+        self.reason = reason
+
+
+class AgentSession(Protocol):
+    """A running bootstrap on one host: its stdin, stdout, stderr and exit."""
+
+    async def send(self, data: bytes) -> None: ...
+
+    async def read(self) -> bytes:
+        """Some stdout bytes; ``b""`` at EOF."""
+        ...
+
+    async def finish(self) -> tuple[int | None, str | None, str]:
+        """Wait for exit: (exit status, signal name, stderr tail)."""
+        ...
+
+    async def close(self) -> None:
+        """End the session now: close stdin, stop the agent, release everything."""
+        ...
+
+
+Launcher = Callable[[HostInfo], Awaitable[AgentSession]]
+
+
+@dataclass
+class ScanPlan:
+    """What to probe and how, for one scan."""
+
+    hosts: list[HostInfo]
+    settings: ProbeSettings
+    duration_s: float
+    source: str
+    topology: Topology | None = None
+    seed: int = 0
+    bind: dict[str, str] = field(default_factory=dict)  # host -> address the agent binds
+    hello_timeout_s: float = HELLO_TIMEOUT_S
+
+
+def probe_settings(base: ProbeSettings, overrides: dict[str, Any]) -> ProbeSettings:
+    """``base`` with the flags' overrides (keys named as ProbeSettings fields)."""
+    known = {f.name for f in fields(ProbeSettings)}
+    return replace(base, **{k: v for k, v in overrides.items() if k in known and v is not None})
+
+
+def last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+class HostRun:
+    """One host's agent, from launch to exit: its session, line count and records."""
+
+    def __init__(self, info: HostInfo, collector: Collector) -> None:
+        self.info = info
+        self.name = info.name
+        self.collector = collector
+        self.session: AgentSession | None = None
+        self.hello: dict[str, Any] | None = None
+        self.summary: dict[str, Any] | None = None
+        self.status = HostStatus()
+        self.line_no = 0
+        self._partial = b""
+        self.fatal: str | None = None
+
+    def fail(self, status: HostStatusName, reason: str) -> None:
+        """Mark the host failed; the first reason is the one kept."""
+        if self.status.status == "ok":
+            self.status = HostStatus(status, reason)
+
+    async def read_lines(self) -> list[bytes] | None:
+        """The next whole stdout lines (None at EOF, after any last partial line)."""
+        assert self.session is not None
+        while True:
+            chunk = await self.session.read()
+            if not chunk:
+                if self._partial:
+                    last, self._partial = self._partial, b""
+                    return [last]
+                return None
+            *lines, self._partial = (self._partial + chunk).split(b"\n")
+            if lines:
+                return lines
+
+    def handle(self, line: bytes) -> None:
+        self.line_no += 1
+        if not line.strip():
+            return
+        where = f"{self.name} line {self.line_no}"
+        try:
+            rec = parse_line(line, where=where)
+            kind = rec["type"]
+            if kind == "probe":
+                if rec.get("src") != self.name:
+                    raise RecordError(f"{where}: probe from {rec.get('src')!r}, not this host")
+                self.collector.builder.add_record(rec, where=where)
+                self.collector.records += 1
+            elif kind == "hello":
+                self.hello = rec
+            elif kind == "summary":
+                self.summary = rec
+            elif kind == "gpu":
+                self.collector.gpu.setdefault(self.name, []).append(rec)
+            elif kind == "error" and rec.get("fatal"):
+                self.fatal = f"{self.name}: agent: {rec.get('message')}"
+                self.fail("error", self.fatal)
+        except RecordError as exc:
+            self.fail("error", f"{exc} (record ignored)")
+
+
+class Collector:
+    """What the scan accumulates across hosts."""
+
+    def __init__(self, hosts: Sequence[str], progress: Progress | None) -> None:
+        self.builder = ProbeTableBuilder(hosts)
+        self.gpu: dict[str, list[dict[str, Any]]] = {}
+        self.records = 0
+        self.progress = progress
+        self._last_report = 0.0
+
+    def report(self, event: str, force: bool = False, **fields: Any) -> None:
+        if self.progress is None:
+            return
+        if event == "records":
+            now = time.monotonic()
+            if not force and now - self._last_report < 0.5:
+                return
+            self._last_report = now
+            fields = {"records": self.records, **fields}
+        self.progress(event, fields)
+
+
+async def run_scan(
+    plan: ScanPlan, launch: Launcher, progress: Progress | None = None
+) -> Collection:
+    """Start every agent, run the two-phase start, collect every record: one Collection."""
+    collector = Collector([h.name for h in plan.hosts], progress)
+    runs = [HostRun(info, collector) for info in plan.hosts]
+    settings = plan.settings
+    try:
+        opened = await asyncio.gather(*(_open(run, plan, launch, collector) for run in runs))
+        live = [run for run, ok in zip(runs, opened, strict=True) if ok]
+        peers = assign_peers(
+            [r.name for r in live],
+            settings.peers,
+            seed=plan.seed,
+            leaf_of=plan.topology.leaf_of if plan.topology else None,
+        )
+        table = {r.name: [r.hello["address"], r.hello["port"]] for r in live if r.hello}
+        start_in_s = 0.3 + 0.002 * len(live)
+        start_ns = time.time_ns() + int(start_in_s * 1e9)
+        collector.report("started", hosts=len(live), of=len(runs), start_in_s=round(start_in_s, 3))
+        await asyncio.gather(
+            *(_start(run, table, peers[run.name], start_ns, start_in_s) for run in live)
+        )
+        loop = asyncio.get_running_loop()
+        until = loop.time() + start_in_s + plan.duration_s + FINISH_GRACE_S
+        await asyncio.gather(*(_collect(run, until) for run in live))
+    finally:
+        await asyncio.shield(_close_all(runs))
+    collector.report("records", force=True)
+    collector.report("done", ok=sum(r.status.status == "ok" for r in runs), of=len(runs))
+    return Collection(
+        source=plan.source,
+        hosts=list(plan.hosts),
+        table=collector.builder.build(),
+        duration_s=plan.duration_s,
+        status={r.name: r.status for r in runs},
+        topology=plan.topology,
+        hello={r.name: r.hello for r in runs if r.hello is not None},
+        gpu=collector.gpu,
+        summaries={r.name: r.summary for r in runs if r.summary is not None},
+        peers={r.name: peers.get(r.name, []) for r in runs if r.name in peers},
+        params={
+            "rate": settings.rate,
+            "peers": settings.peers,
+            "ports": settings.ports,
+            "port": settings.port,
+            "gap_ns": int(settings.gap_us * 1000),
+            "duration_s": plan.duration_s,
+            "seed": plan.seed,
+        },
+    )
+
+
+def agent_params(run: HostRun, plan: ScanPlan) -> dict[str, Any]:
+    s = plan.settings
+    timeout_s = 0.5
+    return {
+        "host": run.name,
+        "bind": plan.bind.get(run.name, run.info.address),
+        "port": s.port,
+        "ports": s.ports,
+        "rate": s.rate,
+        "gap_ns": int(s.gap_us * 1000),
+        "duration_s": plan.duration_s,
+        "timeout_s": timeout_s,
+        "linger_s": timeout_s + 0.2,
+        # the agent's own end, whatever happens to us: hello wait + start + probing + slack
+        "deadline_s": plan.hello_timeout_s + plan.duration_s + FINISH_GRACE_S + 10.0,
+    }
+
+
+async def _open(run: HostRun, plan: ScanPlan, launch: Launcher, collector: Collector) -> bool:
+    """Phase 1 for one host: session, bundle, params, hello. False if the host failed."""
+    status: HostStatusName = "error"
+    reason: str | None = None
+    try:
+        run.session = await launch(run.info)
+        await run.session.send(agent_payload(agent_params(run, plan)))
+        await asyncio.wait_for(_until_hello(run), plan.hello_timeout_s)
+    except HostFailure as exc:
+        status, reason = exc.status, exc.reason
+    except TimeoutError:
+        reason = f"{run.name}: no hello from the agent within {plan.hello_timeout_s:g} s"
+    except (OSError, ConnectionError) as exc:
+        reason = f"{run.name}: session failed: {exc}"
+    if reason is None and run.hello is not None and run.status.status == "ok":
+        collector.report("connected", host=run.name)
+        return True
+    explained = await _explain_exit(run)
+    run.fail(status, explained or reason or f"{run.name}: the agent ended before its hello")
+    return False
+
+
+async def _until_hello(run: HostRun) -> None:
+    while run.hello is None:
+        lines = await run.read_lines()
+        if lines is None:
+            return
+        for line in lines:
+            run.handle(line)
+        if run.fatal:
+            return
+
+
+async def _explain_exit(run: HostRun) -> str | None:
+    """After an early end: why, from the exit status and the stderr tail (None: unknown)."""
+    if run.session is None:
+        return None
+    try:
+        await asyncio.wait_for(run.session.close(), 5.0)
+        code, sig, stderr = await asyncio.wait_for(run.session.finish(), 5.0)
+    except Exception:
+        return None
+    tail = last_line(stderr)
+    if code == 127 or "not found" in tail or "No such file" in tail:
+        return f"{run.name}: no Python to run the agent ({tail or 'exit status 127'})"
+    if sig:
+        return f"{run.name}: agent killed by signal {sig} before its hello"
+    if code not in (None, 0):
+        return f"{run.name}: agent exited with status {code}: {tail or 'no message'}"
+    return None
+
+
+async def _start(
+    run: HostRun, table: dict[str, list[Any]], probe: list[str], start_ns: int, start_in_s: float
+) -> None:
+    msg = {"type": "start", "peers": table, "probe": probe, "start_ns": start_ns}
+    msg["start_in_s"] = start_in_s
+    assert run.session is not None
+    try:
+        await run.session.send(json.dumps(msg, separators=(",", ":")).encode() + b"\n")
+    except (OSError, ConnectionError) as exc:
+        run.fail("error", f"{run.name}: cannot send the start message: {exc}")
+
+
+async def _collect(run: HostRun, until: float) -> None:
+    """Phase 3 for one host: every record until the agent exits (or is given up)."""
+    assert run.session is not None
+    try:
+        async with asyncio.timeout_at(until):
+            while (lines := await run.read_lines()) is not None:
+                for line in lines:
+                    run.handle(line)
+                run.collector.report("records")
+            code, sig, stderr = await run.session.finish()
+    except TimeoutError:
+        run.fail("error", f"{run.name}: agent still running past the end of the scan; stopped")
+        return
+    except (OSError, ConnectionError) as exc:
+        run.fail("error", f"{run.name}: session lost: {exc}")
+        return
+    tail = last_line(stderr)
+    if sig:
+        run.fail("error", f"{run.name}: agent killed by signal {sig} after {run.line_no} lines")
+    elif code not in (None, 0):
+        run.fail("error", f"{run.name}: agent exited with status {code}: {tail or '?'}")
+    elif run.summary is None:
+        run.fail("error", f"{run.name}: agent ended without a summary: {tail or 'no message'}")
+
+
+async def _close_all(runs: Sequence[HostRun]) -> None:
+    async def close(run: HostRun) -> None:
+        if run.session is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(run.session.close(), 5.0)
+
+    await asyncio.gather(*(close(r) for r in runs))

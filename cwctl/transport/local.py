@@ -1,0 +1,110 @@
+"""The ``local`` transport: N agents as subprocesses of this machine, on loopback.
+
+Each agent is started through the same bootstrap as over SSH (``python -c CODE``, the
+bundle on stdin) and binds its own loopback address, ``127.0.0.2``, ``127.0.0.3``, ...,
+so the probes are real UDP packets with real kernel timestamps. Every agent reads the
+same clock, so the true offsets are all zero: an accuracy test on real hardware.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+
+from cwctl.collection import Collection, HostInfo
+from cwctl.errors import InputError
+from cwctl.inventory import ProbeSettings
+from cwctl.pipeline import Progress, ScanRequest
+from cwctl.probe.bootstrap import bootstrap_argv
+from cwctl.transport.base import HostFailure, ScanPlan, probe_settings, run_scan
+
+MAX_LOCAL = 250  # 127.0.0.2 .. 127.0.0.251
+
+
+def local_hosts(n: int) -> list[HostInfo]:
+    """``local-01`` ... bound to 127.0.0.2 ..."""
+    if not 2 <= n <= MAX_LOCAL:
+        raise InputError(f"--local {n}: give between 2 and {MAX_LOCAL} agents")
+    width = max(2, len(str(n)))
+    return [HostInfo(name=f"local-{i + 1:0{width}d}", address=f"127.0.0.{2 + i}") for i in range(n)]
+
+
+class LocalSession:
+    """An agent subprocess: its pipes and exit status."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self._stderr = asyncio.create_task(self._read_stderr())
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    async def _read_stderr(self) -> str:
+        assert self.proc.stderr is not None
+        tail = b""
+        while chunk := await self.proc.stderr.read(4096):
+            tail = (tail + chunk)[-4096:]
+        return tail.decode("utf-8", "replace")
+
+    async def send(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        await self.proc.stdin.drain()
+
+    async def read(self) -> bytes:
+        assert self.proc.stdout is not None
+        return await self.proc.stdout.read(1 << 16)
+
+    async def finish(self) -> tuple[int | None, str | None, str]:
+        code = await self.proc.wait()
+        stderr = await self._stderr
+        if code < 0:
+            return None, signal.Signals(-code).name.removeprefix("SIG"), stderr
+        return code, None, stderr
+
+    async def close(self) -> None:
+        """Close stdin (the agent exits on EOF); terminate, then kill, if it lingers."""
+        if self.proc.stdin is not None:
+            with contextlib.suppress(Exception):
+                self.proc.stdin.close()
+        for sig, wait_s in ((None, 2.0), (signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
+            if self.proc.returncode is not None:
+                break
+            if sig is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    self.proc.send_signal(sig)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.proc.wait(), wait_s)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.shield(self._stderr), 1.0)
+
+
+async def launch_local(info: HostInfo, python: str = sys.executable) -> LocalSession:
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *bootstrap_argv(python),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    except OSError as exc:
+        raise HostFailure("error", f"{info.name}: cannot start {python}: {exc.strerror}") from None
+    return LocalSession(proc)
+
+
+async def collect_local(request: ScanRequest, progress: Progress | None = None) -> Collection:
+    """Run ``request.local`` agents on loopback and bring their records home."""
+    assert request.local is not None
+    hosts = local_hosts(request.local)
+    settings = probe_settings(ProbeSettings(), request.overrides)
+    plan = ScanPlan(
+        hosts=hosts,
+        settings=settings,
+        duration_s=request.duration_s if request.duration_s is not None else settings.duration,
+        source="local",
+        seed=int(request.overrides.get("seed", 0) or 0),
+    )
+    return await run_scan(plan, launch_local, progress)

@@ -1,0 +1,192 @@
+"""The simulated fabric as one mutable object: build it, probe it, change it, probe again.
+
+``FabricModel`` holds what a seed fixes (topology, clocks, cables, faults, the peer
+assignment) and what actions change (``ModelState``: ECMP weights per leaf and spine,
+excluded NICs, drained hosts). ``probe(duration_s)`` runs one probing window and
+returns its ``ProbeTable`` and ``truth``; windows follow each other in time, so a
+rescan of the same model sees the clocks drift on, faults that start at ``@T``
+appear, and every change applied in between.
+
+Changes (``apply``): ``SetEcmpWeight(spine, weight, leaf=None)`` (WCMP: a leaf's ECMP
+group lists each spine ``weight`` times, so weight 0 takes a spine out),
+``ExcludeNic("gpu-001/mlx5_1")`` / ``IncludeNic`` (probes and traffic leave by the
+host's other NICs), ``DrainHost("gpu-003")`` / ``ResumeHost`` (the host carries no
+job traffic: its access links go quiet and a ``congested`` fault of the host is moot).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from cwctl.errors import InputError
+from cwctl.records import ProbeTable
+from cwctl.sim.clocks import Clocks
+from cwctl.sim.delays import FixedDelays, draw_fixed
+from cwctl.sim.fabric import Fabric, build_fabric
+from cwctl.sim.faults import Fault, parse_fault
+from cwctl.sim.params import SimParams
+from cwctl.topology import Topology, assign_peers, leaf_spine
+
+
+@dataclass(frozen=True)
+class SetEcmpWeight:
+    """Weight of ``spine`` in the ECMP group of ``leaf`` (every leaf when None); 0 removes it."""
+
+    spine: str
+    weight: int
+    leaf: str | None = None
+
+
+@dataclass(frozen=True)
+class ExcludeNic:
+    nic: str  # "host/nic"
+
+
+@dataclass(frozen=True)
+class IncludeNic:
+    nic: str
+
+
+@dataclass(frozen=True)
+class DrainHost:
+    host: str
+
+
+@dataclass(frozen=True)
+class ResumeHost:
+    host: str
+
+
+Change = SetEcmpWeight | ExcludeNic | IncludeNic | DrainHost | ResumeHost
+
+
+@dataclass
+class ModelState:
+    """What actions change. Absent ECMP weights are 1 (plain ECMP)."""
+
+    ecmp_weight: dict[tuple[str, str], int] = field(default_factory=dict)  # (leaf, spine)
+    excluded_nics: set[str] = field(default_factory=set)
+    drained_hosts: set[str] = field(default_factory=set)
+
+
+@dataclass
+class ProbeWindow:
+    """One probing window's output: the records and what really happened."""
+
+    table: ProbeTable
+    truth: dict[str, Any]
+    start_s: float
+    duration_s: float
+
+
+class FabricModel:
+    """A seeded simulated fabric (see the module docstring)."""
+
+    def __init__(
+        self,
+        hosts: Sequence[str],
+        topology: Topology | None,
+        *,
+        params: SimParams | None = None,
+        seed: int = 1,
+        faults: Iterable[str | Fault] = (),
+        nics: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        self.params = params or SimParams()
+        if self.params.timestamps not in ("hw", "sw"):
+            raise InputError(f"--timestamps must be hw or sw, got {self.params.timestamps!r}")
+        if not 0.0 <= self.params.load <= 1.0:
+            raise InputError(f"--load must be in 0..1, got {self.params.load}")
+        if self.params.rate <= 0 or self.params.ports < 1 or self.params.peers < 0:
+            raise InputError("probe rate must be > 0, ports >= 1 and peers >= 0")
+        if len(set(hosts)) < 2:
+            raise InputError("a simulated fabric needs at least 2 hosts")
+        self.seed = seed
+        self.fabric: Fabric = build_fabric(hosts, topology, nics)
+        self.topology = topology
+        parsed = [f if isinstance(f, Fault) else parse_fault(f) for f in faults]
+        self.faults: list[tuple[Fault, int]] = [(f, self.fabric.element(f)) for f in parsed]
+        root = np.random.SeedSequence(seed)
+        clock_seq, fixed_seq, self._window_seq = root.spawn(3)
+        self.clocks = Clocks(self.fabric.n_hosts, self.params, clock_seq)
+        self.fixed: FixedDelays = draw_fixed(
+            self.fabric, self.params, np.random.default_rng(fixed_seq)
+        )
+        leaf_of = dict(topology.leaf_of) if topology is not None else None
+        self.peers: dict[str, list[str]] = assign_peers(
+            self.fabric.hosts, self.params.peers, seed=seed, leaf_of=leaf_of
+        )
+        self.state = ModelState()
+        self.elapsed_s = 0.0  # where the next window starts, seconds after the origin
+        self.windows = 0
+
+    @classmethod
+    def leaf_spine(
+        cls,
+        hosts: int = 64,
+        hosts_per_leaf: int = 8,
+        spines: int = 4,
+        **kwargs: Any,
+    ) -> FabricModel:
+        """The default fabric shape (``gpu-001``…, ``leaf1``…, ``spine1``…)."""
+        if hosts < 2 or hosts_per_leaf < 1 or spines < 1:
+            raise InputError("--hosts must be >= 2, --hosts-per-leaf and --spines >= 1")
+        names, topology = leaf_spine(hosts, hosts_per_leaf, spines)
+        return cls(names, topology, **kwargs)
+
+    # --- actions --------------------------------------------------------------------
+    def apply(self, *changes: Change) -> None:
+        """Change the model; later windows see the change. ``InputError`` on unknown names."""
+        fabric = self.fabric
+        for change in changes:
+            if isinstance(change, SetEcmpWeight):
+                if change.spine not in fabric.spines:
+                    raise InputError(f"no spine named {change.spine!r} in the simulated fabric")
+                if change.leaf is not None and change.leaf not in fabric.leaves:
+                    raise InputError(f"no leaf named {change.leaf!r} in the simulated fabric")
+                if change.weight < 0:
+                    raise InputError(f"an ECMP weight must be >= 0, got {change.weight}")
+                leaves = [change.leaf] if change.leaf is not None else fabric.leaves
+                for leaf in leaves:
+                    self.state.ecmp_weight[(leaf, change.spine)] = int(change.weight)
+            elif isinstance(change, ExcludeNic | IncludeNic):
+                if (("nic", change.nic)) not in fabric._ids:
+                    raise InputError(f"no NIC named {change.nic!r} in the simulated fabric")
+                if isinstance(change, ExcludeNic):
+                    self.state.excluded_nics.add(change.nic)
+                else:
+                    self.state.excluded_nics.discard(change.nic)
+            elif isinstance(change, DrainHost | ResumeHost):
+                if change.host not in fabric.hosts:
+                    raise InputError(f"no host named {change.host!r} in the simulated fabric")
+                if isinstance(change, DrainHost):
+                    self.state.drained_hosts.add(change.host)
+                else:
+                    self.state.drained_hosts.discard(change.host)
+            else:  # pragma: no cover - the type says it cannot happen
+                raise TypeError(f"not a model change: {change!r}")
+
+    def snapshot_state(self) -> ModelState:
+        """A copy of the current state (to restore with ``restore_state``)."""
+        return copy.deepcopy(self.state)
+
+    def restore_state(self, state: ModelState) -> None:
+        self.state = copy.deepcopy(state)
+
+    # --- probing --------------------------------------------------------------------
+    def probe(self, duration_s: float) -> ProbeWindow:
+        """Run the next probing window of ``duration_s`` seconds (deterministic per seed)."""
+        from cwctl.sim.window import simulate_window
+
+        if not duration_s > 0:
+            raise InputError(f"--duration must be > 0 seconds, got {duration_s}")
+        rng = np.random.default_rng(self._window_seq.spawn(1)[0])
+        window = simulate_window(self, self.elapsed_s, duration_s, rng)
+        self.elapsed_s += duration_s
+        self.windows += 1
+        return window

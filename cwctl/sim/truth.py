@@ -1,0 +1,138 @@
+"""The ``truth`` object of a simulated window: what the solver and telemetry should find.
+
+JSON-serialisable (docs/simulator.md, "The truth object")::
+
+    {"reference": "gpu-001",            # the host the offsets are relative to
+     "t_ref_ns": 1800000001000123456,   # the window's midpoint in the reference's clock
+     "t_mid_ns": 1800000001000000000,   # the same instant in true time
+     "offset_ns": {"gpu-002": -1234.5, ...},   # clock minus reference clock at t_ref_ns
+     "drift_ppb": {"gpu-002": 15230.1, ...},   # drift minus the reference's drift
+     "clock_error_ns": {...}, "clock_drift_ppb": {...},  # the same against true time
+     "faults": ["spine2"],                     # elements with an active fault
+     "fault_specs": [{"kind", "element", "mode", "value", "at_s"}],
+     "paths": [{"src", "dst", "sent", "received", "loss",
+                "owd_min_ns", "owd_p50_ns", "owd_p99_ns"}]}  # true network delays
+
+Re-reference to any host r: ``offset_ns[h] - offset_ns[r]``, ``drift_ppb[h] - drift_ppb[r]``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from cwctl.sim.model import FabricModel
+
+F64 = npt.NDArray[np.float64]
+I32 = npt.NDArray[np.int32]
+
+
+def _round(values: F64, digits: int = 3) -> list[float]:
+    return [round(float(v), digits) for v in values]
+
+
+def _quantiles(sorted_ns: F64, received: npt.NDArray[np.int64]) -> tuple[F64, F64, F64]:
+    """min, p50, p99 (lower nearest rank) of each row of ``sorted_ns`` (NaNs sorted last)."""
+    rows = np.arange(len(sorted_ns))
+    top = np.maximum(received - 1, 0)
+
+    def q(frac: float) -> F64:
+        return sorted_ns[rows, np.floor(frac * top).astype(np.int64)]
+
+    return q(0.0), q(0.5), q(0.99)
+
+
+def path_quantiles(
+    hosts: list[str], src: I32, dst: I32, owd_ns: F64, sent: npt.NDArray[np.int64]
+) -> list[dict[str, Any]]:
+    """Per directed host pair: sent, received, loss, min/p50/p99 of the delivered delays.
+
+    ``owd_ns`` is (legs, probes): one row per leg (a direction of a probed edge), NaN for a
+    probe lost or never sent; ``sent`` counts what each leg sent, ``src``/``dst`` name its
+    ends. Two legs of the same directed pair (probed from both ends) are pooled.
+    """
+    ok = ~np.isnan(owd_ns)
+    received = ok.sum(axis=1)
+    sorted_ns = np.sort(owd_ns, axis=1)
+    lo, p50, p99 = _quantiles(sorted_ns, received)
+    key = src.astype(np.int64) * len(hosts) + dst
+    keys, first, count = np.unique(key, return_index=True, return_counts=True)
+    out = []
+    for k, i, c in zip(keys.tolist(), first.tolist(), count.tolist(), strict=True):
+        if c == 1:
+            got, n_sent, stats = int(received[i]), int(sent[i]), (lo[i], p50[i], p99[i])
+        else:  # probed from both ends: pool the legs
+            legs = key == k
+            pool = np.sort(owd_ns[legs].ravel())
+            got, n_sent = int((~np.isnan(pool)).sum()), int(sent[legs].sum())
+            stats = tuple(float(x[0]) for x in _quantiles(pool[None, :], np.array([got])))
+        out.append(
+            {
+                "src": hosts[k // len(hosts)],
+                "dst": hosts[k % len(hosts)],
+                "sent": n_sent,
+                "received": got,
+                "loss": round(1.0 - got / n_sent, 6) if n_sent else 0.0,
+                "owd_min_ns": round(float(stats[0]), 1) if got else None,
+                "owd_p50_ns": round(float(stats[1]), 1) if got else None,
+                "owd_p99_ns": round(float(stats[2]), 1) if got else None,
+            }
+        )
+    return out
+
+
+def window_truth(
+    model: FabricModel,
+    *,
+    start_s: float,
+    duration_s: float,
+    edge_src: I32,
+    edge_dst: I32,
+    owd_fwd_ns: F64,
+    owd_rev_ns: F64,
+    rev_sent: npt.NDArray[np.int64],
+) -> dict[str, Any]:
+    """The truth of one window; ``owd_*_ns`` are (edges, probes) true network delays, NaN lost.
+
+    A reply never sent (its probe was lost) is not counted as sent on the reverse leg.
+    """
+    fabric, clocks, params = model.fabric, model.clocks, model.params
+    hosts = fabric.hosts
+    t_mid = (start_s + duration_s / 2) * 1e9
+    error = clocks.error_ns(t_mid)
+    drift = clocks.drift_ppb
+    ref = 0
+    t_ref = int(np.rint(t_mid + error[ref])) + params.epoch_ns
+    end_ns = (start_s + duration_s) * 1e9
+    active = [(f, eid) for f, eid in model.faults if f.at_s * 1e9 < end_ns]
+    paths = path_quantiles(
+        hosts,
+        np.concatenate([edge_src, edge_dst]),
+        np.concatenate([edge_dst, edge_src]),
+        np.concatenate([owd_fwd_ns, owd_rev_ns]),
+        np.concatenate([np.full(len(edge_src), owd_fwd_ns.shape[1]), rev_sent]),
+    )
+    return {
+        "reference": hosts[ref],
+        "t_ref_ns": t_ref,
+        "t_mid_ns": round(t_mid) + params.epoch_ns,
+        "offset_ns": dict(zip(hosts, _round(error - error[ref]), strict=True)),
+        "drift_ppb": dict(zip(hosts, _round(drift - drift[ref]), strict=True)),
+        "clock_error_ns": dict(zip(hosts, _round(error), strict=True)),
+        "clock_drift_ppb": dict(zip(hosts, _round(drift), strict=True)),
+        "faults": sorted({fabric.names[eid] for _, eid in active}),
+        "fault_specs": [
+            {
+                "kind": f.kind,
+                "element": fabric.names[eid],
+                "mode": f.mode,
+                "value": f.value,
+                "at_s": f.at_s,
+            }
+            for f, eid in active
+        ],
+        "paths": paths,
+    }

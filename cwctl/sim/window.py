@@ -1,0 +1,281 @@
+"""One probing window of the simulated fabric, vectorised: schedule, paths, delays, stamps.
+
+The schedule is the agents': every host sends ``rate`` coded pairs per second to each
+of its peers, the two probes of a pair ``gap_ns`` apart, source ports round robin over
+``ports``. A *flow* is (probing host, peer, source port): its NICs and its ECMP spine in
+each direction are fixed (the reply is hashed on (dst, src, sport) at the far leaf), so
+paths, base delays and fault crossings are worked out once per flow, and only queueing,
+loss and timestamp noise are drawn per probe.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from cwctl.records import TS_CODE, ProbeTable
+from cwctl.sim.delays import queue_rho, sample_queueing, stamp_error
+from cwctl.topology import ecmp_hash, host_id
+
+if TYPE_CHECKING:
+    from cwctl.sim.model import FabricModel
+
+I32 = npt.NDArray[np.int32]
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+SAME_LEAF, CORE, NO_ROUTE = -1, -2, -3
+
+
+def _active_nics(model: FabricModel) -> list[list[int]]:
+    fabric, excluded = model.fabric, model.state.excluded_nics
+    out = []
+    for h, host in enumerate(fabric.hosts):
+        base = int(fabric.nic_base[h])
+        out.append(
+            [base + i for i, n in enumerate(fabric.nics[h]) if f"{host}/{n}" not in excluded]
+        )
+    return out
+
+
+def _ecmp_groups(model: FabricModel) -> list[list[int]]:
+    """Per leaf, its WCMP group: each uplink spine repeated by its weight (all 1: the uplinks)."""
+    fabric, weights = model.fabric, model.state.ecmp_weight
+    groups = []
+    for leaf, ups in zip(fabric.leaves, fabric.uplinks, strict=True):
+        group: list[int] = []
+        for s in ups:
+            group += [s] * weights.get((leaf, fabric.spines[s]), 1)
+        groups.append(group)
+    return groups
+
+
+def _choose_spine(model: FabricModel, groups: list[list[int]], a: I32, b: I32, sport: I64) -> I32:
+    """The spine each flow from host ``a`` to ``b`` crosses, as ``Topology.spine_for`` does."""
+    fabric = model.fabric
+    la, lb = fabric.host_leaf[a], fabric.host_leaf[b]
+    ids = np.array([host_id(h) for h in fabric.hosts], np.uint64)
+    h = ecmp_hash(ids[a], ids[b], sport.astype(np.uint64))
+    width = max(1, max((len(g) for g in groups), default=1))
+    table = np.full((len(groups), width), NO_ROUTE, np.int32)
+    size = np.ones(len(groups), np.uint64)
+    for leaf, group in enumerate(groups):
+        if group:
+            table[leaf, : len(group)] = group
+            size[leaf] = len(group)
+    spine = table[la, (h % size[la]).astype(np.intp)]
+    has_uplinks = np.array([bool(u) for u in fabric.uplinks])[la]
+    spine = np.where(has_uplinks, spine, CORE)
+    return np.where(la == lb, SAME_LEAF, spine).astype(np.int32)
+
+
+def _direction(
+    model: FabricModel, s: I32, d: I32, ns: I32, nd: I32, spine: I32
+) -> tuple[I32, I32, F64]:
+    """Per flow direction: the elements crossed (F x 11), its queues (F x 4), its base delay."""
+    fabric, fixed = model.fabric, model.fixed
+    ls, ld = fabric.host_leaf[s], fabric.host_leaf[d]
+    crosses = spine >= 0
+    sp = np.where(crosses, spine, 0)
+    absent = np.int32(-1)
+    elements = np.stack(
+        [
+            fabric.eid_host(s),
+            fabric.eid_nic(ns),
+            fabric.eid_access(s),
+            fabric.eid_leaf(ls),
+            np.where(crosses, fabric.eid_fabric_link(ls, sp), absent),
+            np.where(crosses, fabric.eid_spine(sp), absent),
+            np.where(crosses, fabric.eid_fabric_link(ld, sp), absent),
+            np.where(ls != ld, fabric.eid_leaf(ld), absent),
+            fabric.eid_access(d),
+            fabric.eid_nic(nd),
+            fabric.eid_host(d),
+        ],
+        axis=1,
+    ).astype(np.int32)
+    pad = np.int32(fabric.n_queues)  # the pad queue: never busy, no propagation
+    queues = np.stack(
+        [
+            fabric.qid_access(ns, False),
+            np.where(crosses, fabric.qid_fabric(ls, sp, False), pad),
+            np.where(crosses, fabric.qid_fabric(ld, sp, True), pad),
+            fabric.qid_access(nd, True),
+        ],
+        axis=1,
+    ).astype(np.int32)
+    prop = np.append(fixed.queue_prop_ns, 0.0)
+    base = prop[queues].sum(axis=1) + fixed.leaf_latency_ns[ls]
+    base = base + np.where(crosses, fixed.spine_latency_ns[sp] + fixed.leaf_latency_ns[ld], 0.0)
+    base = base + np.where(
+        spine == CORE, model.params.core_latency_ns + fixed.leaf_latency_ns[ld], 0.0
+    )
+    return elements, queues, base
+
+
+def _fault_active(
+    fault_mode: str, value: float | None, at_s: float, t_ns: F64
+) -> npt.NDArray[np.bool_]:
+    """When a fault acts, per probe: from ``at_s`` on; ``flap`` only in the down half-periods."""
+    active = t_ns >= at_s * 1e9
+    if fault_mode == "flap":
+        half_ns = float(value or 0.5) * 1e9 / 2
+        phase = np.floor((t_ns - at_s * 1e9) / half_ns).astype(np.int64)
+        active &= phase % 2 == 0
+    return active
+
+
+class _Leg:
+    """One direction of every exchange: the flow paths and what happens on the way."""
+
+    def __init__(
+        self, model: FabricModel, elements: I32, queues: I32, base: F64, dark: npt.NDArray[np.bool_]
+    ):
+        self.model = model
+        self.elements, self.queues, self.base, self.dark = elements, queues, base, dark
+
+    def travel(
+        self, flow: npt.NDArray[np.intp], t_ns: F64, rng: np.random.Generator
+    ) -> tuple[F64, npt.NDArray[np.bool_]]:
+        """Network delay (ns) and loss of each probe leaving at true time ``t_ns``."""
+        model = self.model
+        fabric, params = model.fabric, model.params
+        n = len(flow)
+        rho_queue = np.append(queue_rho(params.load, model.fixed.queue_load_factor, params), 0.0)
+        for host in model.state.drained_hosts:
+            h = fabric.hosts.index(host)
+            rho_queue[fabric.queues_of(int(fabric.eid_host(h)))] = 0.0
+        delay = self.base[flow].copy()
+        lost = self.dark[flow].copy()
+        survive = np.ones(n)
+        congestion: list[tuple[npt.NDArray[np.bool_], float, float]] = []
+        for fault, eid in model.faults:
+            if fault.mode == "congested":
+                if fault.kind == "host" and fabric.hosts[eid] in model.state.drained_hosts:
+                    continue
+                hit = np.zeros(fabric.n_queues + 1, bool)
+                hit[fabric.queues_of(eid)] = True
+                congestion.append((hit, float(fault.value or 0.9), fault.at_s))
+                continue
+            crosses_flow = (self.elements == eid).any(axis=1)
+            rows = np.flatnonzero(crosses_flow[flow])
+            if len(rows) == 0:
+                continue
+            rows = rows[_fault_active(fault.mode, fault.value, fault.at_s, t_ns[rows])]
+            if fault.mode in ("down", "flap"):
+                lost[rows] = True
+            elif fault.mode == "lossy":
+                survive[rows] *= 1.0 - float(fault.value or 0.0)
+            elif fault.mode == "slow":
+                delay[rows] += float(fault.value or 0.0)
+        for k in range(self.queues.shape[1]):
+            q = self.queues[flow, k]
+            rho = rho_queue[q]
+            for hit, level, at_s in congestion:
+                on = hit[q] & (t_ns >= at_s * 1e9)
+                rho[on] = np.maximum(rho[on], min(level, params.rho_max))
+            delay += sample_queueing(rho, params, rng)
+        lost |= rng.random(n) >= survive
+        return delay, lost
+
+
+def simulate_window(
+    model: FabricModel, start_s: float, duration_s: float, rng: np.random.Generator
+) -> Any:
+    """The records of one window (see the module docstring) and its truth."""
+    from cwctl.sim.model import ProbeWindow
+    from cwctl.sim.truth import window_truth
+
+    fabric, params = model.fabric, model.params
+    index = {h: i for i, h in enumerate(fabric.hosts)}
+    ea = np.array([index[a] for a, ps in model.peers.items() for _ in ps], np.int32)
+    eb = np.array([index[b] for ps in model.peers.values() for b in ps], np.int32)
+    n_edges, n_ports = len(ea), params.ports
+    n_pairs = max(1, round(params.rate * duration_s))
+
+    # flows: (edge, port); NICs rotate with the port over each host's active NICs
+    fe = np.repeat(np.arange(n_edges), n_ports)
+    fj = np.tile(np.arange(n_ports), n_edges)
+    fa, fb = ea[fe], eb[fe]
+    sport_flow = (params.base_port + fj).astype(np.int64)
+    active = _active_nics(model)
+    count = np.array([len(a) for a in active], np.int64)
+    padded = np.array([a + [0] * (max(count.max(), 1) - len(a)) for a in active], np.int32)
+    safe = np.maximum(count, 1)
+    na = padded[fa, fj % safe[fa]]
+    nb = padded[fb, fj % safe[fb]]
+    dark = (count[fa] == 0) | (count[fb] == 0)
+    groups = _ecmp_groups(model)
+    spine_fwd = _choose_spine(model, groups, fa, fb, sport_flow)
+    spine_rev = _choose_spine(model, groups, fb, fa, sport_flow)
+    fwd = _Leg(model, *_direction(model, fa, fb, na, nb, spine_fwd), dark | (spine_fwd == NO_ROUTE))
+    rev = _Leg(model, *_direction(model, fb, fa, nb, na, spine_rev), dark | (spine_rev == NO_ROUTE))
+
+    # rows: edge-major, then pair, then idx 0/1
+    rows_per_edge = 2 * n_pairs
+    n = n_edges * rows_per_edge
+    edge = np.repeat(np.arange(n_edges), rows_per_edge)
+    pair = np.tile(np.repeat(np.arange(n_pairs, dtype=np.int64), 2), n_edges)
+    idx = np.tile(np.array([0, 1], np.int8), n_edges * n_pairs)
+    flow = edge * n_ports + (pair % n_ports)
+    a, b = ea[edge].astype(np.intp), eb[edge].astype(np.intp)
+
+    # when each probe's send stamp is taken (true time), and the wire events that follow
+    phase = rng.random(n_edges)
+    s1 = (start_s * 1e9 + (pair + phase[edge]) * (1e9 / params.rate)) + idx * float(params.gap_ns)
+    kind = params.timestamps
+    e1 = stamp_error(n, True, kind, params, rng)
+    dep = s1 - e1
+    d_fwd, lost_fwd = fwd.travel(flow, dep, rng)
+    arr = dep + d_fwd
+    s2 = arr + stamp_error(n, False, kind, params, rng)
+    turn = params.turnaround_ns + rng.exponential(params.turnaround_spread_ns, n)
+    s3 = s2 + turn
+    dep_back = s3 - stamp_error(n, True, kind, params, rng)
+    d_rev, lost_rev = rev.travel(flow, dep_back, rng)
+    arr_back = dep_back + d_rev
+    s4 = arr_back + stamp_error(n, False, kind, params, rng)
+    lost_rev |= lost_fwd
+
+    clocks, epoch = model.clocks, params.epoch_ns
+
+    def stamp(host: npt.NDArray[np.intp], t: F64) -> I64:
+        return np.rint(clocks.read(host, t)).astype(np.int64) + epoch
+
+    t1 = stamp(a, s1)
+    t2 = np.where(lost_fwd, 0, stamp(b, s2))
+    t3 = np.where(lost_rev, 0, stamp(b, s3))
+    t4 = np.where(lost_rev, 0, stamp(a, s4))
+    table = ProbeTable(
+        hosts=list(fabric.hosts),
+        src=a.astype(np.int32),
+        dst=b.astype(np.int32),
+        sport=sport_flow[flow].astype(np.int32),
+        pair=pair,
+        idx=idx,
+        gap_ns=np.full(n, params.gap_ns, np.int64),
+        ts=np.full(n, TS_CODE[kind], np.int8),
+        t1=t1,
+        t2=t2,
+        t3=t3,
+        t4=t4,
+    )
+    if any(len(ns) > 1 for ns in fabric.nics):
+        nic_names = [f"{n}" for ns in fabric.nics for n in ns]
+        distinct = sorted(set(nic_names))
+        code = {name: i for i, name in enumerate(distinct)}
+        nic_code = np.array([code[x] for x in nic_names], np.int16)
+        table.nics = distinct
+        table.nic = nic_code[na[flow]]
+    truth = window_truth(
+        model,
+        start_s=start_s,
+        duration_s=duration_s,
+        edge_src=ea,
+        edge_dst=eb,
+        owd_fwd_ns=np.where(lost_fwd, np.nan, d_fwd).reshape(n_edges, rows_per_edge),
+        owd_rev_ns=np.where(lost_rev, np.nan, d_rev).reshape(n_edges, rows_per_edge),
+        rev_sent=(~lost_fwd).reshape(n_edges, rows_per_edge).sum(axis=1),
+    )
+    return ProbeWindow(table=table, truth=truth, start_s=start_s, duration_s=duration_s)

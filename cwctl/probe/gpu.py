@@ -623,29 +623,29 @@ class _GpuNvmlCaller:
         self.error_class = getattr(nv, "NVMLError", ())
 
     def __call__(self, group, names, *args):
+        """Call the first of ``names`` the module and the driver both have."""
         if isinstance(names, str):
             names = (names,)
-        fn = None
         for name in names:
             fn = getattr(self.nv, name, None)
-            if fn is not None:
-                break
-        if fn is None:
-            self.reading["unsupported"].add(group)
-            return None
-        try:
-            return fn(*args)
-        except self.error_class as exc:
-            code = getattr(exc, "value", None)
-            if code in _GPU_NVML_UNSUPPORTED_ERRORS:
-                self.reading["unsupported"].add(group)
-            elif code == _GPU_NVML_ERROR_GPU_IS_LOST:
-                self.reading["lost"] = True
+            if fn is None:
+                continue  # an older pynvml: try the older spelling
+            try:
+                return fn(*args)
+            except self.error_class as exc:
+                code = getattr(exc, "value", None)
+                if code == _GPU_NVML_ERROR_FUNCTION_NOT_FOUND:
+                    continue  # an older driver: try the older spelling
+                if code == _GPU_NVML_ERROR_NOT_SUPPORTED:
+                    break
+                if code == _GPU_NVML_ERROR_GPU_IS_LOST:
+                    self.reading["lost"] = True
+                    self.reading["errors"][group] = str(exc)
+                    raise _GpuLost() from None
                 self.reading["errors"][group] = str(exc)
-                raise _GpuLost() from None
-            else:
-                self.reading["errors"][group] = str(exc)
-            return None
+                return None
+        self.reading["unsupported"].add(group)
+        return None
 
 
 def _gpu_nvml_const(nv, name, default):
@@ -676,9 +676,8 @@ def _gpu_nvml_fill(nv, call, h, r):
     if mem is not None:
         r["mem_used_bytes"] = int(mem.used)
         r["mem_total_bytes"] = int(mem.total)
-    else:
-        r["unsupported"].discard("mem_used_bytes")
-        r["unsupported"].add("memory")
+    elif "mem_used_bytes" in r["unsupported"]:
+        r["unsupported"].add("mem_total_bytes")
     temp = call("temp_c", "nvmlDeviceGetTemperature", h, const("NVML_TEMPERATURE_GPU", 0))
     r["temp_c"] = None if temp is None else int(temp)
     power_mw = call("power_w", "nvmlDeviceGetPowerUsage", h)

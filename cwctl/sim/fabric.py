@@ -177,7 +177,9 @@ class Fabric:
             stem = name.rstrip("0123456789")
             examples = ([n for n in same_kind if n.startswith(stem)] or same_kind)[:3]
             hint = f" (e.g. {', '.join(examples)})" if examples else ""
-            raise InputError(f"--fault {fault.text!r}: no {fault.kind} named {name!r}{hint}")
+            raise InputError(
+                f"--fault {fault.text or fault.spec!r}: no {fault.kind} named {name!r}{hint}"
+            )
         return eid
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from cwctl.errors import InputError
 from cwctl.records import ProbeTable
@@ -177,6 +178,36 @@ class FabricModel:
 
     def restore_state(self, state: ModelState) -> None:
         self.state = copy.deepcopy(state)
+
+    # --- paths ----------------------------------------------------------------------
+    def path(self, src: str, dst: str, sport: int) -> dict[str, Any]:
+        """Where the probes of one flow go now: elements crossed each way, base delays (ns).
+
+        The base delay is cables + switches + fixed asymmetry: a probe's one-way delay
+        without queueing, faults or timestamp noise.
+        """
+        from cwctl.sim.window import flow_paths
+
+        hosts = self.fabric.hosts
+        for name in (src, dst):
+            if name not in hosts:
+                raise InputError(f"no host named {name!r} in the simulated fabric")
+        port = np.array([sport - self.params.base_port], np.int64)
+        if not 0 <= port[0] < self.params.ports:
+            raise InputError(f"source port {sport} is not one the simulated agents use")
+        p = flow_paths(self.model_index([src]), self.model_index([dst]), port, model=self)
+        names = self.fabric.names
+        return {
+            "fwd": [names[e] for e in p.fwd_elements[0].tolist() if e >= 0],
+            "rev": [names[e] for e in p.rev_elements[0].tolist() if e >= 0],
+            "fwd_base_ns": float(p.fwd_base_ns[0]),
+            "rev_base_ns": float(p.rev_base_ns[0]),
+            "reachable": not (bool(p.fwd_dark[0]) or bool(p.rev_dark[0])),
+        }
+
+    def model_index(self, hosts: Sequence[str]) -> npt.NDArray[np.int32]:
+        index = {h: i for i, h in enumerate(self.fabric.hosts)}
+        return np.array([index[h] for h in hosts], np.int32)
 
     # --- probing --------------------------------------------------------------------
     def probe(self, duration_s: float) -> ProbeWindow:

@@ -20,6 +20,7 @@ class SimParams:
     gap_ns: int = 20_000  # spacing of the two probes of a coded pair
     timestamps: str = "hw"  # hw (NIC stamps) | sw (kernel stamps)
     load: float = 0.2  # mean utilisation of every queue, 0..1
+    reply_loss_keeps_t2: bool = False  # the agent nulls t2, t3, t4 of any lost exchange
 
     # clocks: offset uniform in +-offset_max_ns, drift normal, random-walk wander
     offset_max_ns: float = 1_000_000.0

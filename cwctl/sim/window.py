@@ -10,6 +10,7 @@ loss and timestamp noise are drawn per probe.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -126,6 +127,60 @@ def _fault_active(
     return active
 
 
+@dataclass
+class FlowPaths:
+    """Both directions of a set of flows: elements crossed (F x 11, -1 absent), queues
+    (F x 4, the pad queue ``n_queues`` absent), base delay (ns), and whether the flow
+    has no way through (all NICs excluded, an ECMP group of weight 0)."""
+
+    src_nic: I32
+    dst_nic: I32
+    spine_fwd: I32
+    spine_rev: I32
+    fwd_elements: I32
+    fwd_queues: I32
+    fwd_base_ns: F64
+    fwd_dark: npt.NDArray[np.bool_]
+    rev_elements: I32
+    rev_queues: I32
+    rev_base_ns: F64
+    rev_dark: npt.NDArray[np.bool_]
+
+
+def flow_paths(a: I32, b: I32, port: npt.NDArray[np.int64], *, model: FabricModel) -> FlowPaths:
+    """The paths of flows from host ``a`` to ``b`` leaving source port number ``port`` (0..P-1)."""
+    params = model.params
+    a, b = np.asarray(a, np.int32), np.asarray(b, np.int32)
+    port = np.asarray(port, np.int64)
+    sport = params.base_port + port
+    active = _active_nics(model)
+    count = np.array([len(x) for x in active], np.int64)
+    padded = np.array([x + [0] * (max(count.max(), 1) - len(x)) for x in active], np.int32)
+    safe = np.maximum(count, 1)
+    na = padded[a, port % safe[a]]
+    nb = padded[b, port % safe[b]]
+    dark = (count[a] == 0) | (count[b] == 0)
+    groups = _ecmp_groups(model)
+    spine_fwd = _choose_spine(model, groups, a, b, sport)
+    spine_rev = _choose_spine(model, groups, b, a, sport)
+    fe, fq, fbase = _direction(model, a, b, na, nb, spine_fwd)
+    re, rq, rbase = _direction(model, b, a, nb, na, spine_rev)
+    return FlowPaths(
+        src_nic=na,
+        dst_nic=nb,
+        spine_fwd=spine_fwd,
+        spine_rev=spine_rev,
+        fwd_elements=fe,
+        fwd_queues=fq,
+        fwd_base_ns=fbase,
+        fwd_dark=dark | (spine_fwd == NO_ROUTE),
+        rev_elements=re,
+        rev_queues=rq,
+        rev_base_ns=rbase,
+        rev_dark=dark | (spine_rev == NO_ROUTE),
+    )
+
+
 class _Leg:
     """One direction of every exchange: the flow paths and what happens on the way."""
 
@@ -197,20 +252,11 @@ def simulate_window(
     # flows: (edge, port); NICs rotate with the port over each host's active NICs
     fe = np.repeat(np.arange(n_edges), n_ports)
     fj = np.tile(np.arange(n_ports), n_edges)
-    fa, fb = ea[fe], eb[fe]
     sport_flow = (params.base_port + fj).astype(np.int64)
-    active = _active_nics(model)
-    count = np.array([len(a) for a in active], np.int64)
-    padded = np.array([a + [0] * (max(count.max(), 1) - len(a)) for a in active], np.int32)
-    safe = np.maximum(count, 1)
-    na = padded[fa, fj % safe[fa]]
-    nb = padded[fb, fj % safe[fb]]
-    dark = (count[fa] == 0) | (count[fb] == 0)
-    groups = _ecmp_groups(model)
-    spine_fwd = _choose_spine(model, groups, fa, fb, sport_flow)
-    spine_rev = _choose_spine(model, groups, fb, fa, sport_flow)
-    fwd = _Leg(model, *_direction(model, fa, fb, na, nb, spine_fwd), dark | (spine_fwd == NO_ROUTE))
-    rev = _Leg(model, *_direction(model, fb, fa, nb, na, spine_rev), dark | (spine_rev == NO_ROUTE))
+    paths = flow_paths(ea[fe], eb[fe], fj, model=model)
+    fwd = _Leg(model, paths.fwd_elements, paths.fwd_queues, paths.fwd_base_ns, paths.fwd_dark)
+    rev = _Leg(model, paths.rev_elements, paths.rev_queues, paths.rev_base_ns, paths.rev_dark)
+    na = paths.src_nic
 
     # rows: edge-major, then pair, then idx 0/1
     rows_per_edge = 2 * n_pairs
@@ -222,7 +268,8 @@ def simulate_window(
     a, b = ea[edge].astype(np.intp), eb[edge].astype(np.intp)
 
     # when each probe's send stamp is taken (true time), and the wire events that follow
-    phase = rng.random(n_edges)
+    # the agent staggers its targets: target i of n is due i/n of a period after pair 0
+    phase = np.array([i / len(ps) for ps in model.peers.values() for i in range(len(ps))])
     s1 = (start_s * 1e9 + (pair + phase[edge]) * (1e9 / params.rate)) + idx * float(params.gap_ns)
     kind = params.timestamps
     e1 = stamp_error(n, True, kind, params, rng)
@@ -237,6 +284,9 @@ def simulate_window(
     arr_back = dep_back + d_rev
     s4 = arr_back + stamp_error(n, False, kind, params, rng)
     lost_rev |= lost_fwd
+    # the agent learns t2 from the reply: a lost reply loses t2 as well (records.py
+    # allows keeping t2; reply_loss_keeps_t2 simulates an agent that reports it)
+    lost_t2 = lost_fwd if params.reply_loss_keeps_t2 else lost_rev
 
     clocks, epoch = model.clocks, params.epoch_ns
 
@@ -244,7 +294,7 @@ def simulate_window(
         return np.rint(clocks.read(host, t)).astype(np.int64) + epoch
 
     t1 = stamp(a, s1)
-    t2 = np.where(lost_fwd, 0, stamp(b, s2))
+    t2 = np.where(lost_t2, 0, stamp(b, s2))
     t3 = np.where(lost_rev, 0, stamp(b, s3))
     t4 = np.where(lost_rev, 0, stamp(a, s4))
     table = ProbeTable(

@@ -31,7 +31,9 @@ from cwctl.inventory import (
 )
 
 LABEL = "fuzz.toml"
-PROBLEM = re.compile(rf"^{re.escape(LABEL)}:(\d+): (key '[^']*': .+|TOML syntax error: .+)$")
+PROBLEM = re.compile(
+    rf"""^{re.escape(LABEL)}:(\d+): (key (?:'.*'|".*"): .+|TOML syntax error: .+)$"""
+)
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # --- a small TOML writer for generated documents ---------------------------------------

@@ -385,10 +385,11 @@ def summarize(inv: Inventory) -> str:
     spines = [s for s in inv.switches if s.role == "spine"]
     label = str(inv.path) if inv.path else "inventory"
     n_switches = _plural(len(inv.switches), "switch", "switches")
-    out = [
-        f"{label}: {_plural(len(inv.hosts), 'host')}, {n_switches}"
-        f" ({_plural(len(leaves), 'leaf', 'leaves')}, {_plural(len(spines), 'spine')})"
-    ]
+    if inv.switches:
+        n_switches += (
+            f" ({_plural(len(leaves), 'leaf', 'leaves')}, {_plural(len(spines), 'spine')})"
+        )
+    out = [f"{label}: {_plural(len(inv.hosts), 'host')}, {n_switches}"]
     out.append("hosts per leaf:")
     by_leaf: dict[str | None, list[Host]] = {}
     for h in inv.hosts:

@@ -128,7 +128,7 @@ class TomlChecker:
     def __init__(self, label: str, text: str) -> None:
         self.label = label
         self.lines = key_lines(text)
-        self.problems: list[str] = []
+        self._found: list[tuple[int, str]] = []
 
     def line_of(self, key: str) -> int:
         probe = key
@@ -140,7 +140,13 @@ class TomlChecker:
         return 1
 
     def problem(self, key: str, message: str) -> None:
-        self.problems.append(f"{self.label}:{self.line_of(key)}: key {key!r}: {message}")
+        line = self.line_of(key)
+        self._found.append((line, f"{self.label}:{line}: key {key!r}: {message}"))
+
+    @property
+    def problems(self) -> list[str]:
+        """Every problem recorded, in the order of their lines in the file."""
+        return [text for _, text in sorted(self._found, key=lambda found: found[0])]
 
     def unknown_keys(self, table: Mapping[str, Any], where: str, allowed: tuple[str, ...]) -> None:
         for key in table:

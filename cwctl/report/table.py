@@ -1,35 +1,220 @@
-"""The scan report for people (placeholder until the telemetry report lands)."""
+"""The scan report for people: a summary, the hosts, the worst paths, the suspects.
+
+Rich tables sized for an 80-column terminal. A large fabric shows its most interesting
+hosts (not ok, GPU trouble, named by a suspect, least certain clocks) and says how many
+are hidden; ``--format json`` lists everything.
+"""
 
 from __future__ import annotations
 
 import io
+import math
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from cwctl.snapshot import FabricSnapshot
+from cwctl.report.units import fmt_ns, fmt_ppb, fmt_ratio
+from cwctl.snapshot import FabricSnapshot, HostReport, PathReport
+
+HOST_ROWS = 12  # hosts shown when the fabric has more than HOST_ROWS_ALL
+HOST_ROWS_ALL = 16
+PATH_ROWS = 6
+SUSPECT_ROWS = 8
+
+
+def is_simulated(snapshot: FabricSnapshot) -> bool:
+    return snapshot.source == "sim" or snapshot.source.endswith(":sim")
+
+
+def sync_p99_ns(snapshot: FabricSnapshot) -> float | None:
+    """The 99th percentile of the hosts' clock uncertainty (the sync quality figure)."""
+    vals = sorted(
+        h.uncertainty_ns
+        for h in snapshot.hosts
+        if h.uncertainty_ns is not None and math.isfinite(h.uncertainty_ns)
+    )
+    if not vals:
+        return None
+    return vals[min(len(vals) - 1, math.ceil(0.99 * len(vals)) - 1)]
+
+
+def path_badness(p: PathReport) -> tuple[float, float]:
+    """Sort key of the worst paths: loss first, then queueing (p99 - min)."""
+    excess = p.excess_ns
+    return (p.loss, excess if excess is not None else -1.0)
+
+
+def worst_paths(snapshot: FabricSnapshot, n: int) -> list[PathReport]:
+    return sorted(snapshot.paths, key=path_badness, reverse=True)[:n]
+
+
+def _suspect_hosts(snapshot: FabricSnapshot) -> set[str]:
+    names = {s.element for s in snapshot.suspects}
+    return {
+        h.name
+        for h in snapshot.hosts
+        if h.name in names or any(n.startswith(h.name + "/") for n in names)
+    }
+
+
+def interesting_hosts(snapshot: FabricSnapshot, limit: int) -> list[HostReport]:
+    """Hosts worth a line, most interesting first (all of them when few)."""
+    if len(snapshot.hosts) <= HOST_ROWS_ALL:
+        return list(snapshot.hosts)
+    named = _suspect_hosts(snapshot)
+    gpu_rank = {"fail": 0, "warn": 1}
+
+    def key(h: HostReport) -> tuple[int, int, int, float]:
+        unc = h.uncertainty_ns if h.uncertainty_ns is not None else math.inf
+        return (
+            h.status == "ok",
+            gpu_rank.get(h.gpu_verdict or "", 2),
+            h.name not in named,
+            -(unc if math.isfinite(unc) else 1e30),
+        )
+
+    chosen = sorted(snapshot.hosts, key=key)[:limit]
+    order = {h.name: i for i, h in enumerate(snapshot.hosts)}
+    return sorted(chosen, key=lambda h: (h.status == "ok", order[h.name]))
+
+
+def summary_lines(snapshot: FabricSnapshot) -> list[str]:
+    """The plain-text summary (also what the TUI's status line can show)."""
+    ok = sum(h.status == "ok" for h in snapshot.hosts)
+    lines = []
+    if is_simulated(snapshot):
+        lines.append("SIMULATED fabric (--sim): these are not measurements of a real network")
+    lines.append(
+        f"source {snapshot.source} · timestamps {snapshot.timestamp_source} · "
+        f"{snapshot.records:,} records · {len(snapshot.paths):,} paths · "
+        f"{snapshot.duration_s:g} s"
+    )
+    p99 = sync_p99_ns(snapshot)
+    sync = f"±{fmt_ns(p99)} (p99 uncertainty)" if p99 is not None else "unsolved"
+    ref = f" vs {snapshot.reference}" if snapshot.reference else ""
+    lines.append(f"hosts ok {ok}/{len(snapshot.hosts)} · clocks {sync}{ref}")
+    worst = worst_paths(snapshot, 1)
+    if worst:
+        p = worst[0]
+        lines.append(
+            f"worst path {p.src} → {p.dst}: loss {fmt_ratio(p.loss)}, "
+            f"p99 {fmt_ns(p.owd_p99_ns)}, queueing {fmt_ns(p.excess_ns)}"
+        )
+    if snapshot.suspects:
+        s = snapshot.suspects[0]
+        more = f" (+{len(snapshot.suspects) - 1} more)" if len(snapshot.suspects) > 1 else ""
+        lines.append(f"top suspect {s.element} ({s.kind}, score {s.score:.2f}){more}")
+    else:
+        lines.append("no suspects")
+    return lines
+
+
+def _status_text(h: HostReport) -> Text:
+    if h.status == "ok":
+        return Text("ok", style="green")
+    label = h.status if not h.error else f"{h.status}: {h.error}"
+    return Text(label, style="bold red")
+
+
+def _gpu_text(h: HostReport) -> Text:
+    if h.gpu_verdict is None:
+        return Text("-")
+    style = {"ok": "green", "warn": "yellow", "fail": "bold red"}.get(h.gpu_verdict, "")
+    n = f"{len(h.gpus)}× " if h.gpus else ""
+    return Text(f"{n}{h.gpu_verdict}", style=style)
+
+
+def _hosts_table(snapshot: FabricSnapshot) -> tuple[Table, int]:
+    shown = interesting_hosts(snapshot, HOST_ROWS)
+    gpu = any(h.gpu_verdict is not None for h in snapshot.hosts)
+    table = Table(box=box.SIMPLE_HEAD, title="hosts", title_justify="left", pad_edge=False)
+    table.add_column("host", no_wrap=True)
+    table.add_column("status", overflow="fold", max_width=24)
+    table.add_column("offset", justify="right", no_wrap=True)
+    table.add_column("drift", justify="right", no_wrap=True)
+    table.add_column("±", justify="right", no_wrap=True)
+    if gpu:
+        table.add_column("GPU", no_wrap=True)
+    for h in shown:
+        row = [
+            Text(h.name),
+            _status_text(h),
+            Text(fmt_ns(h.offset_ns, signed=True)),
+            Text(fmt_ppb(h.drift_ppb)),
+            Text(fmt_ns(h.uncertainty_ns)),
+        ]
+        if gpu:
+            row.append(_gpu_text(h))
+        table.add_row(*row)
+    return table, len(snapshot.hosts) - len(shown)
+
+
+def _paths_table(snapshot: FabricSnapshot) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, title="worst paths", title_justify="left", pad_edge=False)
+    table.add_column("path", no_wrap=True, overflow="ellipsis", max_width=30)
+    table.add_column("sent", justify="right")
+    table.add_column("loss", justify="right")
+    table.add_column("p50", justify="right", no_wrap=True)
+    table.add_column("p99", justify="right", no_wrap=True)
+    table.add_column("queueing", justify="right", no_wrap=True)
+    for p in worst_paths(snapshot, PATH_ROWS):
+        loss = Text(fmt_ratio(p.loss), style="bold red" if p.loss > 0.01 else "")
+        table.add_row(
+            f"{p.src} → {p.dst}",
+            f"{p.sent:,}",
+            loss,
+            fmt_ns(p.owd_p50_ns),
+            fmt_ns(p.owd_p99_ns),
+            fmt_ns(p.excess_ns),
+        )
+    return table
+
+
+def _suspects_table(snapshot: FabricSnapshot) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, title="suspects", title_justify="left", pad_edge=False)
+    table.add_column("element", no_wrap=True, style="bold")
+    table.add_column("kind", no_wrap=True)
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("evidence", overflow="fold", ratio=1)
+    for s in snapshot.suspects[:SUSPECT_ROWS]:
+        table.add_row(s.element, s.kind, f"{s.score:.2f}", s.evidence)
+    return table
 
 
 def render_table(snapshot: FabricSnapshot, *, color: bool = True, width: int = 80) -> str:
+    """The whole report as text, ``width`` columns wide."""
     buf = io.StringIO()
-    console = Console(file=buf, width=width, no_color=not color, force_terminal=color)
-    ok = sum(h.status == "ok" for h in snapshot.hosts)
-    console.print(
-        f"[bold]cwctl scan[/] source={snapshot.source} hosts ok {ok}/{len(snapshot.hosts)} "
-        f"records={snapshot.records} timestamps={snapshot.timestamp_source}"
+    console = Console(
+        file=buf,
+        width=width,
+        no_color=not color,
+        force_terminal=color,
+        highlight=False,
+        emoji=False,
+        soft_wrap=False,
     )
-    hosts = Table("host", "status", "offset ns", "drift ppb", "± ns")
-    for h in snapshot.hosts:
-        hosts.add_row(
-            h.name,
-            h.status if h.error is None else f"{h.status}: {h.error}",
-            _fmt(h.offset_ns),
-            _fmt(h.drift_ppb),
-            _fmt(h.uncertainty_ns),
-        )
-    console.print(hosts)
+    lines = summary_lines(snapshot)
+    for i, line in enumerate(lines):
+        style = "bold yellow" if i == 0 and is_simulated(snapshot) else ""
+        if line.startswith("top suspect"):
+            style = "bold red"
+        console.print(Text(line, style=style), overflow="fold")
+    if snapshot.hosts:
+        hosts, hidden = _hosts_table(snapshot)
+        console.print(hosts)
+        if hidden:
+            console.print(
+                Text(f"{hidden} more hosts not shown (--format json lists every host)"),
+                overflow="fold",
+            )
+    if snapshot.paths:
+        console.print(_paths_table(snapshot))
+    if snapshot.suspects:
+        console.print(_suspects_table(snapshot))
+        if len(snapshot.suspects) > SUSPECT_ROWS:
+            console.print(Text(f"{len(snapshot.suspects) - SUSPECT_ROWS} more suspects not shown"))
+    else:
+        console.print(Text("No suspects: no element explains any loss or delay.", style="green"))
     return buf.getvalue()
-
-
-def _fmt(x: float | None) -> str:
-    return "-" if x is None or x != x else f"{x:,.0f}"

@@ -96,7 +96,10 @@ def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSna
         bad_host = np.array([name in down for name in table.hosts] + [False])
         usable = ~bad_host[obs.src] & ~bad_host[obs.dst]
         counts = flow_counts(obs, pt, usable)
-        suspects, _, results = localise(counts, collection.topology)
+        host_nics = {h.name: h.nics for h in collection.hosts if h.nics}
+        if collection.topology is not None:
+            host_nics = {**dict(collection.topology.nics), **host_nics}
+        suspects, _, results = localise(counts, collection.topology, host_nics)
         telemetry = {
             "flows": len(counts.flows),
             "delay_threshold_ns": _finite(counts.threshold_ns),

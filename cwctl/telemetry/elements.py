@@ -11,6 +11,7 @@ elements are the two hosts, the NIC, and the host pair itself.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,18 +72,20 @@ class _Names:
         return np.array([self.code(n, kind) for n in names] + [-1], np.int64)
 
 
-def incidence(flows: Flows, topology: Topology | None) -> Incidence:
-    """The flow x element incidence, vectorised over flows (loops only over hosts/switches)."""
+def incidence(
+    flows: Flows, topology: Topology | None, host_nics: Mapping[str, Sequence[str]] | None = None
+) -> Incidence:
+    """The flow x element incidence, vectorised over flows (loops only over hosts/switches).
+
+    ``host_nics`` lists each host's NICs (inventory or simulator); it places the far
+    end's NIC, which records do not name (see ``_nic_columns``).
+    """
     reg = _Names()
     n = len(flows)
     host_code = reg.codes(flows.hosts, "host")  # trailing -1 for "none"
     columns: list[I64] = [host_code[flows.src], host_code[flows.dst]]
-    nic_names = [f"{h}/{nic}" for h in flows.hosts for nic in flows.nics]
     if flows.nics:
-        nic_code = reg.codes(nic_names, "nic")
-        has = flows.nic >= 0
-        idx = np.where(has, flows.prober * len(flows.nics) + np.maximum(flows.nic, 0), -1)
-        columns.append(np.where(has, nic_code[idx], -1))
+        columns += _nic_columns(flows, reg, host_nics or {})
     leaf_of = topology.leaf_of if topology is not None else {}
     placed = np.array([h in leaf_of for h in flows.hosts] + [False])
     if topology is not None and placed.any():
@@ -105,6 +108,38 @@ def incidence(flows: Flows, topology: Topology | None) -> Incidence:
     matrix.sum_duplicates()
     matrix.data[:] = 1.0
     return Incidence(reg.names, reg.kinds, matrix)
+
+
+def _nic_columns(flows: Flows, reg: _Names, host_nics: Mapping[str, Sequence[str]]) -> list[I64]:
+    """The probing host's NIC (named by the record) and the far end's NIC.
+
+    Records name only the NIC a probe left from. The far end is taken to receive on its
+    NIC of the same name (rail-aligned fabrics: NIC i talks to NIC i; the simulator pairs
+    NICs by position the same way), or on its only NIC when it has one.
+    """
+    n_nics = len(flows.nics)
+    nic_code = reg.codes([f"{h}/{nic}" for h in flows.hosts for nic in flows.nics], "nic")
+    known = np.zeros((len(flows.hosts) + 1, n_nics), bool)
+    only = np.full(len(flows.hosts) + 1, -1, np.int64)
+    code_of = {name: i for i, name in enumerate(flows.nics)}
+    for h, host in enumerate(flows.hosts):
+        names = [code_of[x] for x in host_nics.get(host, ()) if x in code_of]
+        known[h, names] = True
+        if len(host_nics.get(host, ())) == 1 and names:
+            only[h] = names[0]
+    # hosts the mapping does not describe: the NICs they were seen probing from
+    seen = flows.nic >= 0
+    unknown = np.array([host not in host_nics for host in flows.hosts] + [False])
+    mark = seen & unknown[flows.prober]
+    known[flows.prober[mark], flows.nic[mark]] = True
+    has = flows.nic >= 0
+    nic = np.maximum(flows.nic, 0)
+    prober_col = np.where(has, nic_code[flows.prober * n_nics + nic], -1)
+    far = np.where(flows.reverse, flows.src, flows.dst)
+    far_nic = np.where(only[far] >= 0, only[far], nic)
+    far_ok = has & ((only[far] >= 0) | known[far, nic])
+    far_col = np.where(far_ok, nic_code[far * n_nics + far_nic], -1)
+    return [prober_col, far_col]
 
 
 def _fabric_columns(flows: Flows, topology: Topology, reg: _Names) -> list[I64]:

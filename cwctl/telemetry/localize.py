@@ -15,7 +15,7 @@ yields no suspect because nothing passes the likelihood test with a material rat
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,10 +134,12 @@ def _localise_signal(
 
 
 def localise(
-    counts: FlowCounts, topology: Topology | None
+    counts: FlowCounts,
+    topology: Topology | None,
+    host_nics: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[list[Suspect], Incidence, list[SignalResult]]:
     """Suspects from both signals, strongest first (one entry per element)."""
-    inc = incidence(counts.flows, topology)
+    inc = incidence(counts.flows, topology, host_nics)
     results = [_localise_signal(inc, counts.sent, counts.lost, "loss", MIN_LOSS_RATE)]
     if counts.samples.sum() > 0 and np.isfinite(counts.threshold_ns):
         results.append(

@@ -54,6 +54,7 @@ _GPU_NVML_ERROR_FUNCTION_NOT_FOUND = 13
 _GPU_NVML_ERROR_GPU_IS_LOST = 15
 _GPU_NVML_NO_GPU_ERRORS = (_GPU_NVML_ERROR_LIBRARY_NOT_FOUND, _GPU_NVML_ERROR_DRIVER_NOT_LOADED)
 _GPU_NVML_UNSUPPORTED_ERRORS = (_GPU_NVML_ERROR_NOT_SUPPORTED, _GPU_NVML_ERROR_FUNCTION_NOT_FOUND)
+_GPU_NVML_NO_LINK_ERRORS = (*_GPU_NVML_UNSUPPORTED_ERRORS, _GPU_NVML_ERROR_INVALID_ARGUMENT)
 _GPU_XID_EVENT_BIT = 0x8  # nvmlEventTypeXidCriticalError
 _GPU_EVENT_WAIT_MS = 250  # how long one nvmlEventSetWait blocks; bounds stop()'s latency
 
@@ -738,7 +739,8 @@ def _gpu_nvml_links(nv, call, h, r):
         r["unsupported"].add("nvlink")
         return
     errors = getattr(nv, "NVMLError", ())
-    for link in range(max_links):
+    other_error = None
+    for link in range(max_links):  # a link can be missing in the middle: ask for them all
         try:
             active = bool(state_fn(h, link))
         except errors as exc:
@@ -746,21 +748,23 @@ def _gpu_nvml_links(nv, call, h, r):
             if code == _GPU_NVML_ERROR_GPU_IS_LOST:
                 r["lost"] = True
                 raise _GpuLost() from None
-            if link == 0:
-                if code in _GPU_NVML_UNSUPPORTED_ERRORS or code == _GPU_NVML_ERROR_INVALID_ARGUMENT:
-                    r["unsupported"].add("nvlink")
-                else:
-                    r["errors"]["nvlink"] = str(exc)
-            break  # past the last link this GPU has
+            if code not in _GPU_NVML_NO_LINK_ERRORS:
+                other_error = str(exc)
+            continue  # no such link on this GPU
         entry = {"active": active}
         if active:
             for name, counter in kinds:
                 try:
                     value = int(counter_fn(h, link, counter))
                 except errors:
-                    continue
+                    continue  # e.g. no CRC-data counter on Hopper
                 entry[name] = entry.get(name, 0) + value
         r["nvlink"][link] = entry
+    if not r["nvlink"]:
+        if other_error is None:
+            r["unsupported"].add("nvlink")
+        else:
+            r["errors"]["nvlink"] = other_error
 
 
 class _GpuNvmlXidWatch:

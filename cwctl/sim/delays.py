@@ -78,15 +78,16 @@ def sample_queueing(rho: F64, params: SimParams, rng: np.random.Generator) -> F6
 def stamp_error(n: int, tx: bool, kind: str, params: SimParams, rng: np.random.Generator) -> F64:
     """What a stamp reads minus the true wire time (ns), per stamp.
 
-    ``hw``: Gaussian ``hw_sigma_ns``; a TX stamp is now and then late by an exponential
-    ``hw_tx_delay_ns``. ``sw``: a receive stamp is late (interrupt, softirq), a send stamp
-    early (taken in user space before ``sendto``), both lognormal with a Pareto tail.
+    ``hw``: Gaussian ``hw_sigma_ns``; now and then a packet leaves the NIC an exponential
+    ``hw_tx_delay_ns`` after its TX stamp was taken (the stamp is early: queued in the
+    NIC). ``sw``: a receive stamp is late (interrupt, softirq), a send stamp early (taken
+    in user space before ``sendto``), both lognormal with a Pareto tail.
     """
     if kind == "hw":
         err = rng.normal(0.0, params.hw_sigma_ns, n)
         if tx:
             late = np.flatnonzero(rng.random(n) < params.hw_tx_delay_prob)
-            err[late] += rng.exponential(params.hw_tx_delay_ns, len(late))
+            err[late] -= rng.exponential(params.hw_tx_delay_ns, len(late))
         return err
     median = params.sw_tx_ns if tx else params.sw_rx_ns
     lag = median * rng.lognormal(0.0, params.sw_sigma, n)

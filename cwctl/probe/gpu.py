@@ -865,6 +865,7 @@ class GpuSampler:
         self.handles = []
         self.fields = None
         self.xid_watch = None
+        self.kmsg_watch = None  # the NVML path's fallback for GPUs without XID events
 
     # -- choosing a source
 
@@ -1007,9 +1008,14 @@ class GpuSampler:
             if self.source == "nvml":
                 live = [(i, h) for i, h in self.handles if h is not None]
                 self.xid_watch = _GpuNvmlXidWatch(self.pynvml, live)
+                self.xid_watch.start()
+                if self.xid_watch.unsupported or self.xid_watch.thread is None:
+                    # GPUs NVML cannot deliver events for: read their XIDs from the log
+                    self.kmsg_watch = GpuKmsgXidWatch(self.kmsg)
+                    self.kmsg_watch.start()
             else:
                 self.xid_watch = GpuKmsgXidWatch(self.kmsg)
-            self.xid_watch.start()
+                self.xid_watch.start()
         except _GpuNoGpu as exc:
             self.status, self.error = "no-gpu", f"nvidia-smi: {exc}"
         except Exception as exc:
@@ -1026,6 +1032,7 @@ class GpuSampler:
                 xids = self.xid_watch.stop()
             if self.status not in ("no-gpu", "error") or (self.status == "error" and self.before):
                 after = self._read()
+                xids = xids + self._log_xids_of_blind_gpus(after)
                 gpus = gpu_build(self.before, after, xids)
                 if self.status is None:
                     self.status = "ok"
@@ -1054,6 +1061,21 @@ class GpuSampler:
             rec["warning"] = self.error
         return [rec]
 
+    def _nvml_blind(self, index):
+        """True when NVML delivers no XID events for GPU ``index``."""
+        watch = self.xid_watch
+        return index in watch.unsupported or watch.thread is None
+
+    def _log_xids_of_blind_gpus(self, after):
+        """XIDs from the kernel log for the GPUs NVML delivers no events for."""
+        if self.kmsg_watch is None:
+            return []
+        events = self.kmsg_watch.stop()
+        readings = list(self.before) + list(after)
+        seen = {gpu_pci_key(r["pci_bus_id"]) for r in readings}
+        blind = {gpu_pci_key(r["pci_bus_id"]) for r in readings if self._nvml_blind(r["index"])}
+        return [e for e in events if e["pci"] in blind or e["pci"] not in seen]
+
     def _mark_xid_unsupported(self, gpus):
         watch = self.xid_watch
         for gpu in gpus:
@@ -1062,11 +1084,15 @@ class GpuSampler:
             elif isinstance(watch, GpuKmsgXidWatch):
                 blind = not watch.supported
             else:
-                blind = gpu["index"] in watch.unsupported or watch.thread is None
+                blind = self._nvml_blind(gpu["index"])
+                if blind and self.kmsg_watch is not None:
+                    blind = not self.kmsg_watch.supported
             if blind and "xid" not in gpu["unsupported"]:
                 gpu["unsupported"] = sorted([*gpu["unsupported"], "xid"])
 
     def _shutdown(self):
+        if self.kmsg_watch is not None:
+            self.kmsg_watch.close()
         if self.source == "nvml" and self.pynvml not in (None, False):
             with contextlib.suppress(Exception):
                 self.pynvml.nvmlShutdown()

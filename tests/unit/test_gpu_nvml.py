@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -230,9 +231,12 @@ class StandInNvml:
         self.calls.append("free")
 
 
-def test_stand_in_unsupported_calls_are_recorded_as_unsupported_not_failures() -> None:
+def test_stand_in_unsupported_calls_are_recorded_as_unsupported_not_failures(
+    tmp_path: Path,
+) -> None:
     nv = StandInNvml()
-    sampler = g.GpuSampler("gpu-001", pynvml=nv, nvidia_smi=False)
+    no_log = str(tmp_path / "no-kmsg")  # and no kernel log to fall back on for XIDs
+    sampler = g.GpuSampler("gpu-001", pynvml=nv, nvidia_smi=False, kmsg=no_log)
     sampler.start()
     assert nv.xid_delivered.wait(2.0)
     (rec,) = sampler.stop()
@@ -259,9 +263,29 @@ def test_stand_in_unsupported_calls_are_recorded_as_unsupported_not_failures() -
     assert health.gpus[1]["verdict"] == "ok"
 
 
-def test_stand_in_lost_gpu_fails_its_host() -> None:
+def test_stand_in_xids_of_gpus_without_nvml_events_come_from_the_kernel_log(
+    tmp_path: Path,
+) -> None:
+    nv = StandInNvml()
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text("")
+    sampler = g.GpuSampler("gpu-001", pynvml=nv, nvidia_smi=False, kmsg=str(kmsg))
+    sampler.start()
+    assert nv.xid_delivered.wait(2.0)
+    with kmsg.open("a") as f:
+        # GPU 0's XID came as an NVML event already: its log line must not count twice
+        f.write("4,1,1,-;NVRM: Xid (PCI:0000:1b:00): 74, pid=1, NVLink: fatal error\n")
+        f.write("4,2,2,-;NVRM: Xid (PCI:0000:3b:00): 31, pid=77, name=python3, MMU Fault\n")
+    (rec,) = sampler.stop()
+    h100, l4 = rec["gpus"]
+    assert [x["code"] for x in h100["xid"]] == [74]
+    assert [x["code"] for x in l4["xid"]] == [31]
+    assert "xid" not in l4["unsupported"]
+
+
+def test_stand_in_lost_gpu_fails_its_host(tmp_path: Path) -> None:
     nv = StandInNvml(xid=13)
-    sampler = g.GpuSampler("gpu-001", pynvml=nv, nvidia_smi=False)
+    sampler = g.GpuSampler("gpu-001", pynvml=nv, nvidia_smi=False, kmsg=str(tmp_path / "none"))
     sampler.start()
     nv.lose = True
     (rec,) = sampler.stop()

@@ -980,8 +980,10 @@ class GpuSampler:
             if out is not None and proc.returncode == 0:
                 query_out, self.fields = out, fields
                 break
-            if out is not None and out.strip() and "Unable to determine" in out:
-                query_out, self.fields = out, fields  # some GPUs lost: still a reading
+            # A lost GPU makes nvidia-smi fail, but the other GPUs' lines are a reading.
+            lost = [ln for ln in (err or "").splitlines() if _GPU_SMI_LOST.search(ln)]
+            if out is not None and (lost or _GPU_SMI_LOST.search(out)):
+                query_out, self.fields = "\n".join([out, *lost]), fields
                 break
             last_err = (err or out or "").strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
             last_err = last_err[0]

@@ -178,6 +178,9 @@ def _stand_in_smi(tmp_path: Path, scenario: dict[str, str]) -> Path:
         "if name is None:\n"
         "    sys.stderr.write('No devices were found\\n'); sys.exit(6)\n"
         f"sys.stdout.write(open(os.path.join({str(DATA)!r}, name)).read())\n"
+        "err = scenario.get(key + '_' + when + '_stderr')\n"
+        "if err:\n"
+        f"    sys.stderr.write(open(os.path.join({str(DATA)!r}, err)).read()); sys.exit(15)\n"
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return script
@@ -217,6 +220,30 @@ def test_sampler_through_a_stand_in_nvidia_smi(tmp_path: Path) -> None:
     assert health.verdict == "fail"
     assert health.reason == "GPU 4: XID 74: NVLink error"
     assert health.gpus[3]["reason"] == "NVLink CRC errors rising on link 7 (+45)"
+
+
+def test_sampler_when_nvidia_smi_fails_on_a_lost_gpu(tmp_path: Path) -> None:
+    """nvidia-smi exits non-zero and says so on stderr: the other GPUs still count."""
+    lines = _read("xid79_query.csv").splitlines(keepends=True)
+    (tmp_path / "stdout.csv").write_text("".join(ln for ln in lines if "Unable" not in ln))
+    (tmp_path / "stderr.txt").write_text("".join(ln for ln in lines if "Unable" in ln))
+    smi = _stand_in_smi(
+        tmp_path,
+        {
+            "query_before": "h100x8_query_before.csv",
+            "query_after": str(tmp_path / "stdout.csv"),
+            "query_after_stderr": str(tmp_path / "stderr.txt"),
+        },
+    )
+    sampler = g.GpuSampler("gpu-001", nvidia_smi=str(smi), pynvml=False, kmsg="/nonexistent")
+    sampler.start()
+    (rec,) = sampler.stop()
+    assert rec["status"] == "ok"
+    assert len(rec["gpus"]) == 8
+    fallen = [gpu for gpu in rec["gpus"] if gpu["lost"]]
+    assert [gpu["index"] for gpu in fallen] == [2]
+    assert all("xid" in gpu["unsupported"] for gpu in rec["gpus"])  # no kernel log here
+    assert assess([rec]).reason == "GPU 2: GPU lost: it no longer answers (fallen off the bus?)"
 
 
 def test_sampler_with_nvidia_smi_but_no_device_says_no_gpu(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ class SlidingSolver:
     """Keeps the last ``window_s`` seconds of probes and solves them incrementally."""
 
     def __init__(
-        self, window_s: float = 2.0, *, reference: str | None = None, method: Method = "envelope"
+        self, window_s: float = 2.0, *, reference: str | None = None, method: Method = "hybrid"
     ) -> None:
         self.window_ns = int(window_s * 1e9)
         self.reference = reference

@@ -60,6 +60,8 @@ class PairPoints:
     hi: IntP
     source: npt.NDArray[np.int8]  # worst timestamp source code per pair
     pair_of: IntP  # per point
+    flow_of: IntP  # per point: its flow (pair, initiating end, source port)
+    flow_pair: IntP  # per flow: its pair
     upper: npt.NDArray[np.bool_]  # per point: True above theta, False below
     x_ns: F64  # lo's clock minus t_ref
     y_ns: F64
@@ -92,8 +94,14 @@ class PairFits:
         return PairFits(**{k: getattr(self, k)[mask] for k in self.__dataclass_fields__})
 
 
-def pair_points(table: ProbeTable, filt: CodedFilter, t_ref_ns: int) -> PairPoints:
-    """The two clouds of every pair, from the rows and legs the coded filter kept."""
+def pair_points(
+    table: ProbeTable, filt: CodedFilter, t_ref_ns: int, *, by_flow: bool = True
+) -> PairPoints:
+    """The two clouds of every pair, from the rows and legs the coded filter kept.
+
+    With ``by_flow`` each flow (initiating end, source port) of a pair keeps its own
+    envelope: ECMP gives each flow its own path each way, with its own minimum delay.
+    """
     n = len(table.hosts)
     complete = table.complete
     src = table.src.astype(np.intp)
@@ -110,6 +118,17 @@ def pair_points(table: ProbeTable, filt: CodedFilter, t_ref_ns: int) -> PairPoin
     source = np.zeros(len(keys), np.int8)
     np.maximum.at(source, pair_of_row, table.ts[complete])
     legs_total = np.bincount(pair_of_row, minlength=len(keys)).astype(np.int64) * 2
+
+    if by_flow:
+        flow_key = (row_pair[complete].astype(np.int64) * 2 + flip[complete]) * 65536 + (
+            table.sport[complete].astype(np.int64) & 0xFFFF
+        )
+    else:
+        flow_key = row_pair[complete].astype(np.int64)
+    flow_keys, flow_of_row = np.unique(flow_key, return_inverse=True)
+    row_flow = np.full(len(table), -1, np.intp)
+    row_flow[complete] = flow_of_row
+    flow_pair = (flow_keys // (2 * 65536) if by_flow else flow_keys).astype(np.intp)
 
     t1, t2, t3, t4 = table.t1, table.t2, table.t3, table.t4
     fwd = complete & filt.fwd_ok
@@ -128,6 +147,8 @@ def pair_points(table: ProbeTable, filt: CodedFilter, t_ref_ns: int) -> PairPoin
         hi=pair_hi,
         source=source,
         pair_of=np.concatenate([row_pair[fwd], row_pair[rev]]),
+        flow_of=np.concatenate([row_flow[fwd], row_flow[rev]]),
+        flow_pair=flow_pair,
         upper=np.concatenate([~f_flip, r_flip]),
         x_ns=(np.concatenate([fx, rx]) - t_ref_ns).astype(np.float64),
         y_ns=np.concatenate([fy, ry]).astype(np.float64),
@@ -137,59 +158,73 @@ def pair_points(table: ProbeTable, filt: CodedFilter, t_ref_ns: int) -> PairPoin
 
 
 def _windows(points: PairPoints) -> int:
-    """How many time windows: about a dozen legs per window and side, 2 to 24 windows."""
+    """How many time windows: about a dozen legs per window and side, 2 to 32 windows."""
     if points.n_pairs == 0:
         return 1
-    per_side = len(points.x_ns) / (2 * points.n_pairs)
-    return int(np.clip(per_side // 12, 2, 24))
+    per_side = len(points.x_ns) / (2 * len(points.flow_pair))
+    return int(np.clip(per_side // 12, 2, 32))
 
 
 def envelope_points(
     points: PairPoints, windows: int
 ) -> tuple[IntP, npt.NDArray[np.bool_], F64, F64]:
-    """The lowest upper point and highest lower point of each (pair, window)."""
-    x, y = points.x_ns, points.y_ns
+    """The lowest upper point and highest lower point of each (flow, side, window)."""
+    x, y, flow = points.x_ns, points.y_ns, points.flow_of
     if len(x) == 0:
         empty = np.zeros(0)
         return np.zeros(0, np.intp), np.zeros(0, np.bool_), empty, empty
-    # windows per pair, from its own first to last point: a constant added to one
-    # host's clock moves a pair's points together and leaves the choice unchanged
-    x0 = np.full(points.n_pairs, np.inf)
-    x1 = np.full(points.n_pairs, -np.inf)
-    np.minimum.at(x0, points.pair_of, x)
-    np.maximum.at(x1, points.pair_of, x)
+    # windows per flow, from its own first to last point: a constant added to one
+    # host's clock moves a flow's points together and leaves the choice unchanged
+    n_flows = len(points.flow_pair)
+    x0 = np.full(n_flows, np.inf)
+    x1 = np.full(n_flows, -np.inf)
+    np.minimum.at(x0, flow, x)
+    np.maximum.at(x1, flow, x)
     width = np.maximum((x1 - x0) / windows, 1.0)
-    rel = (x - x0[points.pair_of]) / width[points.pair_of]
+    rel = (x - x0[flow]) / width[flow]
     window = np.minimum(rel.astype(np.intp), windows - 1)
-    group = (points.pair_of * 2 + (~points.upper)) * windows + window
+    group = (flow * 2 + (~points.upper)) * windows + window
     signed = np.where(points.upper, y, -y)  # minimise: lowest upper, highest lower
-    best = np.full(points.n_pairs * 2 * windows, np.inf)
+    best = np.full(n_flows * 2 * windows, np.inf)
     np.minimum.at(best, group, signed)
     is_best = signed == best[group]
     _, first = np.unique(group[is_best], return_index=True)
     pick = np.flatnonzero(is_best)[first]
-    return points.pair_of[pick], points.upper[pick], x[pick], y[pick]
+    return flow[pick], points.upper[pick], x[pick], y[pick]
+
+
+@dataclass
+class _Lines:
+    """Per flow: upper and lower intercepts and point counts; per pair: the shared slope."""
+
+    a_up: F64
+    a_lo: F64
+    n_up: npt.NDArray[np.int64]
+    n_lo: npt.NDArray[np.int64]
+    slope: F64  # per pair
+    sxx: F64  # per pair
 
 
 def _fit_lines(
-    n_pairs: int, pair_of: IntP, upper: npt.NDArray[np.bool_], x: F64, y: F64
-) -> tuple[F64, F64, F64, npt.NDArray[np.int64], npt.NDArray[np.int64], F64]:
-    """Per pair: intercepts of the upper and lower lines and their shared slope."""
-    side = np.where(upper, 0, 1)
-    g = pair_of * 2 + side
-    m = n_pairs * 2
+    flow_pair: IntP, n_pairs: int, flow_of: IntP, upper: npt.NDArray[np.bool_], x: F64, y: F64
+) -> _Lines:
+    """Least squares: one intercept per (flow, side), one slope per pair."""
+    n_flows = len(flow_pair)
+    g = flow_of * 2 + np.where(upper, 0, 1)
+    m = n_flows * 2
     cnt = np.bincount(g, minlength=m).astype(np.float64)
     safe = np.maximum(cnt, 1.0)
     mx = np.bincount(g, x, m) / safe
     my = np.bincount(g, y, m) / safe
     dx = x - mx[g]
     dy = y - my[g]
-    sxx = np.bincount(pair_of, dx * dx, n_pairs)
-    sxy = np.bincount(pair_of, dx * dy, n_pairs)
+    pair = flow_pair[flow_of]
+    sxx = np.bincount(pair, dx * dx, n_pairs)
+    sxy = np.bincount(pair, dx * dy, n_pairs)
     slope = np.divide(sxy, sxx, out=np.zeros(n_pairs), where=sxx > 0)
-    intercept = my - np.repeat(slope, 2) * mx
+    intercept = my - np.repeat(slope[flow_pair], 2) * mx
     cnt_i = cnt.astype(np.int64)
-    return intercept[0::2], intercept[1::2], slope, cnt_i[0::2], cnt_i[1::2], sxx
+    return _Lines(intercept[0::2], intercept[1::2], cnt_i[0::2], cnt_i[1::2], slope, sxx)
 
 
 def median_per_group(values: F64, group: IntP, n_groups: int) -> F64:
@@ -212,33 +247,44 @@ def median_per_group(values: F64, group: IntP, n_groups: int) -> F64:
 def fit_pairs(points: PairPoints, *, windows: int | None = None, trim_rounds: int = 2) -> PairFits:
     """The envelope fit of every pair (see the module docstring)."""
     n_pairs = points.n_pairs
+    flow_pair = points.flow_pair
     w = windows or _windows(points)
-    pair_of, upper, x, y = envelope_points(points, w)
+    flow_of, upper, x, y = envelope_points(points, w)
+    pair_of = flow_pair[flow_of]
     src = np.minimum(points.source.astype(np.intp), len(SIGMA_FLOOR_NS) - 1)
     trim_floor = np.asarray(TRIM_FLOOR_NS)[src]
     keep = np.ones(len(x), np.bool_)
     for round_ in range(trim_rounds + 1):
-        a_up, a_lo, slope, n_up, n_lo, sxx = _fit_lines(
-            n_pairs, pair_of[keep], upper[keep], x[keep], y[keep]
-        )
-        resid = y - np.where(upper, a_up[pair_of], a_lo[pair_of]) - slope[pair_of] * x
+        lines = _fit_lines(flow_pair, n_pairs, flow_of[keep], upper[keep], x[keep], y[keep])
+        a_flow = np.where(upper, lines.a_up[flow_of], lines.a_lo[flow_of])
+        resid = y - a_flow - lines.slope[pair_of] * x
         if round_ == trim_rounds:
             break
         mad = median_per_group(np.abs(resid[keep]), pair_of[keep], n_pairs)
         tol = np.maximum(TRIM_K * _MAD_TO_SIGMA * np.nan_to_num(mad), trim_floor)
         keep = np.abs(resid) <= tol[pair_of]
 
-    ok = (n_up > 0) & (n_lo > 0)
-    offset = (a_up + a_lo) / 2
-    floor_ns = (a_up - a_lo) / 2
+    # a flow counts towards theta when it has both envelopes; theta is their mean
+    both = (lines.n_up > 0) & (lines.n_lo > 0)
+    n_both = np.bincount(flow_pair[both], minlength=n_pairs).astype(np.float64)
+    ok = n_both > 0
+    safe_n = np.maximum(n_both, 1.0)
+    mid = np.where(both, (lines.a_up + lines.a_lo) / 2, 0.0)
+    half_gap = np.where(both, (lines.a_up - lines.a_lo) / 2, 0.0)
+    offset = np.bincount(flow_pair, mid, n_pairs) / safe_n
+    floor_ns = np.bincount(flow_pair, half_gap, n_pairs) / safe_n
+    inv_n = np.where(both, 1 / np.maximum(lines.n_up, 1) + 1 / np.maximum(lines.n_lo, 1), 0.0)
+    inv_n_pair = np.bincount(flow_pair, inv_n, n_pairs) / safe_n**2
+    n_up = np.bincount(flow_pair, lines.n_up, n_pairs).astype(np.int64)
+    n_lo = np.bincount(flow_pair, lines.n_lo, n_pairs).astype(np.int64)
+    slope, sxx = lines.slope, lines.sxx
     # scatter of the kept envelope points about their lines
-    dof = np.maximum(n_up + n_lo - 3, 1)
+    n_flows_pair = np.bincount(flow_pair, minlength=n_pairs)
+    dof = np.maximum(n_up + n_lo - n_flows_pair * 2 - 1, 1)
     ss = np.bincount(pair_of[keep], resid[keep] ** 2, n_pairs)
     scatter = np.sqrt(ss / dof)
     sigma_floor = np.asarray(SIGMA_FLOOR_NS)[src]
-    sigma_off = np.sqrt(
-        scatter**2 * (1 / np.maximum(n_up, 1) + 1 / np.maximum(n_lo, 1)) / 4 + sigma_floor**2
-    )
+    sigma_off = np.sqrt(scatter**2 * inv_n_pair / 4 + sigma_floor**2)
     has_slope = sxx > 0
     sigma_drift = np.where(
         has_slope,
@@ -267,7 +313,9 @@ def fit_pairs(points: PairPoints, *, windows: int | None = None, trim_rounds: in
     )
 
 
-def max_margin_refine(points: PairPoints, fits: PairFits, *, iterations: int = 48) -> PairFits:
+def max_margin_refine(
+    points: PairPoints, fits: PairFits, *, iterations: int = 48, search: bool = True
+) -> PairFits:
     """The exact hard-margin line per pair, by golden-section search over the slope.
 
     For a slope ``b`` the widest gap between the clouds is
@@ -294,13 +342,15 @@ def max_margin_refine(points: PairPoints, fits: PairFits, *, iterations: int = 4
         np.maximum.at(bottom, pair_of[~upper], v[~upper])
         return top - bottom, top, bottom
 
+    if not search:  # keep the envelope fit's slope: the widest margin at that slope
+        iterations = -1
     lo_b = fits.drift_ppb * 1e-9 - span
     hi_b = fits.drift_ppb * 1e-9 + span
     ratio = (np.sqrt(5) - 1) / 2
     c = hi_b - ratio * (hi_b - lo_b)
     d = lo_b + ratio * (hi_b - lo_b)
-    mc, md = margin(c)[0], margin(d)[0]
-    for _ in range(iterations):
+    mc, md = (margin(c)[0], margin(d)[0]) if search else (c, d)
+    for _ in range(max(iterations, 0)):
         left = mc > md  # maximum lies in [lo_b, d]
         hi_b = np.where(left, d, hi_b)
         lo_b = np.where(left, lo_b, c)
@@ -308,7 +358,7 @@ def max_margin_refine(points: PairPoints, fits: PairFits, *, iterations: int = 4
         d_new = lo_b + ratio * (hi_b - lo_b)
         c, d = c_new, d_new
         mc, md = margin(c)[0], margin(d)[0]
-    b = (lo_b + hi_b) / 2
+    b = (lo_b + hi_b) / 2 if search else fits.drift_ppb * 1e-9
     _, top, bottom = margin(b)
     out = PairFits(**{k: getattr(fits, k) for k in fits.__dataclass_fields__})
     good = np.isfinite(top) & np.isfinite(bottom) & fits.ok

@@ -34,7 +34,7 @@ from cwctl.sync.pairfit import (
 from cwctl.sync.solution import ClockSolution
 
 F64 = npt.NDArray[np.float64]
-Method = Literal["envelope", "margin"]
+Method = Literal["envelope", "margin", "hybrid"]
 UNCERTAINTY_SIGMAS = 3.0
 
 
@@ -76,14 +76,20 @@ def rebase(fits: PairFits, shift_ns: int) -> None:
     fits.offset_ns = fits.offset_ns + fits.drift_ppb * 1e-9 * float(shift_ns)
 
 
-def fit_table(table: ProbeTable, method: Method = "envelope") -> tuple[CodedFilter, PairFits, int]:
+def fit_table(
+    table: ProbeTable,
+    method: Method = "hybrid",
+    *,
+    by_flow: bool = False,
+    windows: int | None = None,
+) -> tuple[CodedFilter, PairFits, int]:
     """Coded filter and pair fits (pairs with an estimate only), at a provisional t_ref."""
     t_prov = window_middle(table)
     filt = coded_filter(table)
-    points = pair_points(table, filt, t_prov)
-    fits = fit_pairs(points)
-    if method == "margin":
-        fits = max_margin_refine(points, fits)
+    points = pair_points(table, filt, t_prov, by_flow=by_flow)
+    fits = fit_pairs(points, windows=windows)
+    if method in ("margin", "hybrid"):
+        fits = max_margin_refine(points, fits, search=method == "margin")
     return filt, fits.select(fits.ok), t_prov
 
 
@@ -216,8 +222,10 @@ def solve(
     table: ProbeTable,
     *,
     reference: str | None = None,
-    method: Method = "envelope",
+    method: Method = "hybrid",
     network: bool = True,
+    by_flow: bool = False,
+    windows: int | None = None,
 ) -> ClockSolution:
     """Every host's offset and drift against the reference (see the module docstring).
 
@@ -228,7 +236,7 @@ def solve(
     started = time.perf_counter()
     if not table.complete.any():
         return empty_solution(table, reference, "no complete probe exchange")
-    filt, fits, t_prov = fit_table(table, method)
+    filt, fits, t_prov = fit_table(table, method, by_flow=by_flow, windows=windows)
     fitted_s = time.perf_counter() - started
     if len(fits.lo) == 0:
         return empty_solution(table, reference, "no pair with probes in both directions")

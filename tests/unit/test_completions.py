@@ -1,0 +1,106 @@
+"""The committed completion scripts are current, and the bash one really completes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cwctl.completions_gen import FILES, main, write_completions
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMITTED = ROOT / "completions"
+
+
+def test_committed_completions_are_current(tmp_path: Path) -> None:
+    written = write_completions(tmp_path)
+    assert sorted(p.name for p in written) == sorted(FILES.values())
+    for path in written:
+        committed = COMMITTED / path.name
+        assert committed.exists(), f"{committed} is missing: run `make completions`"
+        assert committed.read_text() == path.read_text(), (
+            f"{committed} is stale: run `make completions` and commit the result"
+        )
+
+
+def test_scripts_call_back_into_cwctl() -> None:
+    for shell, name in FILES.items():
+        text = (COMMITTED / name).read_text()
+        assert f"_CWCTL_COMPLETE=complete_{shell}" in text
+    assert (COMMITTED / "cwctl.zsh").read_text().startswith("#compdef cwctl\n")
+
+
+def test_main_needs_a_directory(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def _cwctl_env() -> dict[str, str]:
+    """PATH with this interpreter's scripts first, so the scripts find this `cwctl`."""
+    bin_dir = Path(sys.executable).parent
+    if not (bin_dir / "cwctl").exists():
+        pytest.skip("the cwctl console script is not installed next to this interpreter")
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        ("cwctl sc", {"scan"}),
+        ("cwctl dr", {"drain"}),
+        ("cwctl inventory ch", {"check"}),
+        ("cwctl scan --form", {"--format"}),
+    ],
+)
+def test_bash_script_completes_through_the_app(words: str, expected: set[str]) -> None:
+    script = (COMMITTED / "cwctl.bash").read_text()
+    n_words = len(words.split())
+    driver = (
+        f"{script}\n"
+        f"COMP_WORDS=({words}); COMP_CWORD={n_words - 1}\n"
+        "_cwctl_completion cwctl\n"
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    proc = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", driver],
+        env=_cwctl_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert set(proc.stdout.split()) == expected, proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_bash_script_completes_choices() -> None:
+    proc = subprocess.run(
+        ["cwctl"],
+        env={
+            **_cwctl_env(),
+            "COMP_WORDS": "cwctl scan --format ",
+            "COMP_CWORD": "3",
+            "_CWCTL_COMPLETE": "complete_bash",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert set(proc.stdout.split()) == {"table", "json", "prom"}, proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="no zsh")
+def test_zsh_script_parses() -> None:
+    proc = subprocess.run(["zsh", "-n", str(COMMITTED / "cwctl.zsh")], capture_output=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="no fish")
+def test_fish_script_parses() -> None:
+    proc = subprocess.run(["fish", "-n", str(COMMITTED / "cwctl.fish")], capture_output=True)
+    assert proc.returncode == 0, proc.stderr

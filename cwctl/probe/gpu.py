@@ -1032,6 +1032,8 @@ class GpuSampler:
         try:
             if self.xid_watch is not None:
                 xids = self.xid_watch.stop()
+                if getattr(self.xid_watch, "error", None) and not self.error:
+                    self.error = f"XID event wait stopped: {self.xid_watch.error}"
             if self.status not in ("no-gpu", "error") or (self.status == "error" and self.before):
                 after = self._read()
                 xids = xids + self._log_xids_of_blind_gpus(after)

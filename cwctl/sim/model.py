@@ -123,6 +123,8 @@ class FabricModel:
             self.fabric.hosts, self.params.peers, seed=seed, leaf_of=leaf_of
         )
         self.state = ModelState()
+        self.addresses: dict[str, str] = {}  # host -> address, when an inventory gave them
+        self.default_duration_s = 2.0  # an inventory's [probe] duration, when one gave it
         self.elapsed_s = 0.0  # where the next window starts, seconds after the origin
         self.windows = 0
 

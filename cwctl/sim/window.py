@@ -312,10 +312,12 @@ def simulate_window(
         t4=t4,
     )
     if any(len(ns) > 1 for ns in fabric.nics):
-        nic_names = [f"{n}" for ns in fabric.nics for n in ns]
-        distinct = sorted(set(nic_names))
+        # records name the NIC a probe left from on hosts with several (one NIC: no name)
+        distinct = sorted({n for ns in fabric.nics if len(ns) > 1 for n in ns})
         code = {name: i for i, name in enumerate(distinct)}
-        nic_code = np.array([code[x] for x in nic_names], np.int16)
+        nic_code = np.array(
+            [code[n] if len(ns) > 1 else -1 for ns in fabric.nics for n in ns], np.int16
+        )
         table.nics = distinct
         table.nic = nic_code[na[flow]]
     truth = window_truth(

@@ -11,6 +11,7 @@ pass it as ``model=``.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import asdict
 from typing import Any
 
 from cwctl.collection import Collection, HostInfo, HostStatus
@@ -28,7 +29,7 @@ def _params(
 ) -> SimParams:
     """SimParams from the options, the inventory's [probe] section and flag overrides."""
     knobs: dict[str, Any] = {"timestamps": options.timestamps, "load": options.load}
-    sources = [vars(probe) if probe is not None else {}, overrides or {}]
+    sources = [asdict(probe) if probe is not None else {}, overrides or {}]
     for source in sources:
         for key, name in _PROBE_KEYS.items():
             if source.get(key) is not None:
@@ -46,7 +47,7 @@ def model_for(request: ScanRequest | None = None, options: SimOptions | None = N
         from cwctl.inventory import load_inventory
 
         inv = load_inventory(inventory_path)
-        return FabricModel(
+        model = FabricModel(
             [h.name for h in inv.hosts],
             inv.topology(),
             params=_params(options, inv.probe, overrides),
@@ -54,6 +55,9 @@ def model_for(request: ScanRequest | None = None, options: SimOptions | None = N
             faults=options.faults,
             nics={h.name: h.nics for h in inv.hosts if h.nics},
         )
+        model.addresses = {h.name: h.address for h in inv.hosts}
+        model.default_duration_s = inv.probe.duration
+        return model
     return FabricModel.leaf_spine(
         options.hosts,
         options.hosts_per_leaf,
@@ -64,16 +68,14 @@ def model_for(request: ScanRequest | None = None, options: SimOptions | None = N
     )
 
 
-def run_model(
-    model: FabricModel, duration_s: float, options: SimOptions | None = None
-) -> Collection:
+def run_model(model: FabricModel, duration_s: float) -> Collection:
     """One probing window of ``model`` as a ``Collection`` (source ``sim``)."""
     window = model.probe(duration_s)
     fabric, params = model.fabric, model.params
     hosts = [
         HostInfo(
             name=name,
-            address=f"sim:{name}",
+            address=model.addresses.get(name, f"sim:{name}"),
             leaf=None
             if fabric.leaves[int(fabric.host_leaf[i])] == HIDDEN_LEAF
             else fabric.leaves[int(fabric.host_leaf[i])],
@@ -111,23 +113,24 @@ def run_model(
 
 def simulate(
     options: SimOptions | None = None,
-    duration_s: float = DEFAULT_DURATION_S,
+    duration_s: float | None = None,
     *,
     request: ScanRequest | None = None,
     model: FabricModel | None = None,
 ) -> Collection:
-    """Synchronous ``collect_sim``: a fresh model from ``options`` (or ``model``), one window."""
+    """Synchronous ``collect_sim``: one window of a fresh model from ``options`` (or of
+    ``model``), ``duration_s`` long (default: the inventory's, else 2 s)."""
     model = model or model_for(request, options)
-    return run_model(model, duration_s)
+    return run_model(model, duration_s or model.default_duration_s)
 
 
 async def collect_sim(
     request: ScanRequest, progress: Progress | None = None, *, model: FabricModel | None = None
 ) -> Collection:
     """The pipeline's sim transport: the numpy work runs in a thread (a TUI stays live)."""
-    duration_s = request.duration_s or DEFAULT_DURATION_S
     if model is None:
         model = await asyncio.to_thread(model_for, request)
+    duration_s = request.duration_s or model.default_duration_s
     if progress is not None:
         progress("connected", {"hosts": model.fabric.n_hosts, "source": "sim"})
     collection = await asyncio.to_thread(run_model, model, duration_s)

@@ -151,3 +151,25 @@ def test_console_entry_point_without_inventory_has_no_traceback(tmp_path: Path) 
     assert proc.stderr.splitlines() == [
         "cwctl: inventory.toml: no such file (give -i FILE or set CWCTL_INVENTORY)"
     ]
+
+
+def _commands(command, path=()):  # type: ignore[no-untyped-def]
+    """Every (command path, click command) of the app, groups included."""
+    yield path, command
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _commands(sub, (*path, name))
+
+
+def test_every_command_and_option_is_in_docs_cli() -> None:
+    import typer.main
+
+    doc = (ROOT / "docs" / "cli.md").read_text()
+    missing = []
+    for path, command in _commands(typer.main.get_command(app)):
+        if path and f"cwctl {' '.join(path)}" not in doc:
+            missing.append(f"command 'cwctl {' '.join(path)}'")
+        for param in command.params:
+            for opt in param.opts:
+                if opt.startswith("-") and f"`{opt}" not in doc:
+                    missing.append(f"option {opt} of 'cwctl {' '.join(path)}'")
+    assert not missing, f"docs/cli.md does not mention: {', '.join(missing)}"

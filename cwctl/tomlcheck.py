@@ -265,7 +265,7 @@ class TomlChecker:
             return {}
         return value
 
-    def array_of_tables(self, doc: Mapping[str, Any], key: str) -> list[tuple[str, dict]]:
+    def array_of_tables(self, doc: Mapping[str, Any], key: str) -> list[tuple[str, dict[str, Any]]]:
         value = doc.get(key, MISSING)
         if value is MISSING:
             return []

@@ -87,14 +87,14 @@ def _resolve(parts: list[str], counts: Mapping[str, int]) -> str:
 
 
 def syntax_problem(label: str, text: str, exc: tomllib.TOMLDecodeError) -> str:
+    """``tomllib``'s message as one problem line, with the line it places the error on."""
     message = str(exc)
-    m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", message)
-    if m:
+    if m := re.search(r"\s*\(at line (\d+), column (\d+)\)$", message):
         line, detail = int(m.group(1)), f"{message[: m.start()]} (column {m.group(2)})"
-    else:
-        m = re.search(r"\s*\(at end of document\)$", message)
-        line = max(1, len(text.splitlines()))
-        detail = f"{message[: m.start()]} (at end of file)" if m else message
+    elif m := re.search(r"\s*\(at end of document\)$", message):
+        line, detail = max(1, len(text.splitlines())), f"{message[: m.start()]} (at end of file)"
+    else:  # another tomllib's wording: its lineno attribute where it has one (3.14+)
+        line, detail = int(getattr(exc, "lineno", 0) or 1), message
     return f"{label}:{line}: TOML syntax error: {detail}"
 
 

@@ -213,6 +213,7 @@ class Agent:
             self.rx_kernel = self.rx_kernel and rx
             self.tx_kernel = self.tx_kernel and tx
         self.by_fd = {s.fileno(): s for s in [self.answer, *self.sources]}
+        self.sports = [s.getsockname()[1] for s in self.sources]
         self.peer_addr = {}  # name -> (address, port)
         self.name_of = {}  # address -> name (for the summary's rx counts)
         self.targets = []  # peers this agent probes
@@ -308,8 +309,8 @@ class Agent:
 
     def send_pair(self, name, pair):
         addr = self.peer_addr[name]
-        sock = self.sources[pair % len(self.sources)]
-        sport = sock.getsockname()[1]
+        i = pair % len(self.sources)
+        sock, sport = self.sources[i], self.sports[i]
         first = 0
         for idx in (0, 1):
             if idx == 1:  # the coded pair's spacing: a short spin, gap_ns is microseconds
@@ -320,16 +321,26 @@ class Agent:
             t1 = now_ns()
             if idx == 0:
                 first = t1
+            sent = self.send_probe(sock, encode(KIND_PROBE, seq, idx=idx), addr, name)
+            self.sent[name] += 1
+            # a probe that could not leave is an exchange lost at once, not a silent gap
+            self.pending[seq] = Exchange(
+                name, sport, pair, idx, t1, t1 + self.timeout_ns if sent else t1
+            )
+
+    def send_probe(self, sock, data, addr, name):
+        """Send one probe; an error left by an earlier ICMP message gets one retry."""
+        for attempt in (0, 1):
             try:
-                sock.sendto(encode(KIND_PROBE, seq, idx=idx), addr)
+                sock.sendto(data, addr)
+                return True
             except OSError as exc:
+                if attempt == 0 and exc.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH):
+                    continue
                 self.send_errors[name] = self.send_errors.get(name, 0) + 1
                 if self.send_errors[name] == 1:  # one record per peer, the summary counts
                     self.error(f"send to {name} {addr[0]}:{addr[1]} failed: {exc}")
-                continue
-            self.sent[name] += 1
-            ex = Exchange(name, sport, pair, idx, t1, t1 + self.timeout_ns)
-            self.pending[seq] = ex
+        return False
 
     # --- receiving ----------------------------------------------------------------
 

@@ -235,7 +235,8 @@ def agent_params(run: HostRun, plan: ScanPlan) -> dict[str, Any]:
     timeout_s = 0.5
     return {
         "host": run.name,
-        "bind": plan.bind.get(run.name, run.info.address),
+        "bind": getattr(run.session, "bind_address", None)
+        or plan.bind.get(run.name, run.info.address),
         "port": s.port,
         "ports": s.ports,
         "rate": s.rate,

@@ -94,16 +94,22 @@ def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSna
         paths = path_reports(pt)
         down = {h.name for h in hosts if h.status != "ok"}
         bad_host = np.array([name in down for name in table.hosts] + [False])
-        usable = ~bad_host[obs.src] & ~bad_host[obs.dst]
-        counts = flow_counts(obs, pt, usable)
+        usable_obs = ~bad_host[obs.src] & ~bad_host[obs.dst]
+        usable_rows = ~bad_host[table.src] & ~bad_host[table.dst]
+        counts = flow_counts(table, obs, pt, usable_rows, usable_obs)
         host_nics = {h.name: h.nics for h in collection.hosts if h.nics}
         if collection.topology is not None:
             host_nics = {**dict(collection.topology.nics), **host_nics}
-        suspects, _, results = localise(counts, collection.topology, host_nics)
+        suspects, inc, results = localise(counts, collection.topology, host_nics)
+        rates: dict[str, dict[str, float]] = {}
+        for res in results:
+            for e, rate in res.fit.rates.items():
+                rates.setdefault(inc.names[e], {})[res.signal] = round(rate, 6)
         telemetry = {
             "flows": len(counts.flows),
             "delay_threshold_ns": _finite(counts.threshold_ns),
             "background_loss": round(results[0].fit.background, 8),
+            "rates": rates,
         }
         if len(results) > 1:
             telemetry["background_delayed"] = round(results[1].fit.background, 8)

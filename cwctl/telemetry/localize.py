@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.stats import binom
 
+from cwctl.records import ProbeTable
 from cwctl.snapshot import Suspect
 from cwctl.telemetry.elements import Flows, Incidence, incidence
 from cwctl.telemetry.explain import Explanation, explain
@@ -40,28 +41,54 @@ MIN_DELAY_RATE = 0.08  # ...or delay at least this share beyond the threshold
 
 @dataclass(frozen=True)
 class FlowCounts:
-    """Per flow: trials and failures of each signal, and the flows' identities."""
+    """The two signals' trials and failures, per flow.
 
-    flows: Flows
+    Loss is counted per exchange (a round trip: agents cannot tell a lost probe from a
+    lost reply, so a trial crosses both directions' elements), on ``exchanges`` (prober,
+    peer, source port, NIC). Delay is counted per directed flow (``flows``), as one-way
+    delays are measured per direction.
+    """
+
+    exchanges: Flows
     sent: F64
     lost: F64
+    flows: Flows
     samples: F64  # delay samples (received with a known delay)
     delayed: F64
     excess_p50_ns: F64
     threshold_ns: float  # the delay threshold over each path's floor (NaN: no delays)
 
 
-def flow_counts(obs: Observations, pt: PathTable, usable: npt.NDArray[np.bool_]) -> FlowCounts:
-    """Count loss and delay failures per flow, over the observations ``usable`` allows."""
-    fid, keys = group_ids(
-        obs.src[usable], obs.dst[usable], obs.sport[usable], obs.nic[usable], obs.reverse[usable]
+def flow_counts(
+    table: ProbeTable,
+    obs: Observations,
+    pt: PathTable,
+    usable_rows: npt.NDArray[np.bool_],
+    usable_obs: npt.NDArray[np.bool_],
+) -> FlowCounts:
+    """Count loss per exchange flow and delay per directed flow, over what is usable."""
+    # loss: one trial per exchange, failed when the reply never came back
+    rows = usable_rows
+    xid, xkeys = group_ids(table.src[rows], table.dst[rows], table.sport[rows], table.nic[rows])
+    nx = len(xkeys)
+    sent = np.bincount(xid, minlength=nx).astype(np.float64)
+    lost = np.bincount(xid, weights=table.t4[rows] == 0, minlength=nx)
+    exchanges = Flows(
+        hosts=table.hosts,
+        nics=table.nics,
+        src=xkeys[:, 0],
+        dst=xkeys[:, 1],
+        sport=xkeys[:, 2],
+        nic=xkeys[:, 3],
+        reverse=np.zeros(nx, bool),
     )
+    # delay: per directed flow, the share of delays above the threshold over the floor
+    u = usable_obs
+    fid, keys = group_ids(obs.src[u], obs.dst[u], obs.sport[u], obs.nic[u], obs.reverse[u])
     n = len(keys)
-    received = obs.received[usable]
-    owd = obs.owd_ns[usable]
-    # the floor of each observation's path, and the fabric's typical p99 excess
-    path_of = {(s, d): i for i, (s, d) in enumerate(pt.path_key.tolist())}
-    pid = np.array([path_of.get((s, d), -1) for s, d in keys[:, :2].tolist()], np.int64)
+    owd = obs.owd_ns[u]
+    path_of = {(a, b): i for i, (a, b) in enumerate(pt.path_key.tolist())}
+    pid = np.array([path_of.get((a, b), -1) for a, b in keys[:, :2].tolist()], np.int64)
     excess_p90 = pt.path.owd_p90_ns - pt.path.owd_min_ns
     enough = (pt.path.received >= 20) & ~np.isnan(excess_p90)
     typical = np.median(excess_p90[enough]) if enough.any() else np.nan
@@ -72,8 +99,6 @@ def flow_counts(obs: Observations, pt: PathTable, usable: npt.NDArray[np.bool_])
     samples = np.bincount(fid, weights=has, minlength=n)
     delayed = np.bincount(fid, weights=has & (excess > threshold), minlength=n)
     (p50,) = sorted_quantiles(excess, fid, n, (0.5,))
-    sent = np.bincount(fid, minlength=n).astype(np.float64)
-    lost = sent - np.bincount(fid, weights=received, minlength=n)
     flows = Flows(
         hosts=obs.hosts,
         nics=obs.nics,
@@ -83,7 +108,34 @@ def flow_counts(obs: Observations, pt: PathTable, usable: npt.NDArray[np.bool_])
         nic=keys[:, 3],
         reverse=keys[:, 4].astype(bool),
     )
-    return FlowCounts(flows, sent, lost, samples, delayed, p50, threshold)
+    return FlowCounts(exchanges, sent, lost, flows, samples, delayed, p50, threshold)
+
+
+def _incidences(
+    counts: FlowCounts, topology: Topology | None, host_nics: Mapping[str, Sequence[str]]
+) -> tuple[Incidence, Incidence]:
+    """The loss incidence (exchanges: both directions, counts 0..2) and the delay one, over
+    one set of element names."""
+    x, f = counts.exchanges, counts.flows
+    nx = len(x)
+    cat = np.concatenate
+    both = Flows(
+        hosts=x.hosts,
+        nics=x.nics,
+        src=cat([f.src, x.src, x.dst]),
+        dst=cat([f.dst, x.dst, x.src]),
+        sport=cat([f.sport, x.sport, x.sport]),
+        nic=cat([f.nic, x.nic, x.nic]),
+        reverse=cat([f.reverse, np.zeros(nx, bool), np.ones(nx, bool)]),
+    )
+    inc = incidence(both, topology, host_nics)
+    m = inc.matrix
+    nf = len(f)
+    loss = (m[nf : nf + nx] + m[nf + nx :]).tocsr()
+    return (
+        Incidence(inc.names, inc.kinds, loss),
+        Incidence(inc.names, inc.kinds, m[:nf].tocsr()),
+    )
 
 
 def _bad_flows(trials: F64, failures: F64, background: float) -> npt.NDArray[np.bool_]:
@@ -94,9 +146,10 @@ def _bad_flows(trials: F64, failures: F64, background: float) -> npt.NDArray[np.
 
 def _votes(inc: Incidence, bad: npt.NDArray[np.bool_]) -> F64:
     """007 voting: each bad flow gives 1/h votes to each of its h elements."""
-    h = np.asarray(inc.matrix.sum(axis=1)).ravel()
+    crosses = (inc.matrix > 0).astype(np.float64)
+    h = np.asarray(crosses.sum(axis=1)).ravel()
     weight = np.where(bad & (h > 0), 1.0 / np.maximum(h, 1), 0.0)
-    return np.asarray(inc.matrix.T @ weight).ravel()
+    return np.asarray(crosses.T @ weight).ravel()
 
 
 @dataclass(frozen=True)
@@ -104,6 +157,7 @@ class SignalResult:
     """One signal's localisation: the fit, the bad flows, the votes."""
 
     signal: str  # "loss" | "delay"
+    incidence: Incidence
     fit: Explanation
     bad: npt.NDArray[np.bool_]
     votes: F64
@@ -118,7 +172,7 @@ def _localise_signal(
     total = trials[usable].sum()
     # a first background guess: the median flow's rate, robust to a minority of bad flows
     rates = failures[usable] / np.maximum(trials[usable], 1)
-    b0 = float(max(np.median(rates), failures.sum() / total * 0.1, 1e-6)) if total else 1e-6
+    b0 = float(max(np.median(rates), 1e-6)) if total else 1e-6
     bad = _bad_flows(trials, failures, b0) & usable
     votes = _votes(inc, bad)
     fit = explain(
@@ -128,9 +182,10 @@ def _localise_signal(
         candidates=votes > 0,
         min_gain=MIN_GAIN_NATS,
         min_rate=min_rate,
+        background=b0,
     )
     bad = _bad_flows(trials, failures, fit.background) & usable
-    return SignalResult(signal, fit, bad, _votes(inc, bad), trials, failures)
+    return SignalResult(signal, inc, fit, bad, _votes(inc, bad), trials, failures)
 
 
 def localise(
@@ -139,17 +194,18 @@ def localise(
     host_nics: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[list[Suspect], Incidence, list[SignalResult]]:
     """Suspects from both signals, strongest first (one entry per element)."""
-    inc = incidence(counts.flows, topology, host_nics)
-    results = [_localise_signal(inc, counts.sent, counts.lost, "loss", MIN_LOSS_RATE)]
+    loss_inc, delay_inc = _incidences(counts, topology, host_nics or {})
+    inc = loss_inc
+    results = [_localise_signal(loss_inc, counts.sent, counts.lost, "loss", MIN_LOSS_RATE)]
     if counts.samples.sum() > 0 and np.isfinite(counts.threshold_ns):
         results.append(
-            _localise_signal(inc, counts.samples, counts.delayed, "delay", MIN_DELAY_RATE)
+            _localise_signal(delay_inc, counts.samples, counts.delayed, "delay", MIN_DELAY_RATE)
         )
     found: dict[int, tuple[float, float, str]] = {}  # element -> (score, gain, evidence)
     for res in results:
         chosen = list(res.fit.rates)
         for e in chosen:
-            score, words = _score_and_words(inc, res, e, chosen, counts)
+            score, words = _score_and_words(res, e, chosen, counts)
             gain = res.fit.gains.get(e, 0.0)
             if e in found:
                 s0, g0, w0 = found[e]
@@ -170,10 +226,11 @@ def localise(
 
 
 def _score_and_words(
-    inc: Incidence, res: SignalResult, e: int, chosen: list[int], counts: FlowCounts
+    res: SignalResult, e: int, chosen: list[int], counts: FlowCounts
 ) -> tuple[float, str]:
     """Score: (share of the flows through e that are bad) x (share of the bad flows not
     through another chosen element that go through e). Words: the counts behind it."""
+    inc = res.incidence
     on = inc.matrix[:, e].toarray().ravel() > 0
     usable = res.trials > 0
     others = np.zeros(len(on), bool)
@@ -182,8 +239,8 @@ def _score_and_words(
             others |= inc.matrix[:, o].toarray().ravel() > 0
     n_in = int((on & usable).sum())
     bad_in = int((on & res.bad).sum())
-    n_out = int((~on & usable).sum())
-    bad_out = int((~on & res.bad).sum())
+    n_out = int((~on & ~others & usable).sum())  # flows crossing no suspect
+    bad_out = int((~on & ~others & res.bad).sum())
     unexplained_bad = int((res.bad & ~others).sum())
     purity = bad_in / n_in if n_in else 0.0
     coverage = int((on & res.bad & ~others).sum()) / unexplained_bad if unexplained_bad else 0.0
@@ -195,8 +252,9 @@ def _score_and_words(
         lossy = res.failures[sel] / np.maximum(res.trials[sel], 1)
         typical = f" (median {100 * np.median(lossy):.0f}% lost)" if sel.any() else ""
         words = (
-            f"loss: {bad_in} of {n_in} flows through {name} lost probes{typical}; "
-            f"{bad_out} of {n_out} other flows did; model: {name} drops {_pct(rate)}"
+            f"loss: {bad_in} of {n_in} probe flows crossing {name} (either way) lost "
+            f"probes{typical}; {bad_out} of {n_out} flows crossing no suspect did; model: {name} "
+            f"drops {_pct(rate)}"
         )
     else:
         sel = on & res.bad
@@ -205,7 +263,7 @@ def _score_and_words(
         words = (
             f"delay: {bad_in} of {n_in} flows through {name} were delayed >"
             f"{_us(counts.threshold_ns)} over their floor{typical}; {bad_out} of {n_out} "
-            f"other flows were; model: {name} delays {_pct(rate)} of probes"
+            f"flows crossing no suspect were; model: {name} delays {_pct(rate)} of probes"
         )
     return score, words
 

@@ -2,7 +2,7 @@
 
 A probe record from A to B gives up to two observations: the probe itself (A -> B, sent
 always, received when ``t2`` is known, delay from the solver's forward delay) and the
-reply (B -> A, sent when ``t3`` is known, received when ``t4`` is known, delay from the
+reply (B -> A, sent when the probe arrived, received when ``t4`` is known, delay from the
 reverse delay). A record with ``t2 == 0`` is a lost probe (forward loss; no reply was
 ever sent); ``t2 != 0`` with ``t4 == 0`` is a lost reply (reverse loss).
 
@@ -54,8 +54,9 @@ class Observations:
 
 
 def observations(table: ProbeTable, fwd_ns: F64, rev_ns: F64) -> Observations:
-    """Both directions of every exchange (the reply only where one was sent)."""
-    replied = table.t3 != 0
+    """Both directions of every exchange (the reply only where one was sent: the probe
+    arrived, ``t2 != 0``; a lost reply leaves ``t3`` and ``t4`` unknown)."""
+    replied = table.t2 != 0
     cat = np.concatenate
     return Observations(
         hosts=table.hosts,
@@ -65,7 +66,7 @@ def observations(table: ProbeTable, fwd_ns: F64, rev_ns: F64) -> Observations:
         sport=cat([table.sport, table.sport[replied]]),
         nic=cat([table.nic, table.nic[replied]]),
         reverse=cat([np.zeros(len(table), bool), np.ones(int(replied.sum()), bool)]),
-        t_ns=cat([table.t1, table.t3[replied]]),
+        t_ns=cat([table.t1, table.t2[replied]]),
         received=cat([table.t2 != 0, table.t4[replied] != 0]),
         owd_ns=cat([np.asarray(fwd_ns, np.float64), np.asarray(rev_ns, np.float64)[replied]]),
     )

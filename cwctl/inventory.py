@@ -147,6 +147,25 @@ _PROBE_KEYS = ("duration", "rate", "peers", "port", "ports", "gap_us")
 _SCHEDULER_KEYS = ("kind", "host")
 _SWITCH_KEYS = ("name", "role", "uplinks")
 _HOST_KEYS = ("name", "address", "user", "port", "python", "leaf", "nics", "gpus")
+_SECTIONS = {
+    "[ssh]": _SSH_KEYS,
+    "[probe]": _PROBE_KEYS,
+    "[scheduler]": _SCHEDULER_KEYS,
+    "[[switch]]": _SWITCH_KEYS,
+    "[[host]]": _HOST_KEYS,
+}
+
+
+def _homes(here: str) -> dict[str, str]:
+    """For each key of the other sections, the sections it belongs in (for hints)."""
+    homes: dict[str, list[str]] = {}
+    for section, keys in _SECTIONS.items():
+        if section != here:
+            for key in keys:
+                homes.setdefault(key, []).append(section)
+    return {key: " or ".join(sections) for key, sections in homes.items()}
+
+
 _SCHEDULER_KINDS = ("slurm", "k8s", "none")
 _SWITCH_ROLES = ("leaf", "spine")
 # Element names appear in fault specs (KIND:NAME:MODE) and NIC names (host/nic).
@@ -168,7 +187,7 @@ def _kwargs(**values: Any) -> dict[str, Any]:
 
 def _check_ssh(c: TomlChecker, doc: Mapping[str, Any], base_dir: Path) -> SSHDefaults:
     t = c.table(doc, "ssh")
-    c.unknown_keys(t, "ssh", _SSH_KEYS)
+    c.unknown_keys(t, "ssh", _SSH_KEYS, _homes("[ssh]"))
     identity = c.string(t, "ssh", "identity")
     known_hosts = c.string(t, "ssh", "known_hosts")
     return SSHDefaults(
@@ -187,7 +206,7 @@ def _check_ssh(c: TomlChecker, doc: Mapping[str, Any], base_dir: Path) -> SSHDef
 
 def _check_probe(c: TomlChecker, doc: Mapping[str, Any]) -> ProbeSettings:
     t = c.table(doc, "probe")
-    c.unknown_keys(t, "probe", _PROBE_KEYS)
+    c.unknown_keys(t, "probe", _PROBE_KEYS, _homes("[probe]"))
     return ProbeSettings(
         **_kwargs(
             duration=c.positive(t, "probe", "duration"),
@@ -202,7 +221,7 @@ def _check_probe(c: TomlChecker, doc: Mapping[str, Any]) -> ProbeSettings:
 
 def _check_scheduler(c: TomlChecker, doc: Mapping[str, Any]) -> Scheduler:
     t = c.table(doc, "scheduler")
-    c.unknown_keys(t, "scheduler", _SCHEDULER_KEYS)
+    c.unknown_keys(t, "scheduler", _SCHEDULER_KEYS, _homes("[scheduler]"))
     kind = c.choice(t, "scheduler", "kind", _SCHEDULER_KINDS)
     host = c.string(t, "scheduler", "host")
     if host is not None and t.get("kind", "none") == "none":
@@ -222,7 +241,7 @@ def _check_switches(c: TomlChecker, doc: Mapping[str, Any]) -> list[tuple[str, S
     switches: list[tuple[str, Switch]] = []
     seen: dict[str, str] = {}
     for where, t in c.array_of_tables(doc, "switch"):
-        c.unknown_keys(t, where, _SWITCH_KEYS)
+        c.unknown_keys(t, where, _SWITCH_KEYS, _homes("[[switch]]"))
         name = _name(c, t, where)
         role = c.choice(t, where, "role", _SWITCH_ROLES) if c.required(t, where, "role") else None
         uplinks = c.names(t, where, "uplinks", _NAME, "a switch name") or ()
@@ -266,7 +285,7 @@ def _check_hosts(
     elif doc["host"] == []:
         c.problem("host", "the host array is empty: an inventory needs at least one host")
     for where, t in entries:
-        c.unknown_keys(t, where, _HOST_KEYS)
+        c.unknown_keys(t, where, _HOST_KEYS, _homes("[[host]]"))
         name = _name(c, t, where)
         address = c.string(t, where, "address") if c.required(t, where, "address") else None
         port = c.integer(t, where, "port", 1, 65535)
@@ -339,7 +358,7 @@ def parse_inventory(
     except tomllib.TOMLDecodeError as exc:
         raise InventoryError([syntax_problem(label, text, exc)]) from None
     c = TomlChecker(label, text)
-    c.unknown_keys(doc, "", _TOP_KEYS)
+    c.unknown_keys(doc, "", _TOP_KEYS, _homes(""))
     ssh = _check_ssh(c, doc, base_dir or Path.cwd())
     probe = _check_probe(c, doc)
     scheduler = _check_scheduler(c, doc)

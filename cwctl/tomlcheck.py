@@ -148,11 +148,25 @@ class TomlChecker:
         """Every problem recorded, in the order of their lines in the file."""
         return [text for _, text in sorted(self._found, key=lambda found: found[0])]
 
-    def unknown_keys(self, table: Mapping[str, Any], where: str, allowed: tuple[str, ...]) -> None:
+    def unknown_keys(
+        self,
+        table: Mapping[str, Any],
+        where: str,
+        allowed: tuple[str, ...],
+        homes: Mapping[str, str] | None = None,
+    ) -> None:
+        """A problem for each key not in ``allowed``; ``homes`` says where a key belongs."""
         for key in table:
-            if key not in allowed:
-                path = f"{where}.{key}" if where else key
-                self.problem(path, f"unknown key{did_you_mean(key, allowed)}")
+            if key in allowed:
+                continue
+            path = f"{where}.{key}" if where else key
+            hint = did_you_mean(key, allowed)
+            if not hint and homes:
+                if key in homes:
+                    hint = f" here (it belongs in {homes[key]})"
+                elif close := difflib.get_close_matches(key, list(homes), n=1, cutoff=0.75):
+                    hint = f" (did you mean {close[0]!r}, in {homes[close[0]]}?)"
+            self.problem(path, f"unknown key{hint}")
 
     def required(self, table: Mapping[str, Any], where: str, key: str) -> bool:
         """Whether ``key`` is there; if not, record that it is missing."""

@@ -305,3 +305,12 @@ def test_key_lines_follows_headers_and_skips_multiline_strings() -> None:
     assert "host[0].port" not in lines  # inside the multi-line string
     assert lines["host[0].address"] == 7
     assert lines["host[1].name"] == 9 and lines["host[1].ssh.port"] == 10
+
+
+def test_typo_of_a_key_from_another_section_names_that_section() -> None:
+    text = '[[host]]\nname = "a"\naddress = "h"\nconcurency = 3\n'
+    with pytest.raises(InventoryError) as caught:
+        parse_inventory(text, label="f.toml")
+    assert caught.value.problems == [
+        "f.toml:4: key 'host[0].concurency': unknown key (did you mean 'concurrency', in [ssh]?)"
+    ]

@@ -34,7 +34,7 @@ LABEL = "fuzz.toml"
 PROBLEM = re.compile(
     rf"""^{re.escape(LABEL)}:(\d+): (key (?:'.*'|".*"): .+|TOML syntax error: .+)$"""
 )
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # --- a small TOML writer for generated documents ---------------------------------------
 
@@ -186,7 +186,7 @@ def test_arbitrary_bytes_never_crash(data: bytes) -> None:
             assert all(p.startswith(f"{path}:") for p in exc.problems), exc.problems
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(documents)
 def test_inventory_check_never_tracebacks(doc: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory() as tmp:

@@ -62,9 +62,9 @@ def sample_queueing(rho: F64, params: SimParams, rng: np.random.Generator) -> F6
     """Waiting time at one egress per probe: 0 with probability 1 - rho, else heavy tailed."""
     n = len(rho)
     wait = np.zeros(n)
-    busy = np.flatnonzero(rng.random(n) < rho)
+    busy = np.flatnonzero(rng.random(n, dtype=np.float32) < rho)
     if len(busy):
-        r = rho[busy]
+        r = rho[busy].astype(np.float64)
         mean = params.queue_base_ns * r / (1.0 - r)
         sigma = params.queue_sigma
         wait[busy] = mean * rng.lognormal(-0.5 * sigma * sigma, sigma, len(busy))

@@ -60,28 +60,31 @@ def path_quantiles(
     lo, p50, p99 = _quantiles(sorted_ns, received)
     key = src.astype(np.int64) * len(hosts) + dst
     keys, first, count = np.unique(key, return_index=True, return_counts=True)
-    out = []
-    for k, i, c in zip(keys.tolist(), first.tolist(), count.tolist(), strict=True):
-        if c == 1:
-            got, n_sent, stats = int(received[i]), int(sent[i]), (lo[i], p50[i], p99[i])
-        else:  # probed from both ends: pool the legs
-            legs = key == k
-            pool = np.sort(owd_ns[legs].ravel())
-            got, n_sent = int((~np.isnan(pool)).sum()), int(sent[legs].sum())
-            stats = tuple(float(x[0]) for x in _quantiles(pool[None, :], np.array([got])))
-        out.append(
-            {
-                "src": hosts[k // len(hosts)],
-                "dst": hosts[k % len(hosts)],
-                "sent": n_sent,
-                "received": got,
-                "loss": round(1.0 - got / n_sent, 6) if n_sent else 0.0,
-                "owd_min_ns": round(float(stats[0]), 1) if got else None,
-                "owd_p50_ns": round(float(stats[1]), 1) if got else None,
-                "owd_p99_ns": round(float(stats[2]), 1) if got else None,
-            }
+    got, n_sent = received[first].astype(np.int64), sent[first].astype(np.int64)
+    stats = np.stack([lo[first], p50[first], p99[first]], axis=1)
+    for j in np.flatnonzero(count > 1):  # probed from both ends: pool the legs
+        legs = key == keys[j]
+        pool = np.sort(owd_ns[legs].ravel())
+        got[j], n_sent[j] = int((~np.isnan(pool)).sum()), int(sent[legs].sum())
+        stats[j] = [float(x[0]) for x in _quantiles(pool[None, :], np.array([got[j]]))]
+    loss = np.round(1.0 - got / np.maximum(n_sent, 1), 6).tolist()
+    rounded = np.round(stats, 1).tolist()
+    n = len(hosts)
+    return [
+        {
+            "src": hosts[k // n],
+            "dst": hosts[k % n],
+            "sent": s_,
+            "received": g,
+            "loss": lo_,
+            "owd_min_ns": q[0] if g else None,
+            "owd_p50_ns": q[1] if g else None,
+            "owd_p99_ns": q[2] if g else None,
+        }
+        for k, s_, g, lo_, q in zip(
+            keys.tolist(), n_sent.tolist(), got.tolist(), loss, rounded, strict=True
         )
-    return out
+    ]
 
 
 def window_truth(

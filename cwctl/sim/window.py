@@ -197,13 +197,14 @@ class _Leg:
         model = self.model
         fabric, params = model.fabric, model.params
         n = len(flow)
-        rho_queue = np.append(queue_rho(params.load, model.fixed.queue_load_factor, params), 0.0)
+        rho = queue_rho(params.load, model.fixed.queue_load_factor, params)
+        rho_queue = np.append(rho, 0.0).astype(np.float32)
         for host in model.state.drained_hosts:
             h = fabric.hosts.index(host)
             rho_queue[fabric.queues_of(int(fabric.eid_host(h)))] = 0.0
-        delay = self.base[flow].copy()
-        lost = self.dark[flow].copy()
-        survive = np.ones(n)
+        delay = self.base[flow]  # fancy indexing: fresh arrays
+        lost = self.dark[flow]
+        survive: F64 | None = None
         congestion: list[tuple[npt.NDArray[np.bool_], float, float]] = []
         for fault, eid in model.faults:
             if fault.mode == "congested":
@@ -221,6 +222,7 @@ class _Leg:
             if fault.mode in ("down", "flap"):
                 lost[rows] = True
             elif fault.mode == "lossy":
+                survive = np.ones(n) if survive is None else survive
                 survive[rows] *= 1.0 - float(fault.value or 0.0)
             elif fault.mode == "slow":
                 delay[rows] += float(fault.value or 0.0)
@@ -229,9 +231,10 @@ class _Leg:
             rho = rho_queue[q]
             for hit, level, at_s in congestion:
                 on = hit[q] & (t_ns >= at_s * 1e9)
-                rho[on] = np.maximum(rho[on], min(level, params.rho_max))
+                rho[on] = np.maximum(rho[on], np.float32(min(level, params.rho_max)))
             delay += sample_queueing(rho, params, rng)
-        lost |= rng.random(n) >= survive
+        if survive is not None:
+            lost |= rng.random(n) >= survive
         return delay, lost
 
 
@@ -261,10 +264,10 @@ def simulate_window(
     # rows: edge-major, then pair, then idx 0/1
     rows_per_edge = 2 * n_pairs
     n = n_edges * rows_per_edge
-    edge = np.repeat(np.arange(n_edges), rows_per_edge)
+    edge = np.repeat(np.arange(n_edges, dtype=np.int32), rows_per_edge)
     pair = np.tile(np.repeat(np.arange(n_pairs, dtype=np.int64), 2), n_edges)
     idx = np.tile(np.array([0, 1], np.int8), n_edges * n_pairs)
-    flow = edge * n_ports + (pair % n_ports)
+    flow = edge * np.int32(n_ports) + (pair % n_ports).astype(np.int32)
     a, b = ea[edge].astype(np.intp), eb[edge].astype(np.intp)
 
     # when each probe's send stamp is taken (true time), and the wire events that follow
@@ -290,13 +293,17 @@ def simulate_window(
 
     clocks, epoch = model.clocks, params.epoch_ns
 
-    def stamp(host: npt.NDArray[np.intp], t: F64) -> I64:
-        return np.rint(clocks.read(host, t)).astype(np.int64) + epoch
+    # the wander, once per coded pair and host: it moves < 0.01 ns within an exchange
+    wander_a = np.repeat(clocks.wander_ns(a[::2], s1[::2]), 2)
+    wander_b = np.repeat(clocks.wander_ns(b[::2], s1[::2]), 2)
 
-    t1 = stamp(a, s1)
-    t2 = np.where(lost_t2, 0, stamp(b, s2))
-    t3 = np.where(lost_rev, 0, stamp(b, s3))
-    t4 = np.where(lost_rev, 0, stamp(a, s4))
+    def stamp(host: npt.NDArray[np.intp], t: F64, wander: F64) -> I64:
+        return np.rint(clocks.read(host, t, wander)).astype(np.int64) + epoch
+
+    t1 = stamp(a, s1, wander_a)
+    t2 = np.where(lost_t2, 0, stamp(b, s2, wander_b))
+    t3 = np.where(lost_rev, 0, stamp(b, s3, wander_b))
+    t4 = np.where(lost_rev, 0, stamp(a, s4, wander_a))
     table = ProbeTable(
         hosts=list(fabric.hosts),
         src=a.astype(np.int32),

@@ -120,7 +120,7 @@ def decode_probe(rec: Mapping[str, Any], *, where: str = "record") -> ProbeRecor
     if src == dst:
         raise RecordError(f"{where}: probe from {src!r} to itself")
     ts = rec.get("ts")
-    if ts not in TS_CODE:
+    if not isinstance(ts, str) or ts not in TS_CODE:
         raise RecordError(f"{where}: key 'ts' must be one of {', '.join(TS_SOURCES)}, got {ts!r}")
     stamps: dict[str, int | None] = {}
     for key in _TIMESTAMP_KEYS:

@@ -417,7 +417,10 @@ def summarize(inv: Inventory) -> str:
     width = max((len(s or "(no leaf)") for s in order), default=0)
     for leaf in order:
         members = by_leaf[leaf]
-        names = ", ".join(h.name for h in members)
+        shown = [h.name for h in members]
+        if len(shown) > 8:  # a big leaf: its first and last hosts
+            shown = [*shown[:3], "...", *shown[-2:]]
+        names = ", ".join(shown)
         out.append(f"  {(leaf or '(no leaf)'):<{width}}  {len(members):>4}  {names}")
     idle = [s.name for s in leaves if s.name not in by_leaf]
     if idle:

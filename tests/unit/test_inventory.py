@@ -314,3 +314,9 @@ def test_typo_of_a_key_from_another_section_names_that_section() -> None:
     assert caught.value.problems == [
         "f.toml:4: key 'host[0].concurency': unknown key (did you mean 'concurrency', in [ssh]?)"
     ]
+
+
+def test_summary_of_a_big_leaf_shows_its_ends() -> None:
+    hosts = "".join(f'[[host]]\nname = "n{i:03}"\naddress = "10.0.0.{i}"\n' for i in range(1, 21))
+    text = summarize(parse_inventory(hosts))
+    assert re.search(r"\(no leaf\)\s+20\s+n001, n002, n003, \.\.\., n019, n020$", text, re.M)

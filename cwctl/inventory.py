@@ -343,7 +343,7 @@ def _read_text(path: Path) -> str:
     except OSError as exc:
         raise InventoryError([f"{label}: cannot read: {exc.strerror or exc}"]) from None
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # an editor's byte-order mark is not an error
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise InventoryError([f"{label}:{line}: not UTF-8 text (byte {exc.start})"]) from None

@@ -141,6 +141,9 @@ OutOpt = Annotated[Path | None, typer.Option("--out", help="Write the report her
 SaveOpt = Annotated[
     Path | None, typer.Option("--save-records", help="Keep every probe record (.gz ok).")
 ]
+HeatmapOpt = Annotated[
+    Path | None, typer.Option("--heatmap", help="Also write the host x host heatmap (PNG).")
+]
 ReplayOpt = Annotated[
     Path | None, typer.Option("--replay", help="Analyse saved records instead of probing.")
 ]
@@ -250,6 +253,7 @@ def scan(
     reference: ReferenceOpt = None,
     concurrency: ConcurrencyOpt = None,
     accept_new_host_keys: AcceptKeysOpt = False,
+    heatmap: HeatmapOpt = None,
 ) -> None:
     """One scan: probe, solve clocks, measure paths, report. Exit 3 if problems found."""
 
@@ -278,6 +282,10 @@ def scan(
         snapshot = asyncio.run(run_scan(request, _progress_printer()))
         color = STATE.color and out is None and fmt is Format.table
         write_output(render(snapshot, fmt.value, color=color), out)
+        if heatmap is not None:
+            from cwctl.report.heatmap import write_heatmap
+
+            write_heatmap(snapshot, heatmap)
         return EXIT_OK if snapshot.healthy else EXIT_PROBLEMS
 
     raise typer.Exit(run_guarded(body))

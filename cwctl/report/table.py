@@ -40,10 +40,16 @@ def sync_p99_ns(snapshot: FabricSnapshot) -> float | None:
     return vals[min(len(vals) - 1, math.ceil(0.99 * len(vals)) - 1)]
 
 
-def path_badness(p: PathReport) -> tuple[float, float]:
-    """Sort key of the worst paths: loss first, then queueing (p99 - min)."""
+def path_badness(p: PathReport) -> tuple[float, float, float]:
+    """Sort key of the worst paths: loss, then median queueing (p50 - min, steadier than
+    p99, which rare bursts dominate), then p99 queueing."""
+    median = (
+        p.owd_p50_ns - p.owd_min_ns
+        if p.owd_p50_ns is not None and p.owd_min_ns is not None
+        else -1.0
+    )
     excess = p.excess_ns
-    return (p.loss, excess if excess is not None else -1.0)
+    return (round(p.loss, 3), median, excess if excess is not None else -1.0)
 
 
 def worst_paths(snapshot: FabricSnapshot, n: int) -> list[PathReport]:

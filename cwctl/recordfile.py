@@ -1,0 +1,248 @@
+"""Record files: a scan's records saved (``--save-records``) and read back (``--replay``).
+
+JSON lines, gzip-compressed when the name ends in ``.gz``. The first line is a header,
+``{"type": "header", "format": "cwctl.records/1", ...}``, naming the hosts, their
+addresses, the topology, the probe parameters, the peer assignment and every host's
+status; then one record per line (``hello``, ``probe``, ``gpu``, ``summary``, and for
+simulated scans one ``truth``), in the ``cwctl.rec/1`` format of ``cwctl.records``.
+``docs/records.md`` documents both. The header counts the records, so a file cut at a
+line boundary is caught as surely as one cut mid-line.
+
+``read_collection(write_collection(c))`` gives a collection whose analysis is the live
+one's, field for field (only ``source`` says ``replay:<original>``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import time
+import zlib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any, Final
+
+from cwctl.collection import Collection, HostInfo, HostStatus
+from cwctl.errors import InputError, RecordError
+from cwctl.records import ProbeTableBuilder, encode_line, parse_line
+from cwctl.topology import Topology
+
+FILE_FORMAT: Final = "cwctl.records/1"
+_STATUSES: Final = ("ok", "unreachable", "error")
+
+
+def _open_text(path: Path, mode: str) -> IO[str]:
+    if path.name.endswith(".gz"):
+        return gzip.open(path, mode + "t", encoding="utf-8")  # type: ignore[return-value]
+    return path.open(mode, encoding="utf-8")
+
+
+def header_of(collection: Collection, count: int) -> dict[str, Any]:
+    topo = collection.topology
+    return {
+        "type": "header",
+        "format": FILE_FORMAT,
+        "created_ns": time.time_ns(),
+        "source": collection.source,
+        "duration_s": collection.duration_s,
+        "hosts": [
+            {"name": h.name, "address": h.address, "leaf": h.leaf, "nics": list(h.nics)}
+            for h in collection.hosts
+        ],
+        "table_hosts": list(collection.table.hosts),
+        "topology": None
+        if topo is None
+        else {
+            "leaf_of": dict(topo.leaf_of),
+            "uplinks": {leaf: list(ups) for leaf, ups in topo.uplinks.items()},
+            "nics": {host: list(nics) for host, nics in topo.nics.items()},
+        },
+        "params": collection.params,
+        "peers": collection.peers,
+        "status": {
+            name: {"status": s.status, "error": s.error} for name, s in collection.status.items()
+        },
+        "records": count,
+    }
+
+
+def _records(collection: Collection) -> Iterator[Mapping[str, Any]]:
+    # a record's own keys win; "type" and "host" are filled in where a producer left them out
+    for name, rec in collection.hello.items():
+        yield {"type": "hello", "host": name, **rec}
+    yield from collection.table.iter_records()
+    for name, records in collection.gpu.items():
+        for rec in records:
+            yield {"type": "gpu", "host": name, **rec}
+    for name, rec in collection.summaries.items():
+        yield {"type": "summary", "host": name, **rec}
+    if collection.truth is not None:
+        yield {"type": "truth", "v": 1, **collection.truth}
+
+
+def _count(collection: Collection) -> int:
+    return (
+        len(collection.hello)
+        + len(collection.table)
+        + sum(len(r) for r in collection.gpu.values())
+        + len(collection.summaries)
+        + (collection.truth is not None)
+    )
+
+
+def write_collection(collection: Collection, path: str | Path) -> None:
+    """Save every record of ``collection`` to ``path`` (atomically: a sibling, renamed)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    if path.name.endswith(".gz"):
+        tmp = tmp.with_name(tmp.name + ".gz")
+    try:
+        with _open_text(tmp, "w") as f:
+            f.write(encode_line(header_of(collection, _count(collection))) + "\n")
+            for rec in _records(collection):
+                f.write(encode_line(rec) + "\n")
+        os.replace(tmp, path)
+    except (OSError, ValueError) as exc:
+        tmp.unlink(missing_ok=True)
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InputError(f"cannot write records to {path}: {why}") from None
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text), turning I/O and gzip damage into ``RecordError``."""
+    n = 0
+    try:
+        with _open_text(path, "r") as f:
+            for n, line in enumerate(f, start=1):
+                yield n, line
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such record file") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise RecordError(f"{path} line {n + 1}: truncated or corrupt gzip ({exc})") from None
+    except UnicodeDecodeError:
+        raise RecordError(f"{path} line {n + 1}: not UTF-8 text") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _header(path: Path, text: str) -> dict[str, Any]:
+    where = f"{path} line 1"
+    try:
+        header = json.loads(text)
+    except ValueError:
+        raise RecordError(f"{where}: not a cwctl record file (no JSON header)") from None
+    if not isinstance(header, dict) or header.get("type") != "header":
+        raise RecordError(f"{where}: not a cwctl record file (first line is not a header)")
+    if header.get("format") != FILE_FORMAT:
+        raise RecordError(
+            f"{where}: unsupported record file format {header.get('format')!r}, "
+            f"expected {FILE_FORMAT!r}"
+        )
+    for key, kind in (("hosts", list), ("records", int), ("source", str)):
+        if not isinstance(header.get(key), kind):
+            raise RecordError(f"{where}: header key {key!r} missing or not a {kind.__name__}")
+    return header
+
+
+def _hosts(header: Mapping[str, Any], where: str) -> list[HostInfo]:
+    hosts = []
+    for entry in header["hosts"]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise RecordError(f"{where}: header 'hosts' entry {entry!r} has no name")
+        hosts.append(
+            HostInfo(
+                name=entry["name"],
+                address=str(entry.get("address") or ""),
+                leaf=entry.get("leaf"),
+                nics=tuple(entry.get("nics") or ()),
+            )
+        )
+    return hosts
+
+
+def _topology(raw: Any, where: str) -> Topology | None:
+    if raw is None:
+        return None
+    try:
+        return Topology(
+            leaf_of=dict(raw["leaf_of"]),
+            uplinks={leaf: tuple(ups) for leaf, ups in raw["uplinks"].items()},
+            nics={host: tuple(nics) for host, nics in (raw.get("nics") or {}).items()},
+        )
+    except (KeyError, TypeError, AttributeError):
+        raise RecordError(f"{where}: header 'topology' is malformed") from None
+
+
+def _status(raw: Any, where: str) -> dict[str, HostStatus]:
+    out = {}
+    for name, entry in dict(raw or {}).items():
+        status = entry.get("status") if isinstance(entry, dict) else None
+        if status not in _STATUSES:
+            raise RecordError(f"{where}: header status of {name!r} is {status!r}")
+        out[name] = HostStatus(status, entry.get("error"))
+    return out
+
+
+def read_collection(path: str | Path) -> Collection:
+    """Read a record file back into a ``Collection``; raise ``RecordError`` naming the line."""
+    path = Path(path)
+    lines = _lines(path)
+    first = next(lines, None)
+    if first is None:
+        raise RecordError(f"{path} line 1: empty file, no header")
+    header = _header(path, first[1])
+    where = f"{path} line 1"
+    hosts = _hosts(header, where)
+    builder = ProbeTableBuilder(header.get("table_hosts") or [h.name for h in hosts])
+    hello: dict[str, dict[str, Any]] = {}
+    gpu: dict[str, list[dict[str, Any]]] = {}
+    summaries: dict[str, dict[str, Any]] = {}
+    truth: dict[str, Any] | None = None
+    count = 0
+    last = 1
+    for n, text in lines:
+        last = n
+        if not text.strip():
+            continue
+        at = f"{path} line {n}"
+        if not text.endswith("\n"):
+            raise RecordError(f"{at}: truncated (the last line has no end)")
+        rec = parse_line(text, where=at)
+        count += 1
+        kind = rec["type"]
+        if kind == "probe":
+            builder.add_record(rec, where=at)
+            continue
+        if kind == "truth":
+            truth = {k: v for k, v in rec.items() if k not in ("type", "v")}
+            continue
+        host = rec.get("host")
+        if not isinstance(host, str):
+            raise RecordError(f"{at}: {kind} record without a 'host'")
+        if kind == "hello":
+            hello[host] = rec
+        elif kind == "gpu":
+            gpu.setdefault(host, []).append(rec)
+        elif kind == "summary":
+            summaries[host] = rec
+    if count != header["records"]:
+        raise RecordError(
+            f"{path} line {last + 1}: truncated: the header announces {header['records']} "
+            f"records, the file holds {count}"
+        )
+    source = header["source"]
+    return Collection(
+        source=source if source.startswith("replay:") else f"replay:{source}",
+        hosts=hosts,
+        table=builder.build(),
+        duration_s=float(header.get("duration_s") or 0.0),
+        status=_status(header.get("status"), where),
+        topology=_topology(header.get("topology"), where),
+        hello=hello,
+        gpu=gpu,
+        summaries=summaries,
+        peers={k: list(v) for k, v in dict(header.get("peers") or {}).items()},
+        truth=truth,
+        params=dict(header.get("params") or {}),
+    )

@@ -75,7 +75,7 @@ class PairPoints:
 
 @dataclass
 class PairFits:
-    """One row per unordered probed pair (lo < hi): theta = clock_hi - clock_lo."""
+    """One row per unordered probed pair (lo's name < hi's): theta = clock_hi - clock_lo."""
 
     lo: IntP
     hi: IntP
@@ -106,9 +106,13 @@ def pair_points(
     complete = table.complete
     src = table.src.astype(np.intp)
     dst = table.dst.astype(np.intp)
-    lo = np.minimum(src, dst)
-    hi = np.maximum(src, dst)
-    flip = src > dst
+    # a pair's "lo" end is the host with the smaller name, so the host order of the
+    # table cannot change which clock a pair's fit is expressed in
+    rank = np.empty(n, np.intp)
+    rank[np.argsort(np.asarray(table.hosts, dtype=object), kind="stable")] = np.arange(n)
+    flip = rank[src] > rank[dst]
+    lo = np.where(flip, dst, src)
+    hi = np.where(flip, src, dst)
     key = lo.astype(np.int64) * n + hi
     keys, pair_of_row = np.unique(key[complete], return_inverse=True)
     row_pair = np.full(len(table), -1, np.intp)
@@ -187,9 +191,11 @@ def envelope_points(
     signed = np.where(points.upper, y, -y)  # minimise: lowest upper, highest lower
     best = np.full(n_flows * 2 * windows, np.inf)
     np.minimum.at(best, group, signed)
-    is_best = signed == best[group]
-    _, first = np.unique(group[is_best], return_index=True)
-    pick = np.flatnonzero(is_best)[first]
+    best_rows = np.flatnonzero(signed == best[group])
+    # ties (stamps are whole ns) go to the earliest point: row order must not matter
+    order = np.lexsort((x[best_rows], group[best_rows]))
+    _, first = np.unique(group[best_rows[order]], return_index=True)
+    pick = best_rows[order[first]]
     return flow[pick], points.upper[pick], x[pick], y[pick]
 
 
@@ -359,7 +365,8 @@ def max_margin_refine(
         c, d = c_new, d_new
         mc, md = margin(c)[0], margin(d)[0]
     b = (lo_b + hi_b) / 2 if search else fits.drift_ppb * 1e-9
-    _, top, bottom = margin(b)
+    with np.errstate(invalid="ignore"):
+        _, top, bottom = margin(b)
     out = PairFits(**{k: getattr(fits, k) for k in fits.__dataclass_fields__})
     good = np.isfinite(top) & np.isfinite(bottom) & fits.ok
     out.offset_ns = np.where(good, (top + bottom) / 2, fits.offset_ns)

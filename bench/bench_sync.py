@@ -1,0 +1,135 @@
+"""Clock sync: cwctl vs pairwise-only vs an NTP-style baseline, against the simulator's truth.
+
+``python -m bench sync`` (default, under a minute): accuracy at 256 hosts, K=10, 2 s,
+load 0.4, hw and sw stamps; solve time for 100, 1 000 and 10 000 hosts.
+``CWCTL_BENCH_FULL=1`` adds 100 000 hosts to the scale table (needs ~8 GB, minutes).
+
+Accuracy: the offsets are compared with the simulator's clocks at the solver's own
+``t_ref`` and reference (re-referenced exactly, from ``FabricModel.clocks``), over every
+host but the reference. Scale: synthetic exchanges straight from
+``cwctl.sync.synthetic`` (K=10, 10 coded pairs per edge, hw-like noise), so the time is
+the solver's, not the simulator's.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from cwctl.records import ProbeTable
+from cwctl.sim import FabricModel, SimParams
+from cwctl.sync import ClockSolution, solve
+from cwctl.sync.baseline import ntp_solve
+from cwctl.sync.synthetic import random_clocks, ring_chord_edges, synthetic_table
+
+
+def truth_for(model: FabricModel, sol: ClockSolution) -> tuple[np.ndarray, np.ndarray]:
+    """True offsets (ns) and drifts (ppb) of ``sol.hosts`` against its reference at t_ref."""
+    idx = np.array([model.fabric.hosts.index(h) for h in sol.hosts])
+    r = sol.hosts.index(sol.reference)  # type: ignore[arg-type]
+    target = float(sol.t_ref_ns - model.params.epoch_ns)
+    t = target
+    for _ in range(5):  # true time at which the reference reads t_ref
+        t -= float(model.clocks.read(idx[[r]], np.array([t]))[0]) - target
+    read = model.clocks.read(idx, np.full(len(idx), t))
+    drift = model.clocks.drift_ppb[idx]
+    return read - read[r], drift - drift[r]
+
+
+def accuracy(ts: str, *, hosts: int = 256, load: float = 0.4, seed: int = 1) -> None:
+    params = SimParams(timestamps=ts, load=load, peers=10)
+    model = FabricModel.leaf_spine(hosts=hosts, params=params, seed=seed)
+    table = model.probe(2.0).table
+    runs: list[tuple[str, Callable[[ProbeTable], ClockSolution]]] = [
+        ("cwctl", solve),
+        ("pairwise-only", lambda t: solve(t, network=False)),
+        ("ntp-style", ntp_solve),
+    ]
+    print(
+        f"\naccuracy: --timestamps {ts}, {hosts} hosts, K=10, 2 s, load {load}, "
+        f"seed {seed}: {len(table)} probe rows"
+    )
+    print(
+        f"{'estimator':<15}{'p50 |off| ns':>14}{'p99 |off| ns':>14}{'p99 drift ppb':>15}"
+        f"{'covered':>9}{'solve s':>9}"
+    )
+    p99: dict[str, float] = {}
+    for name, run in runs:
+        started = time.perf_counter()
+        sol = run(table)
+        took = time.perf_counter() - started
+        offset, drift = truth_for(model, sol)
+        others = np.array([h != sol.reference for h in sol.hosts])
+        err = np.abs(sol.offset_ns - offset)[others]
+        derr = np.abs(sol.drift_ppb - drift)[others]
+        covered = np.mean(err <= sol.uncertainty_ns[others]) if name == "cwctl" else np.nan
+        p99[name] = float(np.percentile(err, 99))
+        print(
+            f"{name:<15}{np.percentile(err, 50):>14.1f}{p99[name]:>14.1f}"
+            f"{np.percentile(derr, 99):>15.1f}{covered:>9.2f}{took:>9.2f}"
+        )
+        if name == "cwctl":
+            q = sol.quality
+            note = (
+                f"  (filter tolerance {q['filter_tolerance_ns']} ns, dropped "
+                f"{q['fwd_dropped_pairs']}+{q['rev_dropped_pairs']} of {q['coded_pairs']} "
+                f"pair legs, residual rms {q['residual_rms_ns']} ns, {q['cg_iterations']} CG it.)"
+            )
+    print(note)
+    print(
+        f"ratios: ntp-style/cwctl p99 = {p99['ntp-style'] / p99['cwctl']:.0f}x; "
+        f"network effect: p99 {100 * (1 - p99['cwctl'] / p99['pairwise-only']):.0f}% lower "
+        "than pairwise-only"
+    )
+
+
+def scale(sizes: list[int], *, k: int = 10, pairs_per_edge: int = 10) -> None:
+    print(f"\nsolve time vs fabric size (synthetic, K={k}, {pairs_per_edge} coded pairs per edge)")
+    print(
+        f"{'hosts':>8}{'rows':>11}{'pairs':>9}{'fit s':>8}{'total s':>9}"
+        f"{'us/host':>9}{'vs first':>10}{'CG it.':>8}"
+    )
+    first: float | None = None
+    for n in sizes:
+        clocks = random_clocks(n, seed=n)
+        edges = ring_chord_edges(n, k, seed=n)
+        names = [f"h{i:06d}" for i in range(n)]
+        table = synthetic_table(
+            names,
+            edges,
+            clocks,
+            pairs_per_edge=pairs_per_edge,
+            noise_ns=8.0,
+            queue_mean_ns=300.0,
+            queue_prob=0.3,
+            seed=n,
+            sports=4,
+        )
+        started = time.perf_counter()
+        sol = solve(table)
+        took = time.perf_counter() - started
+        per_host = took / n * 1e6
+        first = first or per_host
+        print(
+            f"{n:>8}{len(table):>11}{sol.quality['pairs']:>9}{sol.quality['fit_s']:>8.2f}"
+            f"{took:>9.2f}{per_host:>9.1f}{per_host / first:>9.2f}x"
+            f"{sol.quality['cg_iterations']:>8}"
+        )
+        del table, sol
+
+
+def main() -> None:
+    full = os.environ.get("CWCTL_BENCH_FULL") == "1"
+    for ts in ("hw", "sw"):
+        accuracy(ts)
+    sizes = [100, 1_000, 10_000] + ([100_000] if full else [])
+    scale(sizes)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""The local transport: 8 real agents on loopback, real UDP, real kernel timestamps."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cwctl.collection import Collection
+from cwctl.pipeline import ScanRequest, analyse
+from cwctl.recordfile import read_collection, write_collection
+from cwctl.transport.local import collect_local
+from tests.integration.sshfleet import wait_gone
+from tests.unit.test_recordfile import comparable_snapshot
+
+N_AGENTS = 8
+OVERRIDES = {"peers": 3, "rate": 50.0, "ports": 2}
+
+
+@pytest.fixture(scope="module")
+def local_scan() -> Iterator[Collection]:
+    """One scan shared by the module's tests; afterwards no agent may be left running."""
+    events: list[str] = []
+    c = asyncio.run(
+        collect_local(
+            ScanRequest(local=N_AGENTS, duration_s=1.0, overrides=OVERRIDES),
+            lambda event, fields: events.append(event),
+        )
+    )
+    assert events[-1] == "done" and "started" in events
+    yield c
+    pids = [h["pid"] for h in c.hello.values()]
+    assert asyncio.run(wait_gone(pids, 5.0)) == []
+
+
+def test_every_agent_ok_on_its_own_loopback_address(local_scan: Collection) -> None:
+    c = local_scan
+    names = [f"local-{i:02d}" for i in range(1, N_AGENTS + 1)]
+    assert c.host_names == names
+    assert {n: s.status for n, s in c.status.items()} == dict.fromkeys(names, "ok")
+    assert [c.hello[n]["address"] for n in names] == [f"127.0.0.{i + 2}" for i in range(N_AGENTS)]
+    assert all(len(c.hello[n]["sports"]) == OVERRIDES["ports"] for n in names)
+    assert len({c.hello[n]["pid"] for n in names}) == N_AGENTS
+
+
+def test_every_assigned_pair_exchanges_probes(local_scan: Collection) -> None:
+    c = local_scan
+    t = c.table
+    assert all(len(peers) == OVERRIDES["peers"] for peers in c.peers.values())
+    for src, dsts in c.peers.items():
+        for dst in dsts:
+            rows = (t.src == t.host_index(src)) & (t.dst == t.host_index(dst))
+            summary = c.summaries[src]
+            assert int(rows.sum()) == summary["sent"][dst] > 0, (src, dst)
+            assert int((rows & t.complete).sum()) == summary["complete"][dst]
+            # ~rate * duration pairs, two probes each, over every source port
+            assert (rows & t.complete).sum() >= 0.9 * 2 * OVERRIDES["rate"]
+            assert set(t.sport[rows].tolist()) == set(c.hello[src]["sports"])
+    assert t.complete.mean() > 0.99
+
+
+def test_kernel_timestamps_used(local_scan: Collection) -> None:
+    c = local_scan
+    if not sys.platform.startswith("linux"):
+        pytest.skip("kernel software timestamps are Linux's")
+    assert all(h["ts_caps"]["rx_sw"] and h["ts_caps"]["tx_sw"] for h in c.hello.values())
+    assert c.table.timestamp_source == "sw"
+    assert all(h["clocksource"] for h in c.hello.values())
+
+
+def test_rtts_and_coded_pairs_are_sane(local_scan: Collection) -> None:
+    t = local_scan.table.select(local_scan.table.complete)
+    rtt_ns = (t.t4 - t.t1) - (t.t3 - t.t2)
+    assert (rtt_ns > 0).all()
+    assert np.median(rtt_ns) < 2_000_000  # loopback, even on a busy machine
+    assert rtt_ns.min() < 200_000
+    assert ((t.t2 <= t.t3) & (t.t1 < t.t4)).all()  # same clock: causality holds
+    pairs = t.sorted_by_pair()
+    first = pairs.idx[:-1] == 0
+    same = (
+        first
+        & (pairs.idx[1:] == 1)
+        & (pairs.pair[1:] == pairs.pair[:-1])
+        & (pairs.src[1:] == pairs.src[:-1])
+        & (pairs.dst[1:] == pairs.dst[:-1])
+    )
+    spacing_ns = pairs.t1[1:][same] - pairs.t1[:-1][same]
+    # sent gap_ns apart in user time; the kernel's TX stamps keep that spacing, give or take
+    assert (spacing_ns > 0).all()
+    assert 0.9 * 20_000 <= np.median(spacing_ns) < 1_000_000
+
+
+def test_offsets_are_zero_within_two_microseconds(local_scan: Collection) -> None:
+    """Every agent reads the same clock: the true offsets are zero."""
+    snapshot = analyse(local_scan)
+    offsets = np.array([h.offset_ns for h in snapshot.hosts], dtype=float)
+    assert np.isfinite(offsets).all(), "the solver returned no offsets"
+    assert np.percentile(np.abs(offsets), 99) <= 2_000
+
+
+def test_saved_records_replay_to_the_same_snapshot(local_scan: Collection, tmp_path: Path) -> None:
+    path = tmp_path / "local.jsonl.gz"
+    write_collection(local_scan, path)
+    replayed = read_collection(path)
+    assert replayed.source == "replay:local"
+    live = comparable_snapshot(analyse(local_scan).to_json())
+    assert comparable_snapshot(analyse(replayed).to_json()) == live
+
+
+def test_cli_scan_local(tmp_path: Path) -> None:
+    out = tmp_path / "scan.json"
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "cwctl"), "scan", "--local", "3", "--duration", "0.5",
+         "--format", "json", "--out", str(out), "--save-records", str(tmp_path / "r.jsonl")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stderr
+    doc = json.loads(out.read_text())
+    assert [h["status"] for h in doc["hosts"]] == ["ok", "ok", "ok"]
+    assert doc["paths"]
+    assert read_collection(tmp_path / "r.jsonl").source == "replay:local"

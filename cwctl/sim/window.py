@@ -238,6 +238,79 @@ class _Leg:
         return delay, lost
 
 
+CHUNK_ROWS = 1 << 20  # rows simulated at a time: bounds memory, keeps arrays in cache
+
+
+@dataclass
+class _Schedule:
+    """What every chunk of a window shares: edges, flows, legs, timing."""
+
+    ea: I32
+    eb: I32
+    phase: F64
+    n_pairs: int
+    start_s: float
+    fwd: _Leg
+    rev: _Leg
+
+
+def _exchanges(
+    model: FabricModel, sch: _Schedule, e_lo: int, e_hi: int, rng: np.random.Generator
+) -> dict[str, Any]:
+    """The exchanges of edges ``e_lo:e_hi``: rows edge-major, then pair, then idx 0/1."""
+    params, clocks = model.params, model.clocks
+    n_pairs, n_ports = sch.n_pairs, params.ports
+    n_edges = e_hi - e_lo
+    n = n_edges * 2 * n_pairs
+    edge = np.repeat(np.arange(e_lo, e_hi, dtype=np.int32), 2 * n_pairs)
+    pair = np.tile(np.repeat(np.arange(n_pairs, dtype=np.int64), 2), n_edges)
+    idx = np.tile(np.array([0, 1], np.int8), n_edges * n_pairs)
+    port = (pair % n_ports).astype(np.int32)
+    flow = edge * np.int32(n_ports) + port
+    a, b = sch.ea[edge].astype(np.intp), sch.eb[edge].astype(np.intp)
+
+    # when each probe's send stamp is taken (true time), and the wire events that follow;
+    # the agent staggers its targets: target i of n is due i/n of a period after pair 0
+    period_ns = 1e9 / params.rate
+    s1 = sch.start_s * 1e9 + (pair + sch.phase[edge]) * period_ns + idx * float(params.gap_ns)
+    kind = params.timestamps
+    dep = s1 - stamp_error(n, True, kind, params, rng)
+    d_fwd, lost_fwd = sch.fwd.travel(flow, dep, rng)
+    s2 = dep + d_fwd + stamp_error(n, False, kind, params, rng)
+    s3 = s2 + params.turnaround_ns + rng.exponential(params.turnaround_spread_ns, n)
+    dep_back = s3 - stamp_error(n, True, kind, params, rng)
+    d_rev, lost_rev = sch.rev.travel(flow, dep_back, rng)
+    s4 = dep_back + d_rev + stamp_error(n, False, kind, params, rng)
+    lost_rev |= lost_fwd
+    # the agent learns t2 from the reply: a lost reply loses t2 as well (records.py
+    # allows keeping t2; reply_loss_keeps_t2 simulates an agent that reports it)
+    lost_t2 = lost_fwd if params.reply_loss_keeps_t2 else lost_rev
+
+    # the wander, once per coded pair and host: it moves < 0.01 ns within an exchange
+    wander_a = np.repeat(clocks.wander_ns(a[::2], s1[::2]), 2)
+    wander_b = np.repeat(clocks.wander_ns(b[::2], s1[::2]), 2)
+    epoch = params.epoch_ns
+
+    def stamp(host: npt.NDArray[np.intp], t: F64, wander: F64) -> I64:
+        return np.rint(clocks.read(host, t, wander)).astype(np.int64) + epoch
+
+    return {
+        "src": a.astype(np.int32),
+        "dst": b.astype(np.int32),
+        "sport": (params.base_port + port).astype(np.int32),
+        "pair": pair,
+        "idx": idx,
+        "flow": flow,
+        "t1": stamp(a, s1, wander_a),
+        "t2": np.where(lost_t2, 0, stamp(b, s2, wander_b)),
+        "t3": np.where(lost_rev, 0, stamp(b, s3, wander_b)),
+        "t4": np.where(lost_rev, 0, stamp(a, s4, wander_a)),
+        "owd_fwd": np.where(lost_fwd, np.nan, d_fwd).reshape(n_edges, 2 * n_pairs),
+        "owd_rev": np.where(lost_rev, np.nan, d_rev).reshape(n_edges, 2 * n_pairs),
+        "rev_sent": (~lost_fwd).reshape(n_edges, 2 * n_pairs).sum(axis=1),
+    }
+
+
 def simulate_window(
     model: FabricModel, start_s: float, duration_s: float, rng: np.random.Generator
 ) -> Any:
@@ -255,69 +328,35 @@ def simulate_window(
     # flows: (edge, port); NICs rotate with the port over each host's active NICs
     fe = np.repeat(np.arange(n_edges), n_ports)
     fj = np.tile(np.arange(n_ports), n_edges)
-    sport_flow = (params.base_port + fj).astype(np.int64)
     paths = flow_paths(ea[fe], eb[fe], fj, model=model)
-    fwd = _Leg(model, paths.fwd_elements, paths.fwd_queues, paths.fwd_base_ns, paths.fwd_dark)
-    rev = _Leg(model, paths.rev_elements, paths.rev_queues, paths.rev_base_ns, paths.rev_dark)
-    na = paths.src_nic
+    sch = _Schedule(
+        ea=ea,
+        eb=eb,
+        phase=np.array([i / len(ps) for ps in model.peers.values() for i in range(len(ps))]),
+        n_pairs=n_pairs,
+        start_s=start_s,
+        fwd=_Leg(model, paths.fwd_elements, paths.fwd_queues, paths.fwd_base_ns, paths.fwd_dark),
+        rev=_Leg(model, paths.rev_elements, paths.rev_queues, paths.rev_base_ns, paths.rev_dark),
+    )
+    per_chunk = max(1, CHUNK_ROWS // (2 * n_pairs))
+    chunks = [
+        _exchanges(model, sch, lo, min(n_edges, lo + per_chunk), rng)
+        for lo in range(0, n_edges, per_chunk)
+    ]
 
-    # rows: edge-major, then pair, then idx 0/1
-    rows_per_edge = 2 * n_pairs
-    n = n_edges * rows_per_edge
-    edge = np.repeat(np.arange(n_edges, dtype=np.int32), rows_per_edge)
-    pair = np.tile(np.repeat(np.arange(n_pairs, dtype=np.int64), 2), n_edges)
-    idx = np.tile(np.array([0, 1], np.int8), n_edges * n_pairs)
-    flow = edge * np.int32(n_ports) + (pair % n_ports).astype(np.int32)
-    a, b = ea[edge].astype(np.intp), eb[edge].astype(np.intp)
+    def column(name: str) -> np.ndarray:
+        parts = [c.pop(name) for c in chunks]
+        return np.concatenate(parts) if len(parts) != 1 else parts[0]
 
-    # when each probe's send stamp is taken (true time), and the wire events that follow
-    # the agent staggers its targets: target i of n is due i/n of a period after pair 0
-    phase = np.array([i / len(ps) for ps in model.peers.values() for i in range(len(ps))])
-    s1 = (start_s * 1e9 + (pair + phase[edge]) * (1e9 / params.rate)) + idx * float(params.gap_ns)
-    kind = params.timestamps
-    e1 = stamp_error(n, True, kind, params, rng)
-    dep = s1 - e1
-    d_fwd, lost_fwd = fwd.travel(flow, dep, rng)
-    arr = dep + d_fwd
-    s2 = arr + stamp_error(n, False, kind, params, rng)
-    turn = params.turnaround_ns + rng.exponential(params.turnaround_spread_ns, n)
-    s3 = s2 + turn
-    dep_back = s3 - stamp_error(n, True, kind, params, rng)
-    d_rev, lost_rev = rev.travel(flow, dep_back, rng)
-    arr_back = dep_back + d_rev
-    s4 = arr_back + stamp_error(n, False, kind, params, rng)
-    lost_rev |= lost_fwd
-    # the agent learns t2 from the reply: a lost reply loses t2 as well (records.py
-    # allows keeping t2; reply_loss_keeps_t2 simulates an agent that reports it)
-    lost_t2 = lost_fwd if params.reply_loss_keeps_t2 else lost_rev
-
-    clocks, epoch = model.clocks, params.epoch_ns
-
-    # the wander, once per coded pair and host: it moves < 0.01 ns within an exchange
-    wander_a = np.repeat(clocks.wander_ns(a[::2], s1[::2]), 2)
-    wander_b = np.repeat(clocks.wander_ns(b[::2], s1[::2]), 2)
-
-    def stamp(host: npt.NDArray[np.intp], t: F64, wander: F64) -> I64:
-        return np.rint(clocks.read(host, t, wander)).astype(np.int64) + epoch
-
-    t1 = stamp(a, s1, wander_a)
-    t2 = np.where(lost_t2, 0, stamp(b, s2, wander_b))
-    t3 = np.where(lost_rev, 0, stamp(b, s3, wander_b))
-    t4 = np.where(lost_rev, 0, stamp(a, s4, wander_a))
+    n = n_edges * 2 * n_pairs
     table = ProbeTable(
         hosts=list(fabric.hosts),
-        src=a.astype(np.int32),
-        dst=b.astype(np.int32),
-        sport=sport_flow[flow].astype(np.int32),
-        pair=pair,
-        idx=idx,
+        **{name: column(name) for name in ("src", "dst", "sport", "pair", "idx")},
         gap_ns=np.full(n, params.gap_ns, np.int64),
-        ts=np.full(n, TS_CODE[kind], np.int8),
-        t1=t1,
-        t2=t2,
-        t3=t3,
-        t4=t4,
+        ts=np.full(n, TS_CODE[params.timestamps], np.int8),
+        **{name: column(name) for name in ("t1", "t2", "t3", "t4")},
     )
+    flow = column("flow")
     if any(len(ns) > 1 for ns in fabric.nics):
         # records name the NIC a probe left from on hosts with several (one NIC: no name)
         distinct = sorted({n for ns in fabric.nics if len(ns) > 1 for n in ns})
@@ -326,15 +365,15 @@ def simulate_window(
             [code[n] if len(ns) > 1 else -1 for ns in fabric.nics for n in ns], np.int16
         )
         table.nics = distinct
-        table.nic = nic_code[na[flow]]
+        table.nic = nic_code[paths.src_nic[flow]]
     truth = window_truth(
         model,
         start_s=start_s,
         duration_s=duration_s,
         edge_src=ea,
         edge_dst=eb,
-        owd_fwd_ns=np.where(lost_fwd, np.nan, d_fwd).reshape(n_edges, rows_per_edge),
-        owd_rev_ns=np.where(lost_rev, np.nan, d_rev).reshape(n_edges, rows_per_edge),
-        rev_sent=(~lost_fwd).reshape(n_edges, rows_per_edge).sum(axis=1),
+        owd_fwd_ns=column("owd_fwd"),
+        owd_rev_ns=column("owd_rev"),
+        rev_sent=column("rev_sent"),
     )
     return ProbeWindow(table=table, truth=truth, start_s=start_s, duration_s=duration_s)

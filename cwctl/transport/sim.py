@@ -124,16 +124,45 @@ def simulate(
     return run_model(model, duration_s or model.default_duration_s)
 
 
-async def collect_sim(
-    request: ScanRequest, progress: Progress | None = None, *, model: FabricModel | None = None
-) -> Collection:
-    """The pipeline's sim transport: the numpy work runs in a thread (a TUI stays live)."""
+_KEPT: dict[str, FabricModel] = {}
+
+
+def kept_model(request: ScanRequest) -> FabricModel:
+    """This process's model for ``request``, built on first use and kept.
+
+    For callers that scan again and again (the TUI, ``--verify`` after an action): each
+    scan is the next window of the same fabric, so clocks drift on, ``@T`` faults
+    appear when their time comes, and changes applied to the model stay applied.
+    """
+    key = repr((request.sim, request.inventory, sorted(request.overrides.items())))
+    model = _KEPT.get(key)
     if model is None:
-        model = await asyncio.to_thread(model_for, request)
+        model = _KEPT[key] = model_for(request)
+    return model
+
+
+def forget_kept_models() -> None:
+    _KEPT.clear()
+
+
+async def collect_sim(
+    request: ScanRequest,
+    progress: Progress | None = None,
+    *,
+    model: FabricModel | None = None,
+    keep: bool = False,
+) -> Collection:
+    """The pipeline's sim transport: one window of a fresh model (of ``model``; of the
+    kept model with ``keep``). The numpy work runs in a thread, so a TUI stays live."""
+    if model is None:
+        build = kept_model if keep else model_for
+        model = await asyncio.to_thread(build, request)
+    n = model.fabric.n_hosts
     duration_s = request.duration_s or model.default_duration_s
     if progress is not None:
-        progress("connected", {"hosts": model.fabric.n_hosts, "source": "sim"})
+        progress("started", {"hosts": n, "of": n, "source": "sim"})
     collection = await asyncio.to_thread(run_model, model, duration_s)
     if progress is not None:
         progress("records", {"records": len(collection.table)})
+        progress("done", {"ok": n, "of": n})
     return collection

@@ -36,7 +36,7 @@ async def test_collect_sim_gives_a_sim_collection_with_truth():
     assert truth is not None and truth["faults"] == ["spine2"]
     assert set(truth["offset_ns"]) == set(collection.host_names)
     json.dumps(truth)
-    assert events == ["connected", "records"]
+    assert events == ["started", "records", "done"]
 
 
 def test_simulate_is_deterministic_and_the_seed_matters():
@@ -56,6 +56,24 @@ def test_a_kept_model_shows_an_action_on_the_next_scan():
     second = simulate(model=model, duration_s=0.3)
     assert not first.table.complete.all() and second.table.complete.all()
     assert second.params["window"] == 2
+
+
+async def test_kept_models_continue_in_time_and_keep_changes():
+    from cwctl.transport.sim import forget_kept_models, kept_model
+
+    forget_kept_models()
+    options = SimOptions(hosts=16, hosts_per_leaf=4, spines=2, faults=("switch:spine1:down@0.6",))
+    request = ScanRequest(sim=options, duration_s=0.5)
+    first = await collect_sim(request, keep=True)
+    second = await collect_sim(request, keep=True)
+    assert (first.params["window_start_s"], second.params["window_start_s"]) == (0.0, 0.5)
+    assert first.table.complete.all() and not second.table.complete.all()  # @0.6 came
+    kept_model(request).apply(SetEcmpWeight("spine1", 0))
+    third = await collect_sim(request, keep=True)
+    assert third.table.complete.all()
+    fresh = await collect_sim(request)  # without keep: a new model, window 1
+    assert fresh.params["window"] == 1 and np.array_equal(fresh.table.t1, first.table.t1)
+    forget_kept_models()
 
 
 def test_bad_sim_options_are_input_errors():

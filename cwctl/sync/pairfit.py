@@ -127,12 +127,13 @@ def pair_points(
         flow_key = (row_pair[complete].astype(np.int64) * 2 + flip[complete]) * 65536 + (
             table.sport[complete].astype(np.int64) & 0xFFFF
         )
-    else:
-        flow_key = row_pair[complete].astype(np.int64)
-    flow_keys, flow_of_row = np.unique(flow_key, return_inverse=True)
-    row_flow = np.full(len(table), -1, np.intp)
-    row_flow[complete] = flow_of_row
-    flow_pair = (flow_keys // (2 * 65536) if by_flow else flow_keys).astype(np.intp)
+        flow_keys, flow_of_row = np.unique(flow_key, return_inverse=True)
+        row_flow = np.full(len(table), -1, np.intp)
+        row_flow[complete] = flow_of_row
+        flow_pair = (flow_keys // (2 * 65536)).astype(np.intp)
+    else:  # one flow per pair
+        row_flow = row_pair
+        flow_pair = np.arange(len(keys), dtype=np.intp)
 
     t1, t2, t3, t4 = table.t1, table.t2, table.t3, table.t4
     fwd = complete & filt.fwd_ok

@@ -33,6 +33,21 @@ class ClockSolution:
     component_reference: list[str | None] = field(default_factory=list)
     edges: list[dict[str, Any]] = field(default_factory=list)  # per probed pair: fit, residual
     quality: dict[str, Any] = field(default_factory=dict)  # filter tolerance, counts, ...
+    # the same per-pair facts as ``edges``, column by column (numpy arrays; "src"/"dst"
+    # are host indices); always filled, while ``edges`` is left empty above
+    # ``EDGE_DICTS_MAX`` pairs, where building the dicts would cost more than the solve
+    edge_table: dict[str, Any] = field(default_factory=dict)
+
+    def edge_records(self) -> list[dict[str, Any]]:
+        """``edges``, built from ``edge_table`` when the solve left it empty."""
+        if self.edges or not self.edge_table:
+            return self.edges
+        cols = {k: v.tolist() for k, v in self.edge_table.items()}
+        src = [self.hosts[i] for i in cols.pop("src")]
+        dst = [self.hosts[i] for i in cols.pop("dst")]
+        keys = list(cols)
+        rows = zip(src, dst, *cols.values(), strict=True)
+        return [{"src": r[0], "dst": r[1], **dict(zip(keys, r[2:], strict=True))} for r in rows]
 
     def offset_at(self, host_index: npt.NDArray[np.intp], t_ns: npt.NDArray[np.int64]) -> F64:
         """Offset of each host at each instant: ``offset + drift * (t - t_ref)``."""

@@ -179,28 +179,25 @@ def uncertainty(graph: ProbeGraph, fits: PairFits, residual: F64, weights: F64, 
     return out
 
 
-def edge_dicts(names: list[str], fits: PairFits, result: NetworkResult) -> list[dict[str, Any]]:
-    """``ClockSolution.edges``: one dict per pair with an estimate."""
-    cols = {
-        "pair_offset_ns": np.round(result.pair_offset_ns, 3).tolist(),
-        "solved_diff_ns": np.round(result.solved_diff_ns, 3).tolist(),
-        "residual_ns": np.round(result.residual_ns, 3).tolist(),
-        "drift_ppb": np.round(fits.drift_ppb, 3).tolist(),
-        "sigma_ns": np.round(fits.sigma_offset_ns, 3).tolist(),
-        "delay_floor_ns": np.round(fits.delay_floor_ns, 1).tolist(),
-        "used": fits.used.tolist(),
-        "points": fits.points.tolist(),
-        "dropped": fits.dropped.tolist(),
-        "forbidden": fits.forbidden.tolist(),
+EDGE_DICTS_MAX = 50_000
+
+
+def edge_table(fits: PairFits, result: NetworkResult) -> dict[str, Any]:
+    """``ClockSolution.edge_table``: one row per pair with an estimate."""
+    return {
+        "src": fits.lo,
+        "dst": fits.hi,
+        "pair_offset_ns": np.round(result.pair_offset_ns, 3),
+        "solved_diff_ns": np.round(result.solved_diff_ns, 3),
+        "residual_ns": np.round(result.residual_ns, 3),
+        "drift_ppb": np.round(fits.drift_ppb, 3),
+        "sigma_ns": np.round(fits.sigma_offset_ns, 3),
+        "delay_floor_ns": np.round(fits.delay_floor_ns, 1),
+        "used": fits.used,
+        "points": fits.points,
+        "dropped": fits.dropped,
+        "forbidden": fits.forbidden,
     }
-    lo = fits.lo.tolist()
-    hi = fits.hi.tolist()
-    keys = list(cols)
-    values = list(zip(*cols.values(), strict=True))
-    return [
-        {"src": names[a], "dst": names[b], **dict(zip(keys, v, strict=True))}
-        for a, b, v in zip(lo, hi, values, strict=True)
-    ]
 
 
 def empty_solution(table: ProbeTable, reference: str | None, note: str) -> ClockSolution:
@@ -284,7 +281,7 @@ def assemble(
         quality["reference_note"] = (
             f"requested reference {reference!r} has no usable probes; using {main_ref!r}"
         )
-    return ClockSolution(
+    solution = ClockSolution(
         hosts=names,
         offset_ns=result.offset_ns,
         drift_ppb=result.drift_ppb,
@@ -292,6 +289,13 @@ def assemble(
         reference=main_ref,
         t_ref_ns=t_ref,
         component_reference=component_reference,
-        edges=edge_dicts(names, fits, result),
         quality=quality,
+        edge_table=edge_table(fits, result),
     )
+    if len(fits.lo) <= EDGE_DICTS_MAX:
+        solution.edges = solution.edge_records()
+    else:
+        quality["edges_note"] = (
+            f"{len(fits.lo)} pairs: edges left empty, see edge_table / edge_records()"
+        )
+    return solution

@@ -87,5 +87,9 @@ def test_noise_free_exchanges_give_exact_offsets_and_drifts(
     table, clocks, _ = make(n, k, seed=seed, delay_ns=delay_ns, pairs_per_edge=12)
     sol = solve(table)
     off_err, drift_err = errors(sol, clocks)
-    assert np.max(np.abs(off_err)) < 1.0
+    # stamps are whole ns: each difference is off by up to 1 ns, and the hard-margin
+    # intercept rests on extreme points, so "exact" means within a couple of ns
+    assert np.max(np.abs(off_err)) < 2.5
     assert np.max(np.abs(drift_err)) < 1.0
+    envelope, _ = errors(solve(table, method="envelope"), clocks)
+    assert np.max(np.abs(envelope)) < 2.5

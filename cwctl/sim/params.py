@@ -34,8 +34,8 @@ class SimParams:
     leaf_latency_ns: tuple[float, float] = (350.0, 550.0)  # cut-through forwarding
     spine_latency_ns: tuple[float, float] = (450.0, 700.0)
     core_latency_ns: float = 2_000.0  # leaves with no common spine: a hidden core
-    asymmetric_fraction: float = 0.15  # links with one slower direction
-    asymmetry_ns: tuple[float, float] = (20.0, 150.0)
+    asymmetric_fraction: float = 0.1  # links with one slower direction
+    asymmetry_ns: tuple[float, float] = (5.0, 60.0)
 
     # queues: busy with probability rho; wait ~ queue_base_ns * rho/(1-rho) * lognormal
     queue_base_ns: float = 800.0

@@ -1,0 +1,204 @@
+"""The probe agent on its own: old-Python syntax, stdlib only, wire format, lifecycle."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cwctl.probe import agent
+from cwctl.probe.bootstrap import (
+    BOOTSTRAP_CODE,
+    agent_bundle,
+    agent_payload,
+    bootstrap_argv,
+    bootstrap_command,
+)
+
+OLD_PYTHONS = [
+    p
+    for p in (
+        "/root/.pyenv/versions/3.8.18/bin/python3.8",
+        "/usr/bin/python3.8",
+        "/usr/local/bin/python3.8",
+    )
+    if os.path.exists(p)
+]
+
+
+def test_bundle_parses_as_python_3_8() -> None:
+    tree = ast.parse(agent_bundle(), feature_version=(3, 8))
+    assert not any(isinstance(node, ast.Match) for node in ast.walk(tree))
+
+
+def test_bundle_imports_only_the_standard_library() -> None:
+    tree = ast.parse(agent_bundle())
+    roots = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            roots.add(node.module.split(".")[0])
+    optional = {"pynvml"}  # imported lazily by the GPU sampler, where present
+    assert roots - optional <= set(sys.stdlib_module_names), roots - set(sys.stdlib_module_names)
+
+
+def test_bundle_has_gpu_sampler_before_agent() -> None:
+    text = agent_bundle().decode()
+    if "class GpuSampler" in text:
+        assert text.index("class GpuSampler") < text.index("class Agent")
+    assert text.count("from __future__") <= 1
+
+
+def test_bootstrap_is_one_line() -> None:
+    assert "\n" not in BOOTSTRAP_CODE
+    assert "\n" not in bootstrap_command("/opt/py/bin/python3")
+    assert bootstrap_command("python3").startswith("python3 -c ")
+
+
+def test_wire_round_trip_and_tail_parsing() -> None:
+    packet = agent.encode(agent.KIND_REPLY, 2**40 + 7, idx=1, flags=3, rid=99, a=10**18, b=5)
+    assert len(packet) == agent.WIRE.size
+    fields = (agent.KIND_REPLY, 3, 1, 99, 2**40 + 7, 10**18, 5)
+    assert agent.decode(packet) == fields
+    # a TX stamp loops the packet back with link, IP and UDP headers in front
+    assert agent.decode(b"\x00" * 42 + packet) == fields
+    assert agent.decode(packet[1:]) is None
+    assert agent.decode(b"XXXX" + packet[4:]) is None
+
+
+def test_kernel_stamp_reads_both_control_messages() -> None:
+    ns = 1_700_000_000_123_456_789
+    spec = struct.pack("@ll", ns // 10**9, ns % 10**9)
+    assert agent.kernel_stamp([(socket.SOL_SOCKET, agent.SO_TIMESTAMPNS, spec)]) == ns
+    three = spec + struct.pack("@llll", 0, 0, 0, 0)
+    assert agent.kernel_stamp([(socket.SOL_SOCKET, agent.SO_TIMESTAMPING, three)]) == ns
+    assert agent.kernel_stamp([(0, 11, b"\x00" * 16)]) == 0
+    assert agent.kernel_stamp([]) == 0
+
+
+def start_agent(params: dict[str, Any], python: str = sys.executable) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        bootstrap_argv(python),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None
+    base = {"host": "a", "bind": "127.0.0.2", "ports": 2, "duration_s": 0.5, "deadline_s": 20}
+    proc.stdin.write(agent_payload({**base, **params}))
+    proc.stdin.flush()
+    return proc
+
+
+def records(proc: subprocess.Popen[bytes], timeout_s: float = 15.0) -> list[dict[str, Any]]:
+    """Every record until the agent exits; its stdin stays open (EOF would stop it)."""
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    proc.wait(timeout_s)
+    if proc.stdin is not None and not proc.stdin.closed:
+        proc.stdin.close()
+    if proc.stderr is not None:
+        proc.stderr.close()
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def hello_of(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
+    assert proc.stdout is not None
+    return json.loads(proc.stdout.readline())
+
+
+def test_agent_exits_on_stdin_eof_with_a_summary() -> None:
+    proc = start_agent({})
+    hello = hello_of(proc)
+    assert hello["type"] == "hello" and hello["host"] == "a"
+    assert hello["address"] == "127.0.0.2" and len(hello["sports"]) == 2
+    assert hello["pid"] == proc.pid  # the bootstrap execs in place: no stray process
+    for key in ("hostname", "kernel", "clocksource", "vm", "ts_caps", "python"):
+        assert key in hello
+    proc.stdin.close()
+    recs = records(proc)
+    assert recs[-1]["type"] == "summary"
+    assert recs[-1]["reason"] == "stdin closed"
+    assert proc.returncode == 0
+
+
+def test_agent_exits_on_sigterm_and_at_its_deadline() -> None:
+    proc = start_agent({})
+    hello_of(proc)
+    proc.send_signal(signal.SIGTERM)
+    recs = records(proc)
+    assert recs[-1]["reason"] == f"signal {int(signal.SIGTERM)}"
+    started = time.monotonic()
+    proc = start_agent({"deadline_s": 0.5})
+    recs = records(proc)
+    assert recs[-1]["reason"] == "deadline"
+    assert time.monotonic() - started < 8.0
+
+
+def test_agent_that_cannot_bind_says_so_and_fails() -> None:
+    proc = start_agent({"bind": "192.0.2.1"})  # TEST-NET-1: not an address of this host
+    recs = records(proc)
+    assert recs[-1]["type"] == "error" and recs[-1]["fatal"] is True
+    assert "cannot bind 192.0.2.1" in recs[-1]["message"]
+    assert proc.returncode == 2
+
+
+def run_pair(python: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Two agents probing each other for half a second."""
+    a = start_agent({"host": "a", "bind": "127.0.0.2", "rate": 40}, python)
+    b = start_agent({"host": "b", "bind": "127.0.0.3", "rate": 40}, python)
+    ha, hb = hello_of(a), hello_of(b)
+    peers = {"a": [ha["address"], ha["port"]], "b": [hb["address"], hb["port"]]}
+    start_ns = time.time_ns() + 200_000_000
+    for proc, target in ((a, "b"), (b, "a")):
+        msg = {"type": "start", "peers": peers, "probe": [target], "start_ns": start_ns}
+        proc.stdin.write(json.dumps(msg).encode() + b"\n")
+        proc.stdin.flush()
+    return [ha, *records(a)], [hb, *records(b)]
+
+
+def test_two_agents_exchange_coded_pairs() -> None:
+    ra, rb = run_pair(sys.executable)
+    probes = [r for r in ra if r["type"] == "probe"]
+    assert {r["dst"] for r in probes} == {"b"}
+    assert len(probes) == 2 * 20  # rate 40 for 0.5 s, two probes a pair
+    assert {r["idx"] for r in probes} == {0, 1}
+    complete = [r for r in probes if r["t4"] is not None]
+    assert len(complete) >= 38
+    for r in complete:
+        assert r["t1"] < r["t2"] <= r["t3"] < r["t4"]  # one clock: causality holds
+    summary = ra[-1]
+    assert summary["sent"] == {"b": 40} and summary["complete"] == {"b": len(complete)}
+    assert summary["rx"] == {"b": rb[-1]["sent"]["a"]}
+    if sys.platform.startswith("linux"):
+        assert {r["ts"] for r in complete} == {"sw"}
+
+
+@pytest.mark.skipif(not OLD_PYTHONS, reason="no Python 3.8 interpreter on this machine")
+def test_agent_runs_on_python_3_8() -> None:
+    ra, _ = run_pair(OLD_PYTHONS[0])
+    hello = ra[0]
+    assert hello["python"].startswith("3.8")
+    assert sum(1 for r in ra if r["type"] == "probe" and r["t4"]) >= 38
+    assert ra[-1]["type"] == "summary"
+
+
+def test_agent_source_has_no_runtime_annotations() -> None:
+    """Annotations would be evaluated on 3.8 (no PEP 604): keep the agent free of them."""
+    tree = ast.parse(Path(agent.__file__).read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            assert node.returns is None, node.name
+            assert all(a.annotation is None for a in node.args.args), node.name
+        assert not isinstance(node, ast.AnnAssign)

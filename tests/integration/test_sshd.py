@@ -26,7 +26,7 @@ import pytest
 
 from cwctl.inventory import Host, Inventory, ProbeSettings, SSHDefaults
 from cwctl.pipeline import ScanRequest
-from cwctl.transport.ssh import scan_inventory
+from cwctl.transport.ssh import collect_ssh, scan_inventory
 from tests.integration.sshfleet import free_tcp_port, wait_gone
 
 SSHD = shutil.which("sshd") or next(
@@ -195,3 +195,26 @@ async def test_cancelled_scan_leaves_no_agent_under_real_sshd(sshd: Sshd) -> Non
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await wait_gone(pids, 5.0) == []
+
+
+async def test_scan_from_an_inventory_file(sshd: Sshd, tmp_path: Path) -> None:
+    """The path `cwctl scan -i FILE` takes: load_inventory, then the ssh transport."""
+    inv = sshd.inventory()
+    hosts = "".join(
+        f'[[host]]\nname = "{h.name}"\naddress = "{h.address}"\nport = {h.port}\n'
+        for h in inv.hosts[:2]
+    )
+    user = f'user = "{inv.ssh.user}"\n' if inv.ssh.user else ""
+    path = tmp_path / "inventory.toml"
+    path.write_text(
+        f'[ssh]\n{user}known_hosts = "{sshd.known_hosts}"\npython = "{inv.ssh.python}"\n'
+        "connect_timeout = 5\n\n[probe]\nduration = 0.5\nrate = 40\npeers = 1\nports = 1\n\n"
+        + hosts
+    )
+    c = await collect_ssh(ScanRequest(inventory=path), None, client_options=sshd.client_options)
+    assert {n: s.status for n, s in c.status.items()} == {"sshd-1": "ok", "sshd-2": "ok"}
+    assert c.params["rate"] == 40 and c.params["ports"] == 1
+    assert set(c.table.sport.tolist()) == {
+        c.hello["sshd-1"]["sports"][0],
+        c.hello["sshd-2"]["sports"][0],
+    }

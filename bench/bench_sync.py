@@ -40,8 +40,12 @@ def truth_for(model: FabricModel, sol: ClockSolution) -> tuple[np.ndarray, np.nd
     return read - read[r], drift - drift[r]
 
 
-def accuracy(ts: str, *, hosts: int = 256, load: float = 0.4, seed: int = 1) -> None:
+def accuracy(
+    ts: str, *, hosts: int = 256, load: float = 0.4, seed: int = 1, asymmetry: float | None = None
+) -> None:
     params = SimParams(timestamps=ts, load=load, peers=10)
+    if asymmetry is not None:  # the fraction of links with a slower direction
+        params = SimParams(timestamps=ts, load=load, peers=10, asymmetric_fraction=asymmetry)
     model = FabricModel.leaf_spine(hosts=hosts, params=params, seed=seed)
     table = model.probe(2.0).table
     runs: list[tuple[str, Callable[[ProbeTable], ClockSolution]]] = [
@@ -52,6 +56,7 @@ def accuracy(ts: str, *, hosts: int = 256, load: float = 0.4, seed: int = 1) -> 
     print(
         f"\naccuracy: --timestamps {ts}, {hosts} hosts, K=10, 2 s, load {load}, "
         f"seed {seed}: {len(table)} probe rows"
+        + (f", asymmetric links {asymmetry:.0%}" if asymmetry is not None else "")
     )
     print(
         f"{'estimator':<15}{'p50 |off| ns':>14}{'p99 |off| ns':>14}{'p99 drift ppb':>15}"
@@ -126,6 +131,9 @@ def main() -> None:
     full = os.environ.get("CWCTL_BENCH_FULL") == "1"
     for ts in ("hw", "sw"):
         accuracy(ts)
+    # the same fabric with every link symmetric: what static asymmetry costs (a host's
+    # own cable asymmetry biases all of its paths alike, which no loop can reveal)
+    accuracy("hw", asymmetry=0.0)
     sizes = [100, 1_000, 10_000] + ([100_000] if full else [])
     scale(sizes)
     sys.stdout.flush()

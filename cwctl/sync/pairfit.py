@@ -366,11 +366,11 @@ def max_margin_refine(
         c, d = c_new, d_new
         mc, md = margin(c)[0], margin(d)[0]
     b = (lo_b + hi_b) / 2 if search else fits.drift_ppb * 1e-9
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):  # a pair with one cloud empty: inf - inf
         _, top, bottom = margin(b)
-    out = PairFits(**{k: getattr(fits, k) for k in fits.__dataclass_fields__})
-    good = np.isfinite(top) & np.isfinite(bottom) & fits.ok
-    out.offset_ns = np.where(good, (top + bottom) / 2, fits.offset_ns)
-    out.drift_ppb = np.where(good, b * 1e9, fits.drift_ppb)
-    out.delay_floor_ns = np.where(good, (top - bottom) / 2, fits.delay_floor_ns)
+        out = PairFits(**{k: getattr(fits, k) for k in fits.__dataclass_fields__})
+        good = np.isfinite(top) & np.isfinite(bottom) & fits.ok
+        out.offset_ns = np.where(good, (top + bottom) / 2, fits.offset_ns)
+        out.drift_ppb = np.where(good, b * 1e9, fits.drift_ppb)
+        out.delay_floor_ns = np.where(good, (top - bottom) / 2, fits.delay_floor_ns)
     return out

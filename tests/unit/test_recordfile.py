@@ -231,3 +231,18 @@ def test_gzip_stream_is_the_same_text(tmp_path: Path) -> None:
     a = plain.read_text().splitlines()[1:]
     b = gzip.decompress(packed.read_bytes()).decode().splitlines()[1:]
     assert a == b
+
+
+def test_simulated_scan_replays_identically(tmp_path: Path) -> None:
+    from cwctl.pipeline import SimOptions
+    from cwctl.transport.sim import simulate
+
+    c = simulate(SimOptions(hosts=8, hosts_per_leaf=4, spines=2, seed=5), 0.3)
+    path = tmp_path / "sim.jsonl.gz"
+    write_collection(c, path)
+    replayed = read_collection(path)
+    assert replayed.source == "replay:sim"
+    assert replayed.truth == json.loads(json.dumps(c.truth))
+    assert replayed.topology == c.topology
+    live = comparable_snapshot(analyse(c).to_json())
+    assert comparable_snapshot(analyse(replayed).to_json()) == live

@@ -107,6 +107,7 @@ def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSna
                 rates.setdefault(inc.names[e], {})[res.signal] = round(rate, 6)
         telemetry = {
             "flows": len(counts.flows),
+            "exchanges": len(counts.exchanges),
             "delay_threshold_ns": _finite(counts.threshold_ns),
             "background_loss": round(results[0].fit.background, 8),
             "rates": rates,

@@ -65,15 +65,15 @@ def explain(
     trip crosses its hosts and leaves twice): success then carries ``(1 - r_e) ** count``.
     ``candidates`` restricts which elements may be chosen (e.g. those 007 voting touched);
     an element's rate must reach ``max(min_rate, rate_over_background * background)``.
-    ``background`` is the starting background rate (a robust guess: the median flow's);
-    by default the overall failure rate.
+    ``background`` is the starting background rate (by default the median flow's).
     """
     n = np.asarray(trials, np.float64)
     k = np.asarray(failures, np.float64)
     n_flows, n_el = incidence.shape
     total = n.sum()
-    if background is None:
-        background = k.sum() / total if total else 0.0
+    if background is None:  # the median flow's rate: robust while most flows are healthy
+        some = n > 0
+        background = float(np.median(k[some] / n[some])) if some.any() else 0.0
     b0 = float(np.clip(background, 1e-7, 0.5))
     fit = Explanation(background=b0, log_success=np.zeros(n_flows))
     # the refitted background may not grow past twice the robust guess: a fault's

@@ -9,7 +9,8 @@ chooses among the voted elements the fewest whose failure rates explain the fail
 
 Thresholds are the fabric's own: the background failure rate is fitted, a flow is bad
 when its failures are improbable under it, and "delayed" means more than
-``DELAY_FACTOR`` times the median path's p90 excess over its floor. A healthy fabric
+``DELAY_FACTOR`` times the median route's p90 excess over its floor (a route: a path
+and source port, whose probes all take the same ECMP way). A healthy fabric
 yields no suspect because nothing passes the likelihood test with a material rate.
 """
 
@@ -35,8 +36,10 @@ I64 = npt.NDArray[np.int64]
 DELAY_FACTOR = 2.0  # "delayed": excess over the path floor > this x the median path's p90 excess
 BAD_FLOW_P = 1e-4  # a flow is bad when its failures are this improbable under the background
 MIN_GAIN_NATS = 15.0  # log-likelihood an element must add to the explanation
+MIN_SCORE = 0.02  # a suspect whose bad flows all cross stronger suspects adds nothing
 MIN_LOSS_RATE = 0.004  # an element must drop at least this share of what crosses it
-MIN_DELAY_RATE = 0.08  # ...or delay at least this share beyond the threshold
+MIN_DELAY_RATE = 0.12  # ...or delay at least this share beyond the threshold
+DELAY_SHIFT_OF_FLOOR = 0.2  # and move its flows' median delay by this share of the floor
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class FlowCounts:
     delayed: F64
     excess_p50_ns: F64
     threshold_ns: float  # the delay threshold over each path's floor (NaN: no delays)
+    floor_ns: float  # the median path's minimum one-way delay (NaN: no delays)
 
 
 def flow_counts(
@@ -87,12 +91,14 @@ def flow_counts(
     fid, keys = group_ids(obs.src[u], obs.dst[u], obs.sport[u], obs.nic[u], obs.reverse[u])
     n = len(keys)
     owd = obs.owd_ns[u]
-    path_of = {(a, b): i for i, (a, b) in enumerate(pt.path_key.tolist())}
-    pid = np.array([path_of.get((a, b), -1) for a, b in keys[:, :2].tolist()], np.int64)
-    excess_p90 = pt.path.owd_p90_ns - pt.path.owd_min_ns
-    enough = (pt.path.received >= 20) & ~np.isnan(excess_p90)
+    # the floor is per route (path and source port): ECMP siblings differ in cable length
+    port_of = {tuple(k): i for i, k in enumerate(pt.port_key.tolist())}
+    qid = np.array([port_of.get(tuple(k), -1) for k in keys[:, :3].tolist()], np.int64)
+    port = pt.port
+    excess_p90 = port.owd_p90_ns - port.owd_min_ns
+    enough = (port.received >= 10) & ~np.isnan(excess_p90)
     typical = np.median(excess_p90[enough]) if enough.any() else np.nan
-    floor = np.where(pid >= 0, pt.path.owd_min_ns[np.maximum(pid, 0)], np.nan)
+    floor = np.where(qid >= 0, port.owd_min_ns[np.maximum(qid, 0)], np.nan)
     excess = owd - floor[fid]
     threshold = float(DELAY_FACTOR * typical) if np.isfinite(typical) else float("nan")
     has = ~np.isnan(excess)
@@ -108,7 +114,9 @@ def flow_counts(
         nic=keys[:, 3],
         reverse=keys[:, 4].astype(bool),
     )
-    return FlowCounts(exchanges, sent, lost, flows, samples, delayed, p50, threshold)
+    floors = port.owd_min_ns[enough]
+    floor_ns = float(np.median(floors)) if len(floors) else float("nan")
+    return FlowCounts(exchanges, sent, lost, flows, samples, delayed, p50, threshold, floor_ns)
 
 
 def _incidences(
@@ -188,6 +196,29 @@ def _localise_signal(
     return SignalResult(signal, inc, fit, bad, _votes(inc, bad), trials, failures)
 
 
+def _drop_immaterial_delays(res: SignalResult, counts: FlowCounts) -> None:
+    """Keep a delay suspect only if it moves the median delay of its flows materially.
+
+    A queue somewhat busier than the rest shows up in the tail long before it matters;
+    a suspect must shift the median excess of its flows, over that of the flows crossing
+    no suspect, by ``DELAY_SHIFT_OF_FLOOR`` of the fabric's typical path floor.
+    """
+    if not res.fit.rates or not np.isfinite(counts.floor_ns):
+        return
+    m = res.incidence.matrix.tocsc()
+    chosen = list(res.fit.rates)
+    crosses = {e: np.asarray(m[:, e].toarray()).ravel() > 0 for e in chosen}
+    clean = ~np.any([crosses[e] for e in chosen], axis=0)
+    p50 = counts.excess_p50_ns
+    base = float(np.nanmedian(p50[clean])) if np.any(clean & np.isfinite(p50)) else 0.0
+    for e in chosen:
+        sel = crosses[e] & np.isfinite(p50)
+        shift = float(np.median(p50[sel])) - base if sel.any() else 0.0
+        if shift < DELAY_SHIFT_OF_FLOOR * counts.floor_ns:
+            res.fit.rates.pop(e)
+            res.fit.gains.pop(e, None)
+
+
 def localise(
     counts: FlowCounts,
     topology: Topology | None,
@@ -198,9 +229,9 @@ def localise(
     inc = loss_inc
     results = [_localise_signal(loss_inc, counts.sent, counts.lost, "loss", MIN_LOSS_RATE)]
     if counts.samples.sum() > 0 and np.isfinite(counts.threshold_ns):
-        results.append(
-            _localise_signal(delay_inc, counts.samples, counts.delayed, "delay", MIN_DELAY_RATE)
-        )
+        delay = _localise_signal(delay_inc, counts.samples, counts.delayed, "delay", MIN_DELAY_RATE)
+        _drop_immaterial_delays(delay, counts)
+        results.append(delay)
     found: dict[int, tuple[float, float, str]] = {}  # element -> (score, gain, evidence)
     for res in results:
         chosen = list(res.fit.rates)
@@ -212,7 +243,10 @@ def localise(
                 found[e] = (max(s0, score), max(g0, gain), f"{w0}; {words}")
             else:
                 found[e] = (score, gain, words)
-    order = sorted(found, key=lambda e: (-found[e][0], -found[e][1], inc.names[e]))
+    order = sorted(
+        (e for e in found if found[e][0] >= MIN_SCORE),
+        key=lambda e: (-found[e][0], -found[e][1], inc.names[e]),
+    )
     suspects = [
         Suspect(
             element=inc.names[e],

@@ -1,0 +1,153 @@
+"""Localisation: the incidence matches the topology's routes, faults are found, healthy is quiet."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from cwctl.collection import HostStatus
+from cwctl.telemetry import build_snapshot
+from cwctl.telemetry.elements import Flows, incidence
+from cwctl.telemetry.explain import explain
+from cwctl.topology import assign_peers, leaf_spine
+
+sys.path.insert(0, str(Path(__file__).parent))
+from telemetry_synth import Synth, make  # noqa: E402
+
+
+def test_vectorised_routes_match_topology_path_elements() -> None:
+    hosts, topo = leaf_spine(24, 6, 3)
+    peers = assign_peers(hosts, 5, seed=3, leaf_of=topo.leaf_of)
+    index = {h: i for i, h in enumerate(hosts)}
+    pairs = [(index[a], index[b]) for a, ps in peers.items() for b in ps]
+    src = np.repeat([a for a, _ in pairs], 4)
+    dst = np.repeat([b for _, b in pairs], 4)
+    sport = np.tile(np.arange(40000, 40004), len(pairs))
+    flows = Flows(hosts, ["mlx5_0"], src, dst, sport, np.zeros(len(src), np.int64),
+                  np.zeros(len(src), bool))  # fmt: skip
+    inc = incidence(flows, topo, {h: ("mlx5_0",) for h in hosts})
+    m = inc.matrix.tocsr()
+    for f in range(len(src)):
+        got = {inc.names[e] for e in m.indices[m.indptr[f] : m.indptr[f + 1]]}
+        a, b = hosts[src[f]], hosts[dst[f]]
+        want = set(topo.path_elements(a, b, int(sport[f]), "mlx5_0")) | {f"{b}/mlx5_0"}
+        assert got == want
+
+
+def test_explain_picks_the_one_element_that_covers_the_failures() -> None:
+    # 9 flows over elements 0..3; element 2 is on flows 0, 1, 2 which lose 30%
+    rows = [[0, 2], [1, 2], [0, 2, 3], [0, 3], [1, 3], [1], [0], [3], [0, 1]]
+    data = [(f, e) for f, es in enumerate(rows) for e in es]
+    m = sp.csr_matrix(
+        (np.ones(len(data)), ([f for f, _ in data], [e for _, e in data])), shape=(9, 4)
+    )
+    trials = np.full(9, 1000.0)
+    failures = np.array([300.0, 290, 310, 1, 0, 2, 0, 1, 0])
+    fit = explain(m, trials, failures, min_gain=15)
+    assert list(fit.rates) == [2]
+    assert abs(fit.rates[2] - 0.3) < 0.02
+
+
+@pytest.mark.parametrize(
+    ("faults", "expected", "kind"),
+    [
+        ({"loss": {"spine2": 1.0}}, "spine2", "switch"),
+        ({"loss": {"leaf2-spine3": 0.05}}, "leaf2-spine3", "link"),
+        ({"delay_ns": {"spine1": 6000.0}}, "spine1", "switch"),
+        ({"loss": {"gpu-005": 0.05}}, "gpu-005", "host"),
+        ({"loss": {"leaf3": 0.3}}, "leaf3", "switch"),
+    ],
+)
+def test_synthetic_fault_is_the_top_suspect(faults: dict, expected: str, kind: str) -> None:
+    collection, solution = make(Synth(**faults))
+    snap = build_snapshot(collection, solution)
+    assert snap.suspects, "a fault must give a suspect"
+    top = snap.suspects[0]
+    assert (top.element, top.kind) == (expected, kind)
+    assert 0.0 < top.score <= 1.0
+    assert expected in top.evidence
+
+
+def test_healthy_synthetic_fabric_has_no_suspects() -> None:
+    for seed in range(3):
+        collection, solution = make(Synth(seed=seed, queue_ns=800.0))
+        assert build_snapshot(collection, solution).suspects == []
+
+
+def test_without_topology_a_bad_host_is_the_suspect() -> None:
+    collection, solution = make(Synth(loss={"gpu-009": 0.2}, topology=False))
+    snap = build_snapshot(collection, solution)
+    assert [s.element for s in snap.suspects[:1]] == ["gpu-009"]
+    assert snap.suspects[0].kind == "host"
+
+
+def test_unreachable_host_is_reported_not_suspected() -> None:
+    collection, solution = make(Synth(loss={"gpu-011": 1.0}))
+    collection.status["gpu-011"] = HostStatus("unreachable", "connection refused")
+    snap = build_snapshot(collection, solution)
+    assert snap.suspects == []
+    host = next(h for h in snap.hosts if h.name == "gpu-011")
+    assert host.status == "unreachable" and not snap.healthy
+
+
+def test_failed_gpu_makes_its_host_a_suspect() -> None:
+    pytest.importorskip("cwctl.gpu.verdict")
+    collection, solution = make(Synth(n_hosts=16))
+    collection.gpu["gpu-003"] = [
+        {"type": "gpu", "v": 1, "source": "nvml", "gpus": [{"index": 0, "lost": True}]}
+    ]
+    collection.gpu["gpu-004"] = [
+        {"type": "gpu", "v": 1, "source": "nvml", "gpus": [{"index": 0, "name": "H200"}]}
+    ]
+    snap = build_snapshot(collection, solution)
+    by_name = {h.name: h for h in snap.hosts}
+    assert by_name["gpu-003"].gpu_verdict == "fail"
+    assert by_name["gpu-004"].gpu_verdict == "ok"
+    assert [(s.element, s.kind) for s in snap.suspects] == [("gpu-003", "host")]
+    assert "lost" in snap.suspects[0].evidence
+
+
+sim = pytest.importorskip("cwctl.transport.sim")
+
+
+def _sim_snapshot(faults: tuple[str, ...], seed: int, **kw: object):
+    from cwctl.sim.model import FabricModel
+    from cwctl.sim.params import SimParams
+    from cwctl.sync import solve
+
+    names, topo = leaf_spine(32, 8, 4)
+    model = FabricModel(
+        names,
+        topo,
+        params=SimParams(**kw),  # type: ignore[arg-type]
+        seed=seed,
+        faults=faults,
+        nics={h: ("mlx5_0", "mlx5_1") for h in names},
+    )
+    collection = sim.run_model(model, 0.5)
+    return build_snapshot(collection, solve(collection.table))
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "switch:spine2:congested",
+        "link:leaf3-spine1:lossy=0.05",
+        "nic:gpu-010/mlx5_1:down",
+        "host:gpu-020:lossy=0.05",
+    ],
+)
+def test_simulated_fault_is_the_top_suspect(fault: str) -> None:
+    snap = _sim_snapshot((fault,), seed=5)
+    element = fault.split(":")[1]
+    assert snap.suspects and snap.suspects[0].element == element
+
+
+def test_simulated_healthy_fabric_at_load_0_4_is_quiet() -> None:
+    for seed in (1, 2):
+        snap = _sim_snapshot((), seed=seed, load=0.4, timestamps="sw")
+        assert snap.suspects == [], [s.element for s in snap.suspects]

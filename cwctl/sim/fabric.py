@@ -142,8 +142,7 @@ class Fabric:
             out += [int(self.qid_access(nic, False)), int(self.qid_access(nic, True))]
         elif kind == "switch" and eid < self.eid_spine(0):
             leaf = eid - int(self.eid_leaf(0))
-            hosts = np.flatnonzero(self.host_leaf == leaf)
-            for h in hosts:
+            for h in np.flatnonzero(self.host_leaf == leaf).tolist():
                 base = int(self.nic_base[h])
                 out += [
                     int(self.qid_access(n, True)) for n in range(base, base + len(self.nics[h]))
@@ -162,6 +161,10 @@ class Fabric:
         return out
 
     # --- names --------------------------------------------------------------------
+    def has(self, kind: str, name: str) -> bool:
+        """Whether a fault or change can name this element (hidden switches cannot)."""
+        return (kind, name) in self._ids
+
     def element(self, fault: Fault) -> int:
         """The element id a fault names; ``InputError`` naming the spec if there is none."""
         name = fault.name

@@ -158,7 +158,7 @@ class FabricModel:
                 for leaf in leaves:
                     self.state.ecmp_weight[(leaf, change.spine)] = int(change.weight)
             elif isinstance(change, ExcludeNic | IncludeNic):
-                if (("nic", change.nic)) not in fabric._ids:
+                if not fabric.has("nic", change.nic):
                     raise InputError(f"no NIC named {change.nic!r} in the simulated fabric")
                 if isinstance(change, ExcludeNic):
                     self.state.excluded_nics.add(change.nic)

@@ -21,7 +21,7 @@ from cwctl.sim.delays import queue_rho, sample_queueing, stamp_error
 from cwctl.topology import ecmp_hash, host_id
 
 if TYPE_CHECKING:
-    from cwctl.sim.model import FabricModel
+    from cwctl.sim.model import FabricModel, ProbeWindow
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -313,7 +313,7 @@ def _exchanges(
 
 def simulate_window(
     model: FabricModel, start_s: float, duration_s: float, rng: np.random.Generator
-) -> Any:
+) -> ProbeWindow:
     """The records of one window (see the module docstring) and its truth."""
     from cwctl.sim.model import ProbeWindow
     from cwctl.sim.truth import window_truth
@@ -351,10 +351,17 @@ def simulate_window(
     n = n_edges * 2 * n_pairs
     table = ProbeTable(
         hosts=list(fabric.hosts),
-        **{name: column(name) for name in ("src", "dst", "sport", "pair", "idx")},
+        src=column("src"),
+        dst=column("dst"),
+        sport=column("sport"),
+        pair=column("pair"),
+        idx=column("idx"),
         gap_ns=np.full(n, params.gap_ns, np.int64),
         ts=np.full(n, TS_CODE[params.timestamps], np.int8),
-        **{name: column(name) for name in ("t1", "t2", "t3", "t4")},
+        t1=column("t1"),
+        t2=column("t2"),
+        t3=column("t3"),
+        t4=column("t4"),
     )
     flow = column("flow")
     if any(len(ns) > 1 for ns in fabric.nics):

@@ -80,8 +80,8 @@ def stamp_error(n: int, tx: bool, kind: str, params: SimParams, rng: np.random.G
 
     ``hw``: Gaussian ``hw_sigma_ns``; now and then a packet leaves the NIC an exponential
     ``hw_tx_delay_ns`` after its TX stamp was taken (the stamp is early: queued in the
-    NIC). ``sw``: a receive stamp is late (interrupt, softirq), a send stamp early (taken
-    in user space before ``sendto``), both lognormal with a Pareto tail.
+    NIC). ``sw``: a receive stamp is late (interrupt, softirq), a send stamp early (the
+    kernel stamps before the NIC has sent it), both lognormal with a Pareto tail.
     """
     if kind == "hw":
         err = rng.normal(0.0, params.hw_sigma_ns, n)

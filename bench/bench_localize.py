@@ -11,7 +11,7 @@ window, the real solver, then ``build_snapshot``. Printed as one table:
 - 1% injected loss on a link: the localiser's loss-rate estimate vs 1% (+-0.2 pp);
 - OWD p50 per path vs the simulator's true network delay (sw and hw timestamps).
 
-``CWCTL_BENCH_LOCALIZE_SEEDS`` (default 6) sets the seeds per row; 100 is the issue's
+``CWCTL_BENCH_LOCALIZE_SEEDS`` (default 10) sets the seeds per row; 100 is the issue's
 full run. ``CWCTL_BENCH_LOCALIZE_HOSTS`` (default 64) and ``..._DURATION`` (default 1 s)
 size each scenario.
 """
@@ -34,13 +34,14 @@ from cwctl.telemetry import build_snapshot
 from cwctl.topology import leaf_spine
 from cwctl.transport.sim import run_model
 
-SEEDS = int(os.environ.get("CWCTL_BENCH_LOCALIZE_SEEDS", "6"))
+SEEDS = int(os.environ.get("CWCTL_BENCH_LOCALIZE_SEEDS", "10"))
 HOSTS = int(os.environ.get("CWCTL_BENCH_LOCALIZE_HOSTS", "64"))
 DURATION_S = float(os.environ.get("CWCTL_BENCH_LOCALIZE_DURATION", "1.0"))
 PER_LEAF, SPINES = 8, 4
 NICS = ("mlx5_0", "mlx5_1")
 MODES = ("down", "lossy=0.02", "congested")
 KINDS = ("switch", "link", "nic", "host")
+MISSES: list[str] = []  # what went wrong, printed after the table
 
 
 def scenario(
@@ -109,6 +110,8 @@ def single_fault(kind: str) -> list[Row]:
         snap, _ = scenario([f"{kind}:{element}:{mode}"], seed)
         top = snap.suspects[0].element if snap.suspects else None
         per_mode[mode][0] += top == element
+        if top != element:
+            MISSES.append(f"seed {seed} {kind}:{element}:{mode}: top {top}")
         per_mode[mode][1] += 1
     elapsed = time.perf_counter() - started
     hits = sum(v[0] for v in per_mode.values())
@@ -133,8 +136,10 @@ def two_faults() -> Row:
             chosen.append((kind, element))
         specs = [f"{k}:{e}:{MODES[int(rng.integers(len(MODES)))]}" for k, e in chosen]
         snap, _ = scenario(specs, seed)
-        top3 = {s.element for s in snap.suspects[:3]}
+        top3 = [s.element for s in snap.suspects[:3]]
         hits += all(e in top3 for _, e in chosen)
+        if not all(e in top3 for _, e in chosen):
+            MISSES.append(f"seed {seed} {' + '.join(specs)}: top 3 {top3}")
     return Row("two faults: both in top 3", hits, SEEDS, ">= 90%", time.perf_counter() - started)
 
 
@@ -144,6 +149,8 @@ def healthy() -> Row:
     for seed in range(SEEDS):
         snap, _ = scenario([], 70_000 + seed, load=0.4)
         flagged += bool(snap.suspects)
+        if snap.suspects:
+            MISSES.append(f"seed {70_000 + seed} healthy: {[s.element for s in snap.suspects]}")
     return Row(
         "healthy load 0.4: any suspect", flagged, SEEDS, "<= 2%", time.perf_counter() - started
     )
@@ -205,6 +212,8 @@ def main() -> None:
     print(loss_estimate(), flush=True)
     print(owd_error("sw"), flush=True)
     print(owd_error("hw"), flush=True)
+    for miss in MISSES[:20]:
+        print(f"miss: {miss}")
 
 
 if __name__ == "__main__":

@@ -75,8 +75,10 @@ def sample_queueing(rho: F64, params: SimParams, rng: np.random.Generator) -> F6
     return wait
 
 
-def stamp_error(n: int, tx: bool, kind: str, params: SimParams, rng: np.random.Generator) -> F64:
-    """What a stamp reads minus the true wire time (ns), per stamp.
+def stamp_error(
+    n: int, tx: bool, kind: str, params: SimParams, rng: np.random.Generator
+) -> npt.NDArray[np.floating]:
+    """What a stamp reads minus the true wire time (ns, float32), per stamp.
 
     ``hw``: Gaussian ``hw_sigma_ns``; now and then a packet leaves the NIC an exponential
     ``hw_tx_delay_ns`` after its TX stamp was taken (the stamp is early: queued in the
@@ -84,13 +86,14 @@ def stamp_error(n: int, tx: bool, kind: str, params: SimParams, rng: np.random.G
     kernel stamps before the NIC has sent it), both lognormal with a Pareto tail.
     """
     if kind == "hw":
-        err = rng.normal(0.0, params.hw_sigma_ns, n)
+        err = rng.standard_normal(n, dtype=np.float32) * np.float32(params.hw_sigma_ns)
         if tx:
-            late = np.flatnonzero(rng.random(n) < params.hw_tx_delay_prob)
+            late = np.flatnonzero(rng.random(n, dtype=np.float32) < params.hw_tx_delay_prob)
             err[late] -= rng.exponential(params.hw_tx_delay_ns, len(late))
         return err
     median = params.sw_tx_ns if tx else params.sw_rx_ns
-    lag = median * rng.lognormal(0.0, params.sw_sigma, n)
-    tail = np.flatnonzero(rng.random(n) < params.sw_tail_prob)
+    normal = rng.standard_normal(n, dtype=np.float32)
+    lag = np.exp(normal * np.float32(params.sw_sigma)) * np.float32(median)  # lognormal
+    tail = np.flatnonzero(rng.random(n, dtype=np.float32) < params.sw_tail_prob)
     lag[tail] += np.minimum((rng.pareto(1.5, len(tail)) + 1.0) * params.sw_tail_ns, 1e6)
     return -lag if tx else lag

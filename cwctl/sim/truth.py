@@ -11,7 +11,8 @@ JSON-serialisable (docs/simulator.md, "The truth object")::
      "faults": ["spine2"],                     # elements with an active fault
      "fault_specs": [{"kind", "element", "mode", "value", "at_s"}],
      "paths": [{"src", "dst", "sent", "received", "loss",
-                "owd_min_ns", "owd_p50_ns", "owd_p99_ns"}]}  # true network delays
+                "owd_min_ns", "owd_p50_ns", "owd_p99_ns"}],  # true network delays
+     "state": {"ecmp_weight": {"leaf1-spine2": 0}, "excluded_nics": [], "drained_hosts": []}}
 
 Re-reference to any host r: ``offset_ns[h] - offset_ns[r]``, ``drift_ppb[h] - drift_ppb[r]``.
 """
@@ -138,4 +139,11 @@ def window_truth(
             for f, eid in active
         ],
         "paths": paths,
+        "state": {
+            "ecmp_weight": {
+                f"{leaf}-{spine}": w for (leaf, spine), w in sorted(model.state.ecmp_weight.items())
+            },
+            "excluded_nics": sorted(model.state.excluded_nics),
+            "drained_hosts": sorted(model.state.drained_hosts),
+        },
     }

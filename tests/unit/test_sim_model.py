@@ -30,8 +30,10 @@ def test_weight_zero_on_a_down_spine_removes_its_loss():
     inter = _inter_leaf(model, before)
     assert (~before.complete[inter]).mean() > 0.25
     model.apply(SetEcmpWeight("spine2", 0))
-    after = model.probe(0.5).table
+    window = model.probe(0.5)
+    after = window.table
     assert after.complete.all()
+    assert window.truth["state"]["ecmp_weight"] == {f"leaf{i}-spine2": 0 for i in range(1, 5)}
     # spine2 carries nothing now; the other spines share its flows
     spines = flow_paths(after.src, after.dst, after.sport.astype(np.int64) - 40000, model=model)
     used = set(spines.spine_fwd[_inter_leaf(model, after)].tolist())

@@ -299,7 +299,24 @@ def _score_and_words(
             f"{_us(counts.threshold_ns)} over their floor{typical}; {bad_out} of {n_out} "
             f"flows crossing no suspect were; model: {name} delays {_pct(rate)} of probes"
         )
+    twins = _twins(inc, e, usable)
+    if twins:
+        words += f" (the same flows cross {', '.join(twins)}: indistinguishable here)"
     return score, words
+
+
+def _twins(inc: Incidence, e: int, usable: npt.NDArray[np.bool_], limit: int = 3) -> list[str]:
+    """Other elements crossed by exactly the same usable flows as e (the data cannot
+    tell them apart: a 2-leaf fabric's spine and its two links, a one-NIC host and its NIC)."""
+    crosses = (inc.matrix[usable] > 0).astype(np.float64).tocsc()
+    col = crosses[:, e]
+    size = col.nnz
+    if not size:
+        return []
+    overlap = np.asarray((crosses.T @ col).todense()).ravel()
+    sizes = np.diff(crosses.indptr)
+    same = np.flatnonzero((overlap == size) & (sizes == size))
+    return [inc.names[j] for j in same if j != e][:limit]
 
 
 def _pct(rate: float) -> str:

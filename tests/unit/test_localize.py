@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -14,9 +11,7 @@ from cwctl.telemetry import build_snapshot
 from cwctl.telemetry.elements import Flows, incidence
 from cwctl.telemetry.explain import explain
 from cwctl.topology import assign_peers, leaf_spine
-
-sys.path.insert(0, str(Path(__file__).parent))
-from telemetry_synth import Synth, make  # noqa: E402
+from tests.unit.telemetry_synth import Synth, make
 
 
 def test_vectorised_routes_match_topology_path_elements() -> None:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,9 +15,7 @@ from cwctl.telemetry.paths import (
     path_table,
     sorted_quantiles,
 )
-
-sys.path.insert(0, str(Path(__file__).parent))
-from telemetry_synth import Synth, make  # noqa: E402
+from tests.unit.telemetry_synth import Synth, make
 
 T0 = 1_800_000_000_000_000_000
 

@@ -1,0 +1,112 @@
+"""The JSON of a simulated scan matches docs/scan-json.md field by field."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from cwctl.cli import app
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "scan-json.md"
+SECTIONS = {
+    "Top level": "top",
+    "`hosts[]`": "hosts",
+    "`paths[]`": "paths",
+    "`paths[].ports[]`": "ports",
+    "`suspects[]`": "suspects",
+    "`telemetry`": "telemetry",
+}
+TYPES = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "object": (dict,),
+    "array": (list,),
+    "boolean": (bool,),
+}
+Field = tuple[tuple[type, ...], bool, bool]  # python types, nullable, always
+
+
+def documented_fields() -> dict[str, dict[str, Field]]:
+    """Parse the field tables of docs/scan-json.md: section -> field -> (types, null, always)."""
+    out: dict[str, dict[str, Field]] = {}
+    section = None
+    for line in DOC.read_text().splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip()
+            section = SECTIONS.get(title)
+            if section:
+                out[section] = {}
+            continue
+        m = re.match(r"\| `([a-z_0-9]+)` \| ([a-z ]+) \| (yes|no) \|", line)
+        if section and m:
+            words = m.group(2).split(" or ")
+            types = tuple(t for w in words if w != "null" for t in TYPES[w])
+            out[section][m.group(1)] = (types, "null" in words, m.group(3) == "yes")
+    return out
+
+
+def check(obj: dict[str, Any], fields: dict[str, Field], where: str) -> None:
+    undocumented = set(obj) - set(fields)
+    assert not undocumented, f"{where}: fields not in docs/scan-json.md: {undocumented}"
+    for name, (types, nullable, always) in fields.items():
+        if name not in obj:
+            assert not always, f"{where}: missing field {name!r}"
+            continue
+        value = obj[name]
+        if value is None:
+            assert nullable, f"{where}.{name} is null but documented as never null"
+            continue
+        ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+        assert ok, f"{where}.{name}: {type(value).__name__} is not {types}"
+
+
+def test_the_doc_has_every_section() -> None:
+    fields = documented_fields()
+    assert set(fields) == set(SECTIONS.values())
+    assert {"schema", "hosts", "paths", "suspects", "truth"} <= set(fields["top"])
+
+
+@pytest.fixture(scope="module")
+def scan_json() -> dict[str, Any]:
+    result = CliRunner().invoke(
+        app,
+        ["scan", "--sim", "--hosts", "24", "--duration", "0.5", "--format", "json",
+         "--fault", "switch:spine2:down", "--fault", "link:leaf1-spine3:lossy=0.05"],
+    )  # fmt: skip
+    assert result.exit_code == 3, result.output
+    return json.loads(result.stdout)
+
+
+def test_simulated_scan_json_matches_the_documented_schema(scan_json: dict[str, Any]) -> None:
+    fields = documented_fields()
+    check(scan_json, fields["top"], "scan")
+    assert scan_json["schema"] == "cwctl.scan/1"
+    assert scan_json["source"] == "sim"
+    for host in scan_json["hosts"]:
+        check(host, fields["hosts"], f"hosts[{host['name']}]")
+    assert scan_json["paths"]
+    for path in scan_json["paths"]:
+        check(path, fields["paths"], f"paths[{path['src']}->{path['dst']}]")
+        for port in path["ports"]:
+            check(port, fields["ports"], "ports[]")
+    assert scan_json["suspects"]
+    for suspect in scan_json["suspects"]:
+        check(suspect, fields["suspects"], f"suspects[{suspect['element']}]")
+        assert suspect["kind"] in ("switch", "link", "nic", "host")
+        assert 0.0 <= suspect["score"] <= 1.0
+    check(scan_json["telemetry"], fields["telemetry"], "telemetry")
+
+
+def test_suspects_name_the_injected_faults(scan_json: dict[str, Any]) -> None:
+    names = [s["element"] for s in scan_json["suspects"]]
+    assert names[:2] == ["spine2", "leaf1-spine3"] or set(names[:2]) == {
+        "spine2",
+        "leaf1-spine3",
+    }
+    assert set(scan_json["truth"]["faults"]) == {"spine2", "leaf1-spine3"}

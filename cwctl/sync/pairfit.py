@@ -239,7 +239,10 @@ def median_per_group(values: F64, group: IntP, n_groups: int) -> F64:
     out = np.full(n_groups, np.nan)
     if len(values) == 0:
         return out
-    order = np.lexsort((values, group))
+    # one argsort of a combined key (group + a fraction below 1 that orders the values
+    # within the group) instead of a two-key lexsort: several times faster
+    span = float(np.max(np.abs(values))) + 1.0
+    order = np.argsort(group + (values / span + 1.0) * 0.49, kind="stable")
     g_sorted = group[order]
     counts = np.bincount(g_sorted, minlength=n_groups)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])

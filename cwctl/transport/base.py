@@ -120,6 +120,7 @@ class HostRun:
         assert self.session is not None
         while True:
             chunk = await self.session.read()
+            self.collector.bytes += len(chunk)
             if not chunk:
                 if self._partial:
                     last, self._partial = self._partial, b""
@@ -162,6 +163,7 @@ class Collector:
         self.builder = ProbeTableBuilder(hosts)
         self.gpu: dict[str, list[dict[str, Any]]] = {}
         self.records = 0
+        self.bytes = 0  # agents' stdout, all hosts: what the transport carried home
         self.progress = progress
         self._last_report = 0.0
 
@@ -206,7 +208,8 @@ async def run_scan(
     finally:
         await asyncio.shield(_close_all(runs))
     collector.report("records", force=True)
-    collector.report("done", ok=sum(r.status.status == "ok" for r in runs), of=len(runs))
+    ok = sum(r.status.status == "ok" for r in runs)
+    collector.report("done", ok=ok, of=len(runs), bytes=collector.bytes)
     return Collection(
         source=plan.source,
         hosts=list(plan.hosts),

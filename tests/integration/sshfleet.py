@@ -85,9 +85,11 @@ class SSHFleet:
         mode: str = "normal",
         authorized: asyncssh.SSHKey | None = None,
         known: bool = True,
+        forwarding: bool = False,
     ) -> FakeHost:
         """One more host; ``authorized`` another client key (auth will fail), ``known``
-        whether its host key goes into the fleet's known_hosts file."""
+        whether its host key goes into the fleet's known_hosts file, ``forwarding``
+        whether it lets clients open TCP connections through it (a jump host)."""
         address = f"127.0.0.{2 + len(self.hosts)}"
         host_key = asyncssh.generate_private_key("ssh-ed25519")
         client = authorized or self.client_key
@@ -111,6 +113,7 @@ class SSHFleet:
             server_host_keys=[host_key],
             authorized_client_keys=authorized_keys,
             process_factory=process_factory,
+            server_factory=_ForwardingServer if forwarding else None,
             encoding=None,
             allow_scp=False,
         )
@@ -162,6 +165,15 @@ class SSHFleet:
         for task in list(self.handlers):
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(asyncio.shield(task), 5.0)
+
+
+class _ForwardingServer(asyncssh.SSHServer):
+    """A jump host: direct-tcpip requests are allowed (asyncssh connects them)."""
+
+    def connection_requested(
+        self, dest_host: str, dest_port: int, orig_host: str, orig_port: int
+    ) -> bool:
+        return True
 
 
 def _python() -> str:

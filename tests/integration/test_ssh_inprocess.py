@@ -202,3 +202,16 @@ async def test_ssh_config_host_alias_is_honoured(fleet: SSHFleet, tmp_path) -> N
     c = await scan_inventory(inventory, req, None, client_options=options)
     assert c.status["node-2"].status == "ok", c.status["node-2"].error
     assert c.hello["node-2"]["address"] == b.address  # bound where the alias led
+
+
+async def test_hosts_reached_through_a_jump_host(fleet: SSHFleet) -> None:
+    for i in range(2):
+        await fleet.add(f"node-{i + 1}")
+    bastion = await fleet.add("bastion", forwarding=True)
+    fleet.hosts.remove(bastion)  # the bastion is not scanned, only crossed
+    inventory = fleet.inventory(jump=f"{bastion.address}:{bastion.port}")
+    c = await scan(fleet, inventory)
+    assert {n: s.status for n, s in c.status.items()} == {"node-1": "ok", "node-2": "ok"}
+    assert not bastion.pids  # nothing ran on the bastion
+    # through a tunnel the agents bind the inventory address
+    assert [c.hello[n]["address"] for n in ("node-1", "node-2")] == [h.address for h in fleet.hosts]

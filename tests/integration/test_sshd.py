@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import asyncssh
@@ -218,3 +218,23 @@ async def test_scan_from_an_inventory_file(sshd: Sshd, tmp_path: Path) -> None:
         c.hello["sshd-1"]["sports"][0],
         c.hello["sshd-2"]["sports"][0],
     }
+
+
+async def test_real_sshd_failures_are_reported_per_host(sshd: Sshd) -> None:
+    """One host fine, one without the Python it is told to use, one refusing the login."""
+    inv = sshd.inventory()
+    ok, no_python, no_login = inv.hosts
+    inv = replace(
+        inv,
+        hosts=(
+            ok,
+            replace(no_python, python="/nonexistent/python3"),
+            replace(no_login, user="cwctl-no-such-user"),
+        ),
+    )
+    c = await scan_inventory(inv, ScanRequest(), None, client_options=sshd.client_options)
+    assert c.status["sshd-1"].status == "ok"
+    assert c.status["sshd-2"].status == "error"
+    assert "sshd-2: no Python to run the agent" in c.status["sshd-2"].error
+    assert c.status["sshd-3"].status == "unreachable"
+    assert "authentication refused as cwctl-no-such-user" in c.status["sshd-3"].error

@@ -1,17 +1,23 @@
 """Fault localisation: which switch, link, NIC or host explains the bad flows.
 
-Two signals, scored separately: loss (a probe or reply that never arrived) and delay (a
-one-way delay above the path's own floor by more than the fabric's typical queueing).
-Both are counted per flow (directed path and source port: one fixed ECMP route) as
-failures out of trials. Then, as in 007, every significantly bad flow gives 1/h votes to
-each of its h elements, and, as in NetBouncer, a sparse explanation (``explain.py``)
-chooses among the voted elements the fewest whose failure rates explain the failures.
+Two signals, localised separately:
 
-Thresholds are the fabric's own: the background failure rate is fitted, a flow is bad
-when its failures are improbable under it, and "delayed" means more than
-``DELAY_FACTOR`` times the median route's p90 excess over its floor (a route: a path
-and source port, whose probes all take the same ECMP way). A healthy fabric
-yields no suspect because nothing passes the likelihood test with a material rate.
+loss   counted per exchange flow (prober, peer, source port, NIC): agents cannot tell a
+       lost probe from a lost reply, so a trial is a round trip and crosses the elements
+       of both directions (an element crossed both ways counts twice).
+delay  counted per directed flow (path, source port, NIC: one fixed ECMP route): a probe
+       is delayed when its one-way delay exceeds its route's floor (minimum) by more than
+       ``DELAY_FACTOR`` times the median route's p90 excess.
+
+Then, as in 007, every significantly bad flow gives 1/h votes to each of its h elements,
+and, as in NetBouncer, a sparse likelihood explanation (``explain.py``) picks among the
+voted elements the fewest whose failure rates explain the failures.
+
+Thresholds are the fabric's own: the background failure rate is the median flow's, a
+flow is bad when its failures are improbable under it, an element must fail a material
+share of what crosses it (``MIN_LOSS_RATE``, ``MIN_DELAY_RATE``, and for delay a shift of
+its flows' median of ``DELAY_SHIFT_OF_FLOOR`` of the typical floor). A healthy fabric
+yields no suspect because nothing passes both the likelihood test and those sizes.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from cwctl.topology import Topology
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
-DELAY_FACTOR = 2.0  # "delayed": excess over the path floor > this x the median path's p90 excess
+DELAY_FACTOR = 2.0  # "delayed": over the route floor by > this x the median route's p90 excess
 BAD_FLOW_P = 1e-4  # a flow is bad when its failures are this improbable under the background
 MIN_GAIN_NATS = 15.0  # log-likelihood an element must add to the explanation
 MIN_SCORE = 0.02  # a suspect whose bad flows all cross stronger suspects adds nothing

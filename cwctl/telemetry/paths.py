@@ -211,42 +211,45 @@ def path_table(obs: Observations) -> PathTable:
     )
 
 
-def _f(x: float) -> float | None:
-    return None if np.isnan(x) else float(x)
+def _lists(stats: GroupStats, names: tuple[str, ...]) -> dict[str, list[Any]]:
+    """Columns as plain Python lists, NaN as None: no numpy scalar work per path."""
+    out: dict[str, list[Any]] = {}
+    for name in names:
+        col = getattr(stats, name)
+        if col.dtype.kind == "f":
+            out[name] = np.where(np.isnan(col), None, col).tolist()
+        else:
+            out[name] = col.tolist()
+    return out
 
 
 def path_reports(pt: PathTable) -> list[PathReport]:
     """One ``PathReport`` per directed path, with the per-source-port split in ``extra``."""
-    p, q = pt.path, pt.port
     by_path = np.argsort(pt.port_path, kind="stable")
-    bounds = np.searchsorted(pt.port_path[by_path], np.arange(len(pt.path_key) + 1))
-    q_loss = q.loss
-    # plain Python lists once, so the per-path assembly below does no numpy scalar work
-    cols = {
-        name: getattr(q, name).tolist()
-        for name in ("sent", "received", "owd_min_ns", "owd_p50_ns", "owd_p99_ns")
-    }
+    bounds = np.searchsorted(pt.port_path[by_path], np.arange(len(pt.path_key) + 1)).tolist()
+    order = by_path.tolist()
+    q = _lists(pt.port, ("sent", "received", "owd_p50_ns", "owd_p99_ns"))
+    q_loss = np.round(pt.port.loss, 6).tolist()
     sports = pt.port_key[:, 2].tolist()
-    q_loss_l = q_loss.tolist()
+    p = _lists(
+        pt.path,
+        ("sent", "received", "owd_min_ns", "owd_p50_ns", "owd_p99_ns", "owd_max_ns", "jitter_ns"),
+    )
     out = []
     for i, (s, d) in enumerate(pt.path_key.tolist()):
-        ports = []
-        p50s = []
-        for j in by_path[bounds[i] : bounds[i + 1]].tolist():
-            p50 = cols["owd_p50_ns"][j]
-            ports.append(
-                {
-                    "sport": sports[j],
-                    "sent": cols["sent"][j],
-                    "received": cols["received"][j],
-                    "loss": round(q_loss_l[j], 6),
-                    "owd_p50_ns": None if p50 != p50 else p50,
-                    "owd_p99_ns": _f(cols["owd_p99_ns"][j]),
-                }
-            )
-            if p50 == p50:
-                p50s.append(p50)
+        ports = [
+            {
+                "sport": sports[j],
+                "sent": q["sent"][j],
+                "received": q["received"][j],
+                "loss": q_loss[j],
+                "owd_p50_ns": q["owd_p50_ns"][j],
+                "owd_p99_ns": q["owd_p99_ns"][j],
+            }
+            for j in order[bounds[i] : bounds[i + 1]]
+        ]
         extra: dict[str, Any] = {"ports": ports}
+        p50s = [x["owd_p50_ns"] for x in ports if x["owd_p50_ns"] is not None]
         if len(p50s) > 1:
             extra["port_p50_spread_ns"] = max(p50s) - min(p50s)
         if len(ports) > 1:
@@ -256,13 +259,13 @@ def path_reports(pt: PathTable) -> list[PathReport]:
             PathReport(
                 src=pt.hosts[s],
                 dst=pt.hosts[d],
-                sent=int(p.sent[i]),
-                received=int(p.received[i]),
-                owd_min_ns=_f(p.owd_min_ns[i]),
-                owd_p50_ns=_f(p.owd_p50_ns[i]),
-                owd_p99_ns=_f(p.owd_p99_ns[i]),
-                owd_max_ns=_f(p.owd_max_ns[i]),
-                jitter_ns=_f(p.jitter_ns[i]),
+                sent=p["sent"][i],
+                received=p["received"][i],
+                owd_min_ns=p["owd_min_ns"][i],
+                owd_p50_ns=p["owd_p50_ns"][i],
+                owd_p99_ns=p["owd_p99_ns"][i],
+                owd_max_ns=p["owd_max_ns"][i],
+                jitter_ns=p["jitter_ns"][i],
                 extra=extra,
             )
         )

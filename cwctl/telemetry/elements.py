@@ -86,6 +86,18 @@ def incidence(
     columns: list[I64] = [host_code[flows.src], host_code[flows.dst]]
     if flows.nics:
         columns += _nic_columns(flows, reg, host_nics or {})
+    elif host_nics:
+        # records name no NIC: a host's only NIC is on all its flows (and cannot be told
+        # apart from the host; the suspect's evidence says so)
+        only = np.array(
+            [
+                reg.code(f"{h}/{host_nics[h][0]}", "nic") if len(host_nics.get(h, ())) == 1 else -1
+                for h in flows.hosts
+            ]
+            + [-1],
+            np.int64,
+        )
+        columns += [only[flows.src], only[flows.dst]]
     leaf_of = topology.leaf_of if topology is not None else {}
     placed = np.array([h in leaf_of for h in flows.hosts] + [False])
     if topology is not None and placed.any():

@@ -165,6 +165,7 @@ def _paths_table(snapshot: FabricSnapshot) -> Table:
     table.add_column("p50", justify="right", no_wrap=True)
     table.add_column("p99", justify="right", no_wrap=True)
     table.add_column("queueing", justify="right", no_wrap=True)
+    table.add_column("lossy ports", justify="right", no_wrap=True)
     for p in worst_paths(snapshot, PATH_ROWS):
         loss = Text(fmt_ratio(p.loss), style="bold red" if p.loss > 0.01 else "")
         table.add_row(
@@ -174,8 +175,17 @@ def _paths_table(snapshot: FabricSnapshot) -> Table:
             fmt_ns(p.owd_p50_ns),
             fmt_ns(p.owd_p99_ns),
             fmt_ns(p.excess_ns),
+            _lossy_ports(p),
         )
     return table
+
+
+def _lossy_ports(p: PathReport) -> str:
+    """How many of the path's source ports lost probes (one of four: one bad ECMP way)."""
+    ports = p.extra.get("ports") or []
+    if not ports:
+        return "-"
+    return f"{sum(1 for x in ports if x.get('loss', 0) > 0.01)}/{len(ports)}"
 
 
 def _suspects_table(snapshot: FabricSnapshot) -> Table:

@@ -234,6 +234,22 @@ def _fit_lines(
     return _Lines(intercept[0::2], intercept[1::2], cnt_i[0::2], cnt_i[1::2], slope, sxx)
 
 
+def _keep_one_per_side(
+    keep: npt.NDArray[np.bool_], abs_resid: F64, flow_of: IntP, upper: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.bool_]:
+    """``keep``, with the best point restored on every (flow, side) the trim emptied."""
+    group = flow_of * 2 + np.where(upper, 0, 1)
+    n = int(group.max()) + 1 if len(group) else 0
+    kept = np.bincount(group[keep], minlength=n)
+    emptied = (kept == 0) & (np.bincount(group, minlength=n) > 0)
+    if not emptied.any():
+        return keep
+    best = np.full(n, np.inf)
+    np.minimum.at(best, group, abs_resid)
+    restore = emptied[group] & (abs_resid == best[group])
+    return keep | restore
+
+
 def median_per_group(values: F64, group: IntP, n_groups: int) -> F64:
     """The median of ``values`` within each group (NaN for an empty group)."""
     out = np.full(n_groups, np.nan)
@@ -272,7 +288,7 @@ def fit_pairs(points: PairPoints, *, windows: int | None = None, trim_rounds: in
             break
         mad = median_per_group(np.abs(resid[keep]), pair_of[keep], n_pairs)
         tol = np.maximum(TRIM_K * _MAD_TO_SIGMA * np.nan_to_num(mad), trim_floor)
-        keep = np.abs(resid) <= tol[pair_of]
+        keep = _keep_one_per_side(np.abs(resid) <= tol[pair_of], np.abs(resid), flow_of, upper)
 
     # a flow counts towards theta when it has both envelopes; theta is their mean
     both = (lines.n_up > 0) & (lines.n_lo > 0)
@@ -341,6 +357,7 @@ def max_margin_refine(
     theta_at = fits.offset_ns[pair_of] + fits.drift_ppb[pair_of] * 1e-9 * x
     over = np.where(upper, theta_at - y, y - theta_at)
     keep = over <= np.asarray(TRIM_FLOOR_NS)[src][pair_of]
+    flow_of = points.flow_of[keep]
     pair_of, upper, x, y = pair_of[keep], upper[keep], x[keep], y[keep]
     span = 10 * np.minimum(fits.sigma_drift_ppb, 1e5) * 1e-9 + 1e-9
 
@@ -369,11 +386,23 @@ def max_margin_refine(
         c, d = c_new, d_new
         mc, md = margin(c)[0], margin(d)[0]
     b = (lo_b + hi_b) / 2 if search else fits.drift_ppb * 1e-9
-    with np.errstate(invalid="ignore"):  # a pair with one cloud empty: inf - inf
-        _, top, bottom = margin(b)
-        out = PairFits(**{k: getattr(fits, k) for k in fits.__dataclass_fields__})
-        good = np.isfinite(top) & np.isfinite(bottom) & fits.ok
-        out.offset_ns = np.where(good, (top + bottom) / 2, fits.offset_ns)
-        out.drift_ppb = np.where(good, b * 1e9, fits.drift_ppb)
-        out.delay_floor_ns = np.where(good, (top - bottom) / 2, fits.delay_floor_ns)
+    # the margin at the chosen slope, per flow (a flow is the whole pair unless the
+    # points were split by flow): theta is the mean midline of the flows with both clouds
+    n_flows = len(points.flow_pair)
+    v = y - b[pair_of] * x
+    top = np.full(n_flows, np.inf)
+    bottom = np.full(n_flows, -np.inf)
+    np.minimum.at(top, flow_of[upper], v[upper])
+    np.maximum.at(bottom, flow_of[~upper], v[~upper])
+    both = np.isfinite(top) & np.isfinite(bottom)
+    fp = points.flow_pair[both]
+    count = np.bincount(fp, minlength=n_pairs).astype(np.float64)
+    safe = np.maximum(count, 1.0)
+    mid = np.bincount(fp, (top[both] + bottom[both]) / 2, n_pairs) / safe
+    gap = np.bincount(fp, (top[both] - bottom[both]) / 2, n_pairs) / safe
+    out = PairFits(**{k: getattr(fits, k) for k in fits.__dataclass_fields__})
+    good = (count > 0) & fits.ok
+    out.offset_ns = np.where(good, mid, fits.offset_ns)
+    out.drift_ppb = np.where(good, b * 1e9, fits.drift_ppb)
+    out.delay_floor_ns = np.where(good, gap, fits.delay_floor_ns)
     return out

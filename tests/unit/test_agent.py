@@ -172,14 +172,16 @@ def test_two_agents_exchange_coded_pairs() -> None:
     ra, rb = run_pair(sys.executable)
     probes = [r for r in ra if r["type"] == "probe"]
     assert {r["dst"] for r in probes} == {"b"}
-    assert len(probes) == 2 * 20  # rate 40 for 0.5 s, two probes a pair
+    # rate 40 for 0.5 s, two probes a pair (a pair overdue by a stall is skipped)
+    assert 30 <= len(probes) <= 2 * 20
     assert {r["idx"] for r in probes} == {0, 1}
     complete = [r for r in probes if r["t4"] is not None]
-    assert len(complete) >= 38
+    assert len(complete) >= len(probes) - 2
     for r in complete:
         assert r["t1"] < r["t2"] <= r["t3"] < r["t4"]  # one clock: causality holds
     summary = ra[-1]
-    assert summary["sent"] == {"b": 40} and summary["complete"] == {"b": len(complete)}
+    assert summary["sent"] == {"b": len(probes)}
+    assert summary["complete"] == {"b": len(complete)}
     assert summary["rx"] == {"b": rb[-1]["sent"]["a"]}
     if sys.platform.startswith("linux"):
         assert {r["ts"] for r in complete} == {"sw"}
@@ -190,7 +192,7 @@ def test_agent_runs_on_python_3_8() -> None:
     ra, _ = run_pair(OLD_PYTHONS[0])
     hello = ra[0]
     assert hello["python"].startswith("3.8")
-    assert sum(1 for r in ra if r["type"] == "probe" and r["t4"]) >= 38
+    assert sum(1 for r in ra if r["type"] == "probe" and r["t4"]) >= 30
     assert ra[-1]["type"] == "summary"
 
 

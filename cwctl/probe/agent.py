@@ -52,6 +52,13 @@ SO_TIMESTAMPING = getattr(socket, "SO_TIMESTAMPING", 37)  # SCM_TIMESTAMPING == 
 # include/uapi/linux/net_tstamp.h (enum SOF_TIMESTAMPING_*)
 SOF_TIMESTAMPING_TX_SOFTWARE = 1 << 1
 SOF_TIMESTAMPING_SOFTWARE = 1 << 4
+SOF_TIMESTAMPING_TX_HARDWARE = 1 << 0
+SOF_TIMESTAMPING_RX_HARDWARE = 1 << 2
+# include/uapi/linux/sockios.h; include/uapi/linux/ethtool.h (struct ethtool_ts_info)
+SIOCGIFADDR = 0x8915
+SIOCGIFNETMASK = 0x891B
+SIOCETHTOOL = 0x8946
+ETHTOOL_GET_TS_INFO = 0x41
 # include/uapi/linux/in.h
 IP_RECVERR = getattr(socket, "IP_RECVERR", 11)
 # include/uapi/linux/errqueue.h: struct sock_extended_err, SO_EE_ORIGIN_TIMESTAMPING
@@ -126,6 +133,55 @@ def enable_timestamps(sock):
 
 
 # --- host facts ---------------------------------------------------------------------
+
+
+def _ifreq_ipv4(sock, request, name):
+    """An interface's IPv4 address or netmask (SIOCGIFADDR/SIOCGIFNETMASK) as an int."""
+    import fcntl
+
+    out = fcntl.ioctl(sock.fileno(), request, struct.pack("256s", name.encode()[:15]))
+    return struct.unpack("!I", out[20:24])[0]
+
+
+def interface_of(address):
+    """The interface whose IPv4 subnet holds ``address`` (longest netmask wins), or None."""
+    try:
+        want = struct.unpack("!I", socket.inet_aton(address))[0]
+    except OSError:
+        return None
+    best, best_mask = None, -1
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        for _index, name in socket.if_nameindex():
+            try:
+                addr = _ifreq_ipv4(sock, SIOCGIFADDR, name)
+                mask = _ifreq_ipv4(sock, SIOCGIFNETMASK, name)
+            except OSError:
+                continue
+            if addr & mask == want & mask and mask > best_mask:
+                best, best_mask = name, mask
+    finally:
+        sock.close()
+    return best
+
+
+def nic_timestamping(name):
+    """What the interface can stamp (ETHTOOL_GET_TS_INFO): a dict, or {} if unknown."""
+    import ctypes
+    import fcntl
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        info = ctypes.create_string_buffer(struct.pack("I", ETHTOOL_GET_TS_INFO), 48)
+        ifreq = struct.pack("16sP", name.encode()[:15], ctypes.addressof(info)).ljust(40, b"\0")
+        fcntl.ioctl(sock.fileno(), SIOCETHTOOL, ifreq)
+        _cmd, caps, phc, _tx_types = struct.unpack_from("IIiI", info.raw)
+    except (OSError, ValueError, ImportError):
+        return {}
+    finally:
+        sock.close()
+    hw = SOF_TIMESTAMPING_TX_HARDWARE | SOF_TIMESTAMPING_RX_HARDWARE
+    return {"iface": name, "hw": caps & hw == hw, "phc": phc, "so_timestamping": caps}
 
 
 def read_text(path):
@@ -252,12 +308,23 @@ class Agent:
                 "/sys/devices/system/clocksource/clocksource0/current_clocksource"
             ),
             "vm": guess_vm(),
-            "ts_caps": {"rx_sw": self.rx_kernel, "tx_sw": self.tx_kernel, "hw": False},
+            "ts_caps": self.ts_caps(),
             "address": self.answer.getsockname()[0],
             "port": self.answer.getsockname()[1],
             "sports": [s.getsockname()[1] for s in self.sources],
             "time_ns": now_ns(),
         }
+
+    def ts_caps(self):
+        """Kernel stamps the sockets took, and what the interface could do in hardware."""
+        caps = {"rx_sw": self.rx_kernel, "tx_sw": self.tx_kernel, "hw": False, "hw_used": False}
+        try:
+            iface = interface_of(self.answer.getsockname()[0])
+            if iface is not None:
+                caps.update({"iface": iface, **nic_timestamping(iface)})
+        except Exception:  # a host fact, never a reason to fail
+            pass
+        return caps
 
     def start(self, msg):
         for name, entry in dict(msg.get("peers") or {}).items():

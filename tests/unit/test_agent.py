@@ -87,6 +87,16 @@ def test_kernel_stamp_reads_both_control_messages() -> None:
     assert agent.kernel_stamp([]) == 0
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux ioctls")
+def test_interface_and_its_timestamping_capabilities() -> None:
+    assert agent.interface_of("127.0.0.9") == "lo"  # in lo's 127.0.0.0/8
+    assert agent.interface_of("192.0.2.77") is None  # TEST-NET-1: on no interface here
+    caps = agent.nic_timestamping("lo")
+    assert caps["iface"] == "lo" and caps["hw"] is False
+    assert caps["so_timestamping"] & agent.SOF_TIMESTAMPING_SOFTWARE
+    assert agent.nic_timestamping("no-such-if0") == {}
+
+
 def start_agent(params: dict[str, Any], python: str = sys.executable) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         bootstrap_argv(python),
@@ -126,6 +136,9 @@ def test_agent_exits_on_stdin_eof_with_a_summary() -> None:
     assert hello["pid"] == proc.pid  # the bootstrap execs in place: no stray process
     for key in ("hostname", "kernel", "clocksource", "vm", "ts_caps", "python"):
         assert key in hello
+    if sys.platform.startswith("linux"):
+        assert hello["ts_caps"]["iface"] == "lo"
+        assert hello["ts_caps"]["rx_sw"] and hello["ts_caps"]["tx_sw"]
     proc.stdin.close()
     recs = records(proc)
     assert recs[-1]["type"] == "summary"

@@ -90,7 +90,7 @@ def test_kernel_stamp_reads_both_control_messages() -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux ioctls")
 def test_interface_and_its_timestamping_capabilities() -> None:
     assert agent.interface_of("127.0.0.9") == "lo"  # in lo's 127.0.0.0/8
-    assert agent.interface_of("192.0.2.77") is None  # TEST-NET-1: on no interface here
+    assert agent.interface_of("203.0.113.77") is None  # TEST-NET-3: on no interface here
     caps = agent.nic_timestamping("lo")
     assert caps["iface"] == "lo" and caps["hw"] is False
     assert caps["so_timestamping"] & agent.SOF_TIMESTAMPING_SOFTWARE
@@ -160,10 +160,10 @@ def test_agent_exits_on_sigterm_and_at_its_deadline() -> None:
 
 
 def test_agent_that_cannot_bind_says_so_and_fails() -> None:
-    proc = start_agent({"bind": "192.0.2.1"})  # TEST-NET-1: not an address of this host
+    proc = start_agent({"bind": "203.0.113.1"})  # TEST-NET-3: not an address of this host
     recs = records(proc)
     assert recs[-1]["type"] == "error" and recs[-1]["fatal"] is True
-    assert "cannot bind 192.0.2.1" in recs[-1]["message"]
+    assert "cannot bind 203.0.113.1" in recs[-1]["message"]
     assert proc.returncode == 2
 
 

@@ -267,7 +267,7 @@ async def _open(run: HostRun, plan: ScanPlan, launch: Launcher, collector: Colle
     except (OSError, ConnectionError) as exc:
         reason = f"{run.name}: session failed: {exc}"
     if reason is None and run.hello is not None and run.status.status == "ok":
-        collector.report("connected", host=run.name)
+        collector.report("connected", host=run.name, pid=run.hello.get("pid"))
         return True
     explained = await _explain_exit(run)
     run.fail(status, explained or reason or f"{run.name}: the agent ended before its hello")

@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -126,3 +127,30 @@ def test_cli_scan_local(tmp_path: Path) -> None:
     assert [h["status"] for h in doc["hosts"]] == ["ok", "ok", "ok"]
     assert doc["paths"]
     assert read_collection(tmp_path / "r.jsonl").source == "replay:local"
+
+
+def test_cancelled_local_scan_leaves_no_agent() -> None:
+    pids: list[int] = []
+
+    async def run() -> None:
+        started = asyncio.Event()
+
+        def progress(event: str, fields: dict) -> None:
+            if event == "connected":
+                pids.append(fields["pid"])
+            elif event == "started":
+                started.set()
+
+        request = ScanRequest(local=3, duration_s=30.0, overrides=OVERRIDES)
+        task = asyncio.create_task(collect_local(request, progress))
+        await asyncio.wait_for(started.wait(), 30.0)
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    started = time.monotonic()
+    asyncio.run(run())
+    assert len(pids) == 3
+    assert asyncio.run(wait_gone(pids, 5.0)) == []
+    assert time.monotonic() - started < 20.0  # not the 30 s window

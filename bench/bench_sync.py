@@ -77,6 +77,8 @@ def accuracy(
         shifted = np.abs(signed - np.median(signed))
         derr = np.abs(sol.drift_ppb - drift)[others]
         covered = np.mean(err <= sol.uncertainty_ns[others]) if name == "cwctl" else np.nan
+        if name == "cwctl":
+            bar = float(np.median(sol.uncertainty_ns[others]))
         p99[name] = float(np.percentile(err, 99))
         print(
             f"{name:<15}{np.percentile(err, 50):>14.1f}{p99[name]:>14.1f}"
@@ -88,7 +90,8 @@ def accuracy(
             note = (
                 f"  (filter tolerance {q['filter_tolerance_ns']} ns, dropped "
                 f"{q['fwd_dropped_pairs']}+{q['rev_dropped_pairs']} of {q['coded_pairs']} "
-                f"pair legs, residual rms {q['residual_rms_ns']} ns, {q['cg_iterations']} CG it.)"
+                f"pair legs, residual rms {q['residual_rms_ns']} ns, {q['cg_iterations']} CG it., "
+                f"median uncertainty_ns {bar:.0f})"
             )
     print(note)
     print(

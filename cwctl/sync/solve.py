@@ -7,7 +7,10 @@ The steps, each in its own module:
    between the two envelopes).
 3. ``network.ls_solve``: weighted least squares over the probe graph, drifts first,
    then offsets (corrected for the pair fits being in the lower host's clock), one
-   reference per connected component.
+   reference per connected component; the offsets are then reweighted a few times
+   (Huber IRLS), because a pair's error is not Gaussian: under ECMP its fastest
+   forward and reverse paths may cross different spines, which biases that pair by
+   half their difference while the pairs whose fastest paths match are unbiased.
 4. ``uncertainty``: per host, a bound on the offset error from the residuals and the
    graph.
 """
@@ -36,6 +39,8 @@ from cwctl.sync.solution import ClockSolution
 F64 = npt.NDArray[np.float64]
 Method = Literal["envelope", "margin", "hybrid"]
 UNCERTAINTY_SIGMAS = 3.0
+ROBUST_ROUNDS = 4  # Huber IRLS rounds of the offset solve
+ROBUST_K = 1.5
 
 
 def window_middle(table: ProbeTable) -> int:
@@ -144,6 +149,16 @@ def network_solve(
             preconditioner=preconditioner,
         )
         iterations += info.iterations
+        for _ in range(ROBUST_ROUNDS):
+            # Huber reweighting: a pair whose residual is far beyond its own noise is
+            # most likely biased (its fastest forward and reverse ECMP paths differ,
+            # a static asymmetry): it keeps a weight that shrinks as 1/|residual|
+            r = values - (offset[fits.hi] - offset[fits.lo])
+            z = np.abs(r) * np.sqrt(w_off)
+            scale = max(1.4826 * float(np.median(z)), 1.0)
+            factor = np.clip(ROBUST_K * scale / np.maximum(z, 1e-12), 1e-3, 1.0)
+            offset, info = ls_solve(graph, values, w_off * factor, x0=offset)
+            iterations += info.iterations
     else:
         offset = tree_solve(graph, values)
     solved = offset[fits.hi] - offset[fits.lo]

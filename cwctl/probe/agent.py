@@ -620,18 +620,19 @@ class Control:
     def __init__(self):
         self.buf = b""
         self.eof = False
+        self.backlog = []  # messages read along with an earlier one, not yet handled
 
     def read_lines(self):
+        out, self.backlog = self.backlog, []
         try:
             chunk = os.read(0, 65536)
         except (BlockingIOError, InterruptedError):
-            return []
+            return out
         if not chunk:
             self.eof = True
-            return []
+            return out
         self.buf += chunk
         *lines, self.buf = self.buf.split(b"\n")
-        out = []
         for line in lines:
             line = line.strip()
             if line:
@@ -653,7 +654,10 @@ class Control:
                 return None
             if poller.poll(left * 1000):
                 pending = self.read_lines()
-        return pending[0] if pending else None
+        if not pending:
+            return None
+        self.backlog = pending[1:]
+        return pending[0]
 
 
 def make_sampler(host):
@@ -710,13 +714,28 @@ def run(control, out):
     os.set_blocking(1, False)
     out_registered = False
     reason = None
-    finish_ns = None  # probing over, answering until then
     last_flush = time.monotonic()
     starter = None
     if sampler is not None:  # NVML init or nvidia-smi can take a second: not on our loop
         starter = threading.Thread(target=sampler.start, name="cwctl-gpu-start", daemon=True)
         starter.start()
+
+    def on_control(msg):
+        """Act on one control message; a reason to stop, or None."""
+        kind = msg.get("type")
+        if kind == "start" and agent.start_ns is None:
+            agent.start(msg)
+        elif kind == "stop":
+            return "stopped"
+        elif kind != "start":
+            agent.error(f"ignored control message {kind!r}")
+        return None
+
+    for msg in control.backlog:  # lines that came in the same read as the params
+        reason = on_control(msg) or reason
+    control.backlog = []
     while reason is None:
+        finish_ns = None if agent.end_ns is None else agent.end_ns + int(agent.linger_s * 1e9)
         now = now_ns()
         mono = time.monotonic()
         timeouts = [deadline - mono, last_flush + 0.2 - mono]
@@ -739,14 +758,7 @@ def run(control, out):
                 out.flush()
             elif fd == 0:
                 for msg in control.read_lines():
-                    kind = msg.get("type")
-                    if kind == "start" and agent.start_ns is None:
-                        agent.start(msg)
-                        finish_ns = agent.end_ns + int(agent.linger_s * 1e9)
-                    elif kind == "stop":
-                        reason = "stopped"
-                    elif kind != "start":
-                        agent.error(f"ignored control message {kind!r}")
+                    reason = on_control(msg) or reason
                 if control.eof:
                     reason = reason or "stdin closed"
                     poller.unregister(0)

@@ -146,6 +146,19 @@ def test_agent_exits_on_stdin_eof_with_a_summary() -> None:
     assert proc.returncode == 0
 
 
+def test_control_lines_sent_with_the_params_are_not_lost() -> None:
+    proc = subprocess.Popen(
+        bootstrap_argv(sys.executable), stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert proc.stdin is not None
+    params = {"host": "a", "bind": "127.0.0.2", "ports": 1, "deadline_s": 20}
+    proc.stdin.write(agent_payload(params) + b'{"type": "stop"}\n')
+    proc.stdin.flush()
+    recs = records(proc)
+    assert [r["type"] for r in recs if r["type"] != "gpu"] == ["hello", "summary"]
+    assert recs[-1]["reason"] == "stopped"
+
+
 def test_agent_exits_on_sigterm_and_at_its_deadline() -> None:
     proc = start_agent({})
     hello_of(proc)

@@ -177,9 +177,9 @@ def uncertainty(graph: ProbeGraph, fits: PairFits, residual: F64, weights: F64, 
     expander graph), scaled by the reduced chi-square of the residuals;
     ``UNCERTAINTY_SIGMAS`` of those, plus an allowance for static path asymmetry, which
     no statistic can see where it is common to all of a host's paths (its own cable):
-    the larger of the median absolute residual of the host's edges and the rms residual
-    of the whole graph (the asymmetry the loops do reveal, taken as the scale of the
-    asymmetry they cannot).
+    the larger of the median absolute residual of the host's edges and the robust
+    spread (1.4826 x median absolute residual) of the whole graph: the asymmetry the
+    loops do reveal, taken as the scale of the asymmetry they cannot.
     The reference's own window is 0 by definition.
     """
     n = graph.n_hosts
@@ -191,8 +191,8 @@ def uncertainty(graph: ProbeGraph, fits: PairFits, residual: F64, weights: F64, 
     ref_of = np.where(comp >= 0, graph.references[np.maximum(comp, 0)], 0)
     with np.errstate(divide="ignore"):
         var = chi2 * (1 / deg_w + 1 / deg_w[ref_of])
-    rms = float(np.sqrt(np.mean(residual**2))) if len(residual) else 0.0
-    out = UNCERTAINTY_SIGMAS * np.sqrt(var) + np.maximum(med_r, rms)
+    spread = 1.4826 * float(np.median(np.abs(residual))) if len(residual) else 0.0
+    out = UNCERTAINTY_SIGMAS * np.sqrt(var) + np.maximum(med_r, spread)
     out[comp < 0] = np.nan
     out[graph.references] = 0.0
     return out

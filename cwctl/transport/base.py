@@ -36,6 +36,8 @@ from cwctl.topology import Topology, assign_peers
 Progress = Callable[[str, dict[str, Any]], None]
 
 HELLO_TIMEOUT_S = 20.0  # from session open to hello (python start-up, bind)
+PROBE_TIMEOUT_S = 0.5  # an exchange unanswered this long is lost (agent's timeout_s)
+LINGER_S = PROBE_TIMEOUT_S + 0.2  # agents keep answering this long after their window
 FINISH_GRACE_S = 15.0  # after the expected end before an agent is given up (gpu sampling)
 _STDERR_KEEP = 4096
 
@@ -235,7 +237,6 @@ async def run_scan(
 
 def agent_params(run: HostRun, plan: ScanPlan) -> dict[str, Any]:
     s = plan.settings
-    timeout_s = 0.5
     return {
         "host": run.name,
         "bind": getattr(run.session, "bind_address", None)
@@ -245,8 +246,8 @@ def agent_params(run: HostRun, plan: ScanPlan) -> dict[str, Any]:
         "rate": s.rate,
         "gap_ns": int(s.gap_us * 1000),
         "duration_s": plan.duration_s,
-        "timeout_s": timeout_s,
-        "linger_s": timeout_s + 0.2,
+        "timeout_s": PROBE_TIMEOUT_S,
+        "linger_s": LINGER_S,
         # the agent's own end, whatever happens to us: hello wait + start + probing + slack
         "deadline_s": plan.hello_timeout_s + plan.duration_s + FINISH_GRACE_S + 10.0,
     }

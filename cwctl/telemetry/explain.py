@@ -41,7 +41,6 @@ class Explanation:
     rates: dict[int, float] = field(default_factory=dict)  # element -> failure rate
     gains: dict[int, float] = field(default_factory=dict)  # element -> nats lost without it
     log_success: F64 = field(default_factory=lambda: np.zeros(0))  # per flow, chosen only
-    background_cap: float = 0.5
 
     def success(self) -> F64:
         return (1.0 - self.background) * np.exp(self.log_success)
@@ -55,7 +54,7 @@ def explain(
     candidates: npt.NDArray[np.bool_] | None = None,
     min_gain: float = 15.0,
     min_rate: float = 0.0,
-    rate_over_background: float = 4.0,
+    rate_over_background: float = 2.0,
     max_elements: int = 8,
     background: float | None = None,
 ) -> Explanation:
@@ -64,21 +63,20 @@ def explain(
     ``incidence[f, e]`` counts how often a trial of flow f crosses element e (a round
     trip crosses its hosts and leaves twice): success then carries ``(1 - r_e) ** count``.
     ``candidates`` restricts which elements may be chosen (e.g. those 007 voting touched);
-    an element's rate must reach ``max(min_rate, rate_over_background * background)``.
-    ``background`` is the starting background rate (by default the median flow's).
+    an element's rate must reach ``max(min_rate, rate_over_background * b)``, with ``b``
+    the lower of the (refitted) background and the failure rate of the flows that do not
+    cross the element: a fault's failures inflate the overall rate, not its own yardstick.
+    ``background`` is the starting background rate (by default the overall rate).
     """
     n = np.asarray(trials, np.float64)
     k = np.asarray(failures, np.float64)
     n_flows, n_el = incidence.shape
     total = n.sum()
-    if background is None:  # the median flow's rate: robust while most flows are healthy
-        some = n > 0
-        background = float(np.median(k[some] / n[some])) if some.any() else 0.0
-    b0 = float(np.clip(background, 1e-7, 0.5))
-    fit = Explanation(background=b0, log_success=np.zeros(n_flows))
-    # the refitted background may not grow past twice the robust guess: a fault's
-    # failures belong to the fault, not to a background that would hide the next one
-    fit.background_cap = max(2 * b0, 1e-5)
+    if background is None:  # the overall rate: diffuse failures are background from the start
+        background = k.sum() / total if total else 0.0
+    fit = Explanation(
+        background=float(np.clip(background, 1e-7, 0.5)), log_success=np.zeros(n_flows)
+    )
     if not total or not n_el:
         return fit
     inc = incidence.tocsc()
@@ -86,6 +84,11 @@ def explain(
         (c, (incidence == c).astype(np.float64).T.tocsr()) for c in np.unique(incidence.data)
     ]
     allowed = np.ones(n_el, bool) if candidates is None else candidates.copy()
+    # each element's own yardstick: the failure rate of the flows that do not cross it
+    crosses_t = (incidence > 0).astype(np.float64).T.tocsr()
+    out_n = total - crosses_t @ n
+    out_k = k.sum() - crosses_t @ k
+    rate_elsewhere = np.where(out_n > 0, out_k / np.maximum(out_n, 1), 0.0)
     for _ in range(max_elements):
         s = fit.success()
         base = log_likelihood(n, k, s)
@@ -97,7 +100,9 @@ def explain(
         best = np.argmax(gain, axis=1)
         best_gain = gain[np.arange(n_el), best]
         rate = RATE_GRID[best]
-        floor = max(min_rate, rate_over_background * min(fit.background, b0))
+        floor = np.maximum(
+            min_rate, rate_over_background * np.minimum(fit.background, rate_elsewhere)
+        )
         best_gain[~allowed | (rate < floor)] = -np.inf
         e = int(np.argmax(best_gain))
         if not best_gain[e] >= min_gain:
@@ -142,7 +147,7 @@ def _refit(fit: Explanation, inc: sp.csc_matrix, n: F64, k: F64, passes: int = 3
     for _ in range(passes):
         # background: every flow
         other = np.exp(fit.log_success)
-        cand = np.clip(rates0, 1e-7, fit.background_cap)
+        cand = np.clip(rates0, 1e-7, 0.5)
         ll = log_likelihood(n[:, None], k[:, None], other[:, None] * (1 - cand)[None, :]).sum(0)
         fit.background = float(cand[int(np.argmax(ll))])
         for e in list(fit.rates):

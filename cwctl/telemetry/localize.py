@@ -40,7 +40,8 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
 DELAY_FACTOR = 2.0  # "delayed": over the route floor by > this x the median route's p90 excess
-BAD_FLOW_P = 1e-4  # a flow is bad when its failures are this improbable under the background
+BAD_FLOW_P = 1e-3  # a flow is bad when its failures are this improbable under the background
+VOTE_P = 1e-2  # ...and votes (picks the candidates) when they are this improbable
 MIN_GAIN_NATS = 15.0  # log-likelihood an element must add to the explanation
 MIN_SCORE = 0.02  # a suspect whose bad flows all cross stronger suspects adds nothing
 MIN_LOSS_RATE = 0.004  # an element must drop at least this share of what crosses it
@@ -152,10 +153,12 @@ def _incidences(
     )
 
 
-def _bad_flows(trials: F64, failures: F64, background: float) -> npt.NDArray[np.bool_]:
-    """Flows whose failures are improbable (p < BAD_FLOW_P) at the background rate."""
+def _bad_flows(
+    trials: F64, failures: F64, background: float, p_max: float = BAD_FLOW_P
+) -> npt.NDArray[np.bool_]:
+    """Flows whose failures are improbable (p < p_max) at the background rate."""
     p = binom.sf(failures - 1, trials, np.clip(background, 1e-7, 1 - 1e-7))
-    return (failures > 0) & (p < BAD_FLOW_P)
+    return (failures > 0) & (p < p_max)
 
 
 def _votes(inc: Incidence, bad: npt.NDArray[np.bool_]) -> F64:
@@ -179,16 +182,29 @@ class SignalResult:
     failures: F64
 
 
+def _background(trials: F64, failures: F64, rounds: int = 6) -> float:
+    """The fabric's background failure rate, robust to faults: the pooled rate of the flows
+    that are not significantly bad under it (iterated down from the overall rate)."""
+    if not trials.sum():
+        return 1e-6
+    b = float(max(failures.sum() / trials.sum(), 1e-6))
+    for _ in range(rounds):
+        good = ~_bad_flows(trials, failures, b)
+        if not good.any():
+            break
+        b_next = float(max(failures[good].sum() / trials[good].sum(), 1e-6))
+        if abs(b_next - b) <= 1e-3 * b:
+            break
+        b = b_next
+    return b
+
+
 def _localise_signal(
     inc: Incidence, trials: F64, failures: F64, signal: str, min_rate: float
 ) -> SignalResult:
     usable = trials > 0
-    total = trials[usable].sum()
-    # a first background guess: the median flow's rate, robust to a minority of bad flows
-    rates = failures[usable] / np.maximum(trials[usable], 1)
-    b0 = float(max(np.median(rates), 1e-6)) if total else 1e-6
-    bad = _bad_flows(trials, failures, b0) & usable
-    votes = _votes(inc, bad)
+    b0 = _background(trials[usable], failures[usable])
+    votes = _votes(inc, _bad_flows(trials, failures, b0, VOTE_P) & usable)
     fit = explain(
         inc.matrix,
         np.where(usable, trials, 0.0),
@@ -196,7 +212,6 @@ def _localise_signal(
         candidates=votes > 0,
         min_gain=MIN_GAIN_NATS,
         min_rate=min_rate,
-        background=b0,
     )
     bad = _bad_flows(trials, failures, fit.background) & usable
     return SignalResult(signal, inc, fit, bad, _votes(inc, bad), trials, failures)

@@ -146,3 +146,15 @@ def test_simulated_healthy_fabric_at_load_0_4_is_quiet() -> None:
     for seed in (1, 2):
         snap = _sim_snapshot((), seed=seed, load=0.4, timestamps="sw")
         assert snap.suspects == [], [s.element for s in snap.suspects]
+
+
+def test_diffuse_background_loss_is_no_suspect_but_a_fault_above_it_is() -> None:
+    diffuse = {f"leaf{i}": 0.002 for i in range(1, 5)}  # every flow loses ~0.6%
+    quiet, solution = make(Synth(loss=diffuse, seed=1))
+    snap = build_snapshot(quiet, solution)
+    assert snap.suspects == []
+    assert 0.003 < snap.telemetry["background_loss"] < 0.012
+    faulty, solution = make(Synth(loss={**diffuse, "spine3": 0.05}, seed=1))
+    snap = build_snapshot(faulty, solution)
+    assert [s.element for s in snap.suspects] == ["spine3"]
+    assert abs(snap.telemetry["rates"]["spine3"]["loss"] - 0.05) < 0.015

@@ -101,10 +101,12 @@ def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSna
         if collection.topology is not None:
             host_nics = {**dict(collection.topology.nics), **host_nics}
         suspects, inc, results = localise(counts, collection.topology, host_nics)
+        named = {s.element for s in suspects}
         rates: dict[str, dict[str, float]] = {}
         for res in results:
             for e, rate in res.fit.rates.items():
-                rates.setdefault(inc.names[e], {})[res.signal] = round(rate, 6)
+                if inc.names[e] in named:
+                    rates.setdefault(inc.names[e], {})[res.signal] = round(rate, 6)
         telemetry = {
             "flows": len(counts.flows),
             "exchanges": len(counts.exchanges),
@@ -114,10 +116,7 @@ def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSna
         }
         if len(results) > 1:
             telemetry["background_delayed"] = round(results[1].fit.background, 8)
-    gpu_bad = gpu_suspects({h.name: (h.gpu_verdict, h.gpu_reason) for h in hosts})
-    named = {s.element for s in gpu_bad}
-    suspects = gpu_bad + [s for s in suspects if s.element not in named]
-    suspects.sort(key=lambda s: -s.score)
+    suspects = _with_gpu_suspects(hosts, suspects)
     return FabricSnapshot(
         source=collection.source,
         reference=solution.reference,
@@ -131,6 +130,18 @@ def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSna
         records=len(table),
         telemetry=telemetry,
     )
+
+
+def _with_gpu_suspects(hosts: list[HostReport], suspects: list[Suspect]) -> list[Suspect]:
+    """Hosts whose GPUs fail join the suspects first (merged with a network suspect of the
+    same host, whose evidence follows)."""
+    gpu_bad = gpu_suspects({h.name: (h.gpu_verdict, h.gpu_reason) for h in hosts})
+    network = {s.element: s for s in suspects}
+    for s in gpu_bad:
+        also = network.pop(s.element, None)
+        if also is not None:
+            s.evidence = f"{s.evidence}; {also.evidence}"
+    return gpu_bad + [s for s in suspects if s.element in network]
 
 
 def _finite(x: float) -> float | None:

@@ -103,7 +103,7 @@ def write_collection(collection: Collection, path: str | Path) -> None:
             for rec in _records(collection):
                 f.write(encode_line(rec) + "\n")
         os.replace(tmp, path)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, TypeError) as exc:  # TypeError: a value JSON cannot hold
         tmp.unlink(missing_ok=True)
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise InputError(f"cannot write records to {path}: {why}") from None

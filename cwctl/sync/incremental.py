@@ -10,7 +10,9 @@ and solves again, reusing what did not change:
   ``t_ref`` (warm start), so conjugate gradients computes a small correction;
 * for graphs up to ``FACTOR_MAX_HOSTS`` free hosts, a sparse LU factorisation of the
   Laplacian is kept while the graph is unchanged and serves as the CG preconditioner:
-  the weights move a little from tick to tick, so one or two iterations suffice.
+  the weights move a little from tick to tick, so a few iterations suffice;
+* the Huber weights of the robust offset solve carry over too, so one reweighting
+  round per tick continues the iteration instead of restarting it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from cwctl.sync.solve import (
 )
 
 FACTOR_MAX_HOSTS = 2_000
+WARM_ROBUST_ROUNDS = 1  # the Huber weights carry over from tick to tick
 
 
 class SlidingSolver:
@@ -52,6 +55,7 @@ class SlidingSolver:
         self._graph_key: tuple[Any, ...] | None = None
         self._factor: Any = None
         self._previous: ClockSolution | None = None
+        self._robust_factor: np.ndarray | None = None
         self.last_info: dict[str, Any] = {}
 
     def table(self) -> ProbeTable:
@@ -107,9 +111,17 @@ class SlidingSolver:
                 lap = graph.laplacian(1.0 / fits.sigma_offset_ns**2).tocsc()
                 self._factor = splu(lap)
             preconditioner = self._factor.solve
+        warm_factor = self._robust_factor if reused else None
         result = network_solve(
-            graph, fits, x0_offset=x0_offset, x0_drift=x0_drift, preconditioner=preconditioner
+            graph,
+            fits,
+            x0_offset=x0_offset,
+            x0_drift=x0_drift,
+            preconditioner=preconditioner,
+            robust_factor=warm_factor,
+            robust_rounds=WARM_ROBUST_ROUNDS if warm_factor is not None else None,
         )
+        self._robust_factor = result.robust_factor
         self.last_info = {
             "warm": x0_offset is not None,
             "graph_reused": reused,

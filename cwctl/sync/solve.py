@@ -110,6 +110,7 @@ class NetworkResult:
     pair_offset_ns: F64  # the pair offsets as used (clock-corrected to reference time)
     iterations: int
     chi2: float
+    robust_factor: F64  # per pair: the Huber weight factor of the last round
 
 
 def network_solve(
@@ -121,6 +122,8 @@ def network_solve(
     x0_drift: F64 | None = None,
     laplacian_offset: Any = None,
     preconditioner: Any = None,
+    robust_factor: F64 | None = None,
+    robust_rounds: int | None = None,
 ) -> NetworkResult:
     """Drifts, then offsets, over the graph (or along the BFS tree if not ``network``)."""
     w_off = 1.0 / fits.sigma_offset_ns**2
@@ -139,17 +142,18 @@ def network_solve(
     else:
         first = x0_offset
     values = fits.offset_ns + fits.drift_ppb * 1e-9 * first[fits.lo]
+    factor = np.ones(len(values)) if robust_factor is None else robust_factor
     if network:
         offset, info = ls_solve(
             graph,
             values,
-            w_off,
+            w_off * factor,
             x0=first,
-            laplacian=laplacian_offset,
+            laplacian=laplacian_offset if robust_factor is None else None,
             preconditioner=preconditioner,
         )
         iterations += info.iterations
-        for _ in range(ROBUST_ROUNDS):
+        for _ in range(ROBUST_ROUNDS if robust_rounds is None else robust_rounds):
             # Huber reweighting: a pair whose residual is far beyond its own noise is
             # most likely biased (its fastest forward and reverse ECMP paths differ,
             # a static asymmetry): it keeps a weight that shrinks as 1/|residual|
@@ -166,7 +170,7 @@ def network_solve(
     dof = max(len(values) - graph.n_free, 1)
     chi2 = float(np.sum(w_off * residual**2) / dof) if len(values) > graph.n_free else 1.0
     unc = uncertainty(graph, fits, residual, w_off, max(chi2, 1.0))
-    return NetworkResult(offset, drift, unc, residual, solved, values, iterations, chi2)
+    return NetworkResult(offset, drift, unc, residual, solved, values, iterations, chi2, factor)
 
 
 def uncertainty(graph: ProbeGraph, fits: PairFits, residual: F64, weights: F64, chi2: float) -> F64:

@@ -177,6 +177,10 @@ def test_sliding_solver_matches_a_full_solve_and_warm_starts(method: str) -> Non
     window = solver.table()
     assert window.t1.min() >= table.t1.max() - int(2.5e9) - 1
     full = solve(window, method=method)  # type: ignore[arg-type]
-    assert np.allclose(sol2.offset_ns, full.offset_ns, atol=0.05)
+    # the same answer up to the robust (Huber) iteration: the sliding solver carries
+    # its weights over and reweights once per tick, a cold solve reweights from scratch
+    assert np.allclose(sol2.offset_ns, full.offset_ns, atol=1.0)
+    assert solver.last_info["graph_reused"] is True  # same pairs in both windows
+    assert sol2.quality["cg_iterations"] < full.quality["cg_iterations"]
     assert sol1.t_ref_ns < sol2.t_ref_ns
     assert np.max(np.abs(errors(sol2, clocks)[0])) < 20.0

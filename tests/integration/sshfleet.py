@@ -73,6 +73,8 @@ class SSHFleet:
         self.servers: list[asyncssh.SSHAcceptor] = []
         self.handlers: set[asyncio.Task[Any]] = set()
         self.known_hosts = tmp_path / "known_hosts"
+        self.handshaking = 0  # connections not yet authenticated, now
+        self.max_handshaking = 0  # ... and at most, over the fleet's life
 
     @property
     def pids(self) -> list[int]:
@@ -113,7 +115,7 @@ class SSHFleet:
             server_host_keys=[host_key],
             authorized_client_keys=authorized_keys,
             process_factory=process_factory,
-            server_factory=_ForwardingServer if forwarding else None,
+            server_factory=lambda: _FleetServer(self, forwarding),
             encoding=None,
             allow_scp=False,
         )
@@ -167,13 +169,34 @@ class SSHFleet:
                 await asyncio.wait_for(asyncio.shield(task), 5.0)
 
 
-class _ForwardingServer(asyncssh.SSHServer):
-    """A jump host: direct-tcpip requests are allowed (asyncssh connects them)."""
+class _FleetServer(asyncssh.SSHServer):
+    """Counts connections still in their handshake; a jump host allows direct-tcpip."""
+
+    def __init__(self, fleet: SSHFleet, forwarding: bool) -> None:
+        self.fleet = fleet
+        self.forwarding = forwarding
+        self.counted = False
+
+    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+        self.counted = True
+        self.fleet.handshaking += 1
+        self.fleet.max_handshaking = max(self.fleet.max_handshaking, self.fleet.handshaking)
+
+    def _done(self) -> None:
+        if self.counted:
+            self.counted = False
+            self.fleet.handshaking -= 1
+
+    def auth_completed(self) -> None:
+        self._done()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._done()
 
     def connection_requested(
         self, dest_host: str, dest_port: int, orig_host: str, orig_port: int
     ) -> bool:
-        return True
+        return self.forwarding
 
 
 def _python() -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
+import time
 
 import asyncssh
 import pytest
@@ -215,3 +217,30 @@ async def test_hosts_reached_through_a_jump_host(fleet: SSHFleet) -> None:
     assert not bastion.pids  # nothing ran on the bastion
     # through a tunnel the agents bind the inventory address
     assert [c.hello[n]["address"] for n in ("node-1", "node-2")] == [h.address for h in fleet.hosts]
+
+
+async def test_concurrency_bounds_the_handshakes(fleet: SSHFleet) -> None:
+    for i in range(4):
+        await fleet.add(f"node-{i + 1}")
+    c = await scan(fleet, fleet.inventory(), concurrency=1)
+    assert all(s.status == "ok" for s in c.status.values())
+    assert fleet.max_handshaking == 1
+
+
+async def test_silent_server_times_out(fleet: SSHFleet) -> None:
+    """A port that accepts TCP but never speaks SSH: the host fails after connect_timeout."""
+    await fleet.add("node-1")
+    await fleet.add("node-2")
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        mute = Host(name="node-mute", address="127.0.0.1", port=silent.getsockname()[1])
+        started = time.monotonic()
+        c = await scan(fleet, fleet.inventory(extra=[mute], connect_timeout=1.0))
+    finally:
+        silent.close()
+    assert c.status["node-mute"].status == "unreachable"
+    assert "timed out" in c.status["node-mute"].error
+    assert c.status["node-1"].status == c.status["node-2"].status == "ok"
+    assert time.monotonic() - started < 15.0

@@ -86,6 +86,21 @@ class ScanPlan:
     hello_timeout_s: float = HELLO_TIMEOUT_S
 
 
+def raise_fd_limit(n_hosts: int, per_host: int = 4) -> None:
+    """Lift the soft open-files limit towards the hard one: every host holds a session
+    (a socket, or three pipes) for the whole scan, and 1024 is a common default."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = n_hosts * per_host + 256
+        if soft != resource.RLIM_INFINITY and soft < want:
+            ceiling = want if hard == resource.RLIM_INFINITY else min(want, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (ceiling, hard))
+    except (ImportError, ValueError, OSError):
+        pass  # not Unix, or not allowed: the scan says which hosts it could not reach
+
+
 def probe_settings(base: ProbeSettings, overrides: dict[str, Any]) -> ProbeSettings:
     """``base`` with the flags' overrides (keys named as ProbeSettings fields)."""
     known = {f.name for f in fields(ProbeSettings)}
@@ -185,6 +200,7 @@ async def run_scan(
     plan: ScanPlan, launch: Launcher, progress: Progress | None = None
 ) -> Collection:
     """Start every agent, run the two-phase start, collect every record: one Collection."""
+    raise_fd_limit(len(plan.hosts))
     collector = Collector([h.name for h in plan.hosts], progress)
     runs = [HostRun(info, collector) for info in plan.hosts]
     settings = plan.settings

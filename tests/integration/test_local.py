@@ -154,3 +154,21 @@ def test_cancelled_local_scan_leaves_no_agent() -> None:
     assert len(pids) == 3
     assert asyncio.run(wait_gone(pids, 5.0)) == []
     assert time.monotonic() - started < 20.0  # not the 30 s window
+
+
+def test_open_files_limit_is_raised_for_large_scans() -> None:
+    import resource
+
+    from cwctl.transport.base import raise_fd_limit
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 5000:
+        pytest.skip(f"hard open-files limit {hard} is too low to test")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+    try:
+        raise_fd_limit(1000)
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= 4 * 1000
+        raise_fd_limit(10)  # never lowered
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= 4 * 1000
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -38,6 +38,7 @@ from cwctl.sync.solve import (
 )
 
 FACTOR_MAX_HOSTS = 2_000
+_COLUMNS = ("src", "dst", "sport", "pair", "idx", "gap_ns", "ts", "t1", "t2", "t3", "t4", "nic")
 WARM_ROBUST_ROUNDS = 1  # the Huber weights carry over from tick to tick
 
 
@@ -63,7 +64,20 @@ class SlidingSolver:
         return self._table if self._table is not None else ProbeTable.empty()
 
     def _append(self, new: ProbeTable) -> ProbeTable:
-        table = new if self._table is None else ProbeTable.concat([self._table, new])
+        old = self._table
+        if old is None or not len(old):
+            table = new
+        else:
+            newest = max(int(old.t1.max()), int(new.t1.max()) if len(new) else 0)
+            old = old.select(old.t1 >= newest - self.window_ns)  # forget first, then join
+            if old.hosts == new.hosts and old.nics == new.nics:  # the usual tick: no remap
+                table = ProbeTable(
+                    hosts=old.hosts,
+                    nics=old.nics,
+                    **{c: np.concatenate([getattr(old, c), getattr(new, c)]) for c in _COLUMNS},
+                )
+            else:
+                table = ProbeTable.concat([old, new])
         if len(table):
             newest = int(table.t1.max())
             table = table.select(table.t1 >= newest - self.window_ns)

@@ -32,7 +32,8 @@ from scipy.sparse.linalg import LinearOperator, cg
 F64 = npt.NDArray[np.float64]
 IntP = npt.NDArray[np.intp]
 
-CG_RTOL = 1e-10
+CG_RTOL = 1e-8
+CG_FLOOR = 1e-14
 CG_MAXITER = 2_000
 
 
@@ -186,12 +187,17 @@ def ls_solve(
     def tick(_: F64) -> None:
         count[0] += 1
 
+    # CG solves for the correction to the first guess; converged when the residual is
+    # CG_RTOL of the first guess's (a good guess asks for a small, precise correction),
+    # or negligible against the right-hand side itself
     scale = float(np.linalg.norm(rhs)) or 1.0
-    if float(np.linalg.norm(resid)) <= CG_RTOL * scale:
+    first = float(np.linalg.norm(resid))
+    atol = max(CG_RTOL * first, CG_FLOOR * scale)
+    if first <= atol:
         delta = np.zeros_like(start)
     else:
         delta, status = cg(
-            lap, resid, rtol=0.0, atol=CG_RTOL * scale, maxiter=CG_MAXITER, M=m_op, callback=tick
+            lap, resid, rtol=0.0, atol=atol, maxiter=CG_MAXITER, M=m_op, callback=tick
         )
         info.converged = status == 0
     info.iterations = count[0]

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from cwctl.telemetry.paths import group_ids
 from cwctl.topology import Topology, ecmp_hash, host_id
 
 I64 = npt.NDArray[np.int64]
@@ -105,11 +106,11 @@ def incidence(
     elif n:
         # no topology: the unordered host pair is an element of its own
         lo, hi = np.minimum(flows.src, flows.dst), np.maximum(flows.src, flows.dst)
-        pairs, inverse = np.unique(np.stack([lo, hi], axis=1), axis=0, return_inverse=True)
+        inverse, pairs = group_ids(lo, hi)
         pair_code = reg.codes(
             [f"{flows.hosts[a]}-{flows.hosts[b]}" for a, b in pairs.tolist()], "link"
         )
-        columns.append(pair_code[inverse.reshape(-1)])
+        columns.append(pair_code[inverse])
     cols = np.stack(columns, axis=1) if columns else np.zeros((n, 0), np.int64)
     rows = np.repeat(np.arange(n), cols.shape[1])
     flat = cols.reshape(-1)

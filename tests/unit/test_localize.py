@@ -158,3 +158,16 @@ def test_diffuse_background_loss_is_no_suspect_but_a_fault_above_it_is() -> None
     snap = build_snapshot(faulty, solution)
     assert [s.element for s in snap.suspects] == ["spine3"]
     assert abs(snap.telemetry["rates"]["spine3"]["loss"] - 0.05) < 0.015
+
+
+def test_without_topology_one_bad_pair_is_a_pair_suspect() -> None:
+    collection, solution = make(Synth(topology=False, seed=2))
+    table = collection.table
+    a, b = int(table.src[0]), int(table.dst[0])
+    pair = ((table.src == a) & (table.dst == b)) | ((table.src == b) & (table.dst == a))
+    lose = pair & (np.random.default_rng(0).random(len(table)) < 0.3)
+    for col in (table.t2, table.t3, table.t4):
+        col[lose] = 0
+    snap = build_snapshot(collection, solution)
+    names = table.hosts
+    assert [(s.element, s.kind) for s in snap.suspects] == [(f"{names[a]}-{names[b]}", "link")]

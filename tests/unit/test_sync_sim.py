@@ -1,0 +1,41 @@
+"""The solver against the simulator's own truth object (DESIGN.md's ``truth``), small fabric."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cwctl.sim import FabricModel, SimParams
+from cwctl.sync import ClockSolution, solve
+from cwctl.sync.baseline import ntp_solve
+
+
+def truth_errors(sol: ClockSolution, truth: dict) -> np.ndarray:
+    """|offset error| per host, from the truth dict alone, re-referenced to ``sol``'s.
+
+    The truth is at ``truth["t_ref_ns"]`` in the truth's reference clock; the solution
+    at ``sol.t_ref_ns`` in its own reference's clock: move the truth along its drifts to
+    the solution's instant, then re-reference.
+    """
+    off = np.array([truth["offset_ns"].get(h, 0.0) for h in sol.hosts])
+    drift = np.array([truth["drift_ppb"].get(h, 0.0) for h in sol.hosts])
+    r = sol.hosts.index(sol.reference)  # type: ignore[arg-type]
+    # the solution's instant on the truth reference's clock
+    dt_ns = (sol.t_ref_ns - off[r]) - truth["t_ref_ns"]
+    at = off + drift * 1e-9 * dt_ns
+    expected = at - at[r]
+    others = np.arange(len(sol.hosts)) != r
+    return np.abs(sol.offset_ns - expected)[others]
+
+
+@pytest.mark.parametrize(("stamps", "bound_ns"), [("hw", 50.0), ("sw", 600.0)])
+def test_simulated_fabric_offsets_match_the_truth(stamps: str, bound_ns: float) -> None:
+    params = SimParams(timestamps=stamps, load=0.3, rate=50.0)
+    model = FabricModel.leaf_spine(hosts=32, params=params, seed=3)
+    window = model.probe(1.0)
+    sol = solve(window.table)
+    err = truth_errors(sol, window.truth)
+    assert sol.quality["timestamp_source"] == stamps
+    assert np.percentile(err, 99) < bound_ns
+    ntp = truth_errors(ntp_solve(window.table), window.truth)
+    assert np.percentile(ntp, 99) > 10 * np.percentile(err, 99)

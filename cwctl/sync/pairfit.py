@@ -226,7 +226,7 @@ def _fit_lines(
     dx = x - mx[g]
     dy = y - my[g]
     pair = flow_pair[flow_of]
-    sxx = np.bincount(pair, dx * dx, n_pairs)
+    sxx = np.bincount(pair, dx * dx, n_pairs).astype(np.float64)
     sxy = np.bincount(pair, dx * dy, n_pairs)
     slope = np.divide(sxy, sxx, out=np.zeros(n_pairs), where=sxx > 0)
     intercept = my - np.repeat(slope[flow_pair], 2) * mx

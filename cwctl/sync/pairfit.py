@@ -24,8 +24,9 @@ computed robustly and for all pairs in one batch of numpy passes:
    their line are dropped (a window whose every probe queued, a point in the forbidden
    zone) and the lines refitted, twice.
 
-``max_margin_refine`` then offers the exact hard-margin solution for comparison (the
-bench prints both). Timestamps are int64 ns; floats only after subtracting ``t_ref``.
+``margin.max_margin_refine`` then takes the hard-margin line at that slope (the
+default, ``hybrid``) or searches the slope too (``margin``). Timestamps are int64 ns;
+floats only after subtracting ``t_ref``.
 """
 
 from __future__ import annotations
@@ -337,72 +338,3 @@ def fit_pairs(points: PairPoints, *, windows: int | None = None, trim_rounds: in
         forbidden=np.bincount(points.pair_of[bad], minlength=n_pairs).astype(np.int64),
         ok=ok,
     )
-
-
-def max_margin_refine(
-    points: PairPoints, fits: PairFits, *, iterations: int = 48, search: bool = True
-) -> PairFits:
-    """The exact hard-margin line per pair, by golden-section search over the slope.
-
-    For a slope ``b`` the widest gap between the clouds is
-    ``min_upper(y - b x) - max_lower(y - b x)``, a concave function of ``b`` (a minimum of
-    linear functions minus a maximum of linear ones), so a golden-section search finds
-    its maximum; all pairs advance together, one ``minimum.at`` pass per step. Points
-    the envelope fit judged to be in the forbidden zone are left out first (soft margin
-    by trimming). Returns fits with offset and drift replaced.
-    """
-    n_pairs = points.n_pairs
-    pair_of, upper, x, y = points.pair_of, points.upper, points.x_ns, points.y_ns
-    src = np.minimum(points.source.astype(np.intp), len(TRIM_FLOOR_NS) - 1)
-    theta_at = fits.offset_ns[pair_of] + fits.drift_ppb[pair_of] * 1e-9 * x
-    over = np.where(upper, theta_at - y, y - theta_at)
-    keep = over <= np.asarray(TRIM_FLOOR_NS)[src][pair_of]
-    flow_of = points.flow_of[keep]
-    pair_of, upper, x, y = pair_of[keep], upper[keep], x[keep], y[keep]
-    span = 10 * np.minimum(fits.sigma_drift_ppb, 1e5) * 1e-9 + 1e-9
-
-    def margin(b: F64) -> tuple[F64, F64, F64]:
-        v = y - b[pair_of] * x
-        top = np.full(n_pairs, np.inf)
-        bottom = np.full(n_pairs, -np.inf)
-        np.minimum.at(top, pair_of[upper], v[upper])
-        np.maximum.at(bottom, pair_of[~upper], v[~upper])
-        return top - bottom, top, bottom
-
-    if not search:  # keep the envelope fit's slope: the widest margin at that slope
-        iterations = -1
-    lo_b = fits.drift_ppb * 1e-9 - span
-    hi_b = fits.drift_ppb * 1e-9 + span
-    ratio = (np.sqrt(5) - 1) / 2
-    c = hi_b - ratio * (hi_b - lo_b)
-    d = lo_b + ratio * (hi_b - lo_b)
-    mc, md = (margin(c)[0], margin(d)[0]) if search else (c, d)
-    for _ in range(max(iterations, 0)):
-        left = mc > md  # maximum lies in [lo_b, d]
-        hi_b = np.where(left, d, hi_b)
-        lo_b = np.where(left, lo_b, c)
-        c_new = hi_b - ratio * (hi_b - lo_b)
-        d_new = lo_b + ratio * (hi_b - lo_b)
-        c, d = c_new, d_new
-        mc, md = margin(c)[0], margin(d)[0]
-    b = (lo_b + hi_b) / 2 if search else fits.drift_ppb * 1e-9
-    # the margin at the chosen slope, per flow (a flow is the whole pair unless the
-    # points were split by flow): theta is the mean midline of the flows with both clouds
-    n_flows = len(points.flow_pair)
-    v = y - b[pair_of] * x
-    top = np.full(n_flows, np.inf)
-    bottom = np.full(n_flows, -np.inf)
-    np.minimum.at(top, flow_of[upper], v[upper])
-    np.maximum.at(bottom, flow_of[~upper], v[~upper])
-    both = np.isfinite(top) & np.isfinite(bottom)
-    fp = points.flow_pair[both]
-    count = np.bincount(fp, minlength=n_pairs).astype(np.float64)
-    safe = np.maximum(count, 1.0)
-    mid = np.bincount(fp, (top[both] + bottom[both]) / 2, n_pairs) / safe
-    gap = np.bincount(fp, (top[both] - bottom[both]) / 2, n_pairs) / safe
-    out = PairFits(**{k: getattr(fits, k) for k in fits.__dataclass_fields__})
-    good = (count > 0) & fits.ok
-    out.offset_ns = np.where(good, mid, fits.offset_ns)
-    out.drift_ppb = np.where(good, b * 1e9, fits.drift_ppb)
-    out.delay_floor_ns = np.where(good, gap, fits.delay_floor_ns)
-    return out

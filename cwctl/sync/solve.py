@@ -26,14 +26,9 @@ import numpy.typing as npt
 
 from cwctl.records import ProbeTable
 from cwctl.sync.coded import CodedFilter, coded_filter
+from cwctl.sync.margin import max_margin_refine
 from cwctl.sync.network import ProbeGraph, build_graph, ls_solve, tree_solve
-from cwctl.sync.pairfit import (
-    PairFits,
-    fit_pairs,
-    max_margin_refine,
-    median_per_group,
-    pair_points,
-)
+from cwctl.sync.pairfit import PairFits, fit_pairs, median_per_group, pair_points
 from cwctl.sync.solution import ClockSolution
 
 F64 = npt.NDArray[np.float64]

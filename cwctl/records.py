@@ -12,6 +12,8 @@ Record types (the ``type`` key):
 ``gpu``     a GPU sample of one host (see ``docs/records.md``).
 ``summary`` an agent's closing counts.
 ``error``   something an agent could not do; it goes on where it can.
+``probes``  many exchanges in one line, column by column (the agent's normal output):
+            the same rows as ``probe`` records, decoded with numpy (``decode_probes``).
 
 A ``probe`` record, sent by ``src`` (A) to ``dst`` (B)::
 
@@ -32,9 +34,12 @@ An optional ``nic`` names the interface the probe left from.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, Final
 
 import numpy as np
@@ -43,7 +48,8 @@ import numpy.typing as npt
 from cwctl.errors import RecordError
 
 RECORD_VERSION: Final = 1
-RECORD_TYPES: Final = frozenset({"hello", "probe", "gpu", "summary", "error", "truth"})
+RECORD_TYPES: Final = frozenset({"hello", "probe", "probes", "gpu", "summary", "error", "truth"})
+BATCH_ROWS_MAX: Final = 1 << 20  # rows one ``probes`` record may hold
 
 # Timestamp sources, best first; the codes are what ProbeTable.ts holds.
 TS_SOURCES: Final = ("hw", "sw", "user")
@@ -171,6 +177,236 @@ def encode_line(rec: Mapping[str, Any]) -> str:
     return json.dumps(rec, separators=(",", ":"), allow_nan=False)
 
 
+# --- ``probes``: many exchanges in one record, column by column ----------------------
+#
+# {"type": "probes", "v": 1, "n": 3, "src": "gpu-001", "hosts": ["gpu-002", "gpu-003"],
+#  "dst": [0, 1, 0], "sport": [40001, 40002, 40001], "pair": [17, 17, 18],
+#  "idx": [0, 0, 0], "gap_ns": 20000, "ts": "sw", "t1": [...], "t2": [...], ...}
+#
+# An integer column is a list of ``n`` integers, one integer that holds for every row,
+# or a packed string (base64 of ``n`` little-endian int64: what the agent sends, no
+# number parsing). ``dst`` (and ``src`` when it is not a name) index ``hosts``; a
+# missing timestamp is 0 (null is accepted in lists). ``nic`` (optional) is one name,
+# or indices into ``nics`` (-1: unnamed). docs/records.md is the reference.
+
+_NULL: Final = type(None)
+# key, lo, hi, whether null stands for 0 (t2..t4, where 0 means "missing")
+_BATCH_COLUMNS: Final = (
+    ("sport", 0, 65535, False), ("pair", 0, 2**62, False), ("idx", 0, 1, False),
+    ("gap_ns", 0, 10**9, False), ("t1", 1, _MAX_NS, False), ("t2", 0, _MAX_NS, True),
+    ("t3", 0, _MAX_NS, True), ("t4", 0, _MAX_NS, True),
+)  # fmt: skip
+_ColumnSpec = tuple[str, int, int, bool]
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeBatch:
+    """One decoded ``probes`` record: ``n`` exchanges as numpy columns.
+
+    ``src`` and ``dst`` index ``hosts``; ``nic`` indexes ``nics`` (-1: unnamed); ``ts``
+    holds ``TS_CODE`` codes; missing timestamps are 0.
+    """
+
+    hosts: list[str]
+    src: npt.NDArray[np.int32]
+    dst: npt.NDArray[np.int32]
+    sport: npt.NDArray[np.int32]
+    pair: I64
+    idx: npt.NDArray[np.int8]
+    gap_ns: I64
+    ts: npt.NDArray[np.int8]
+    t1: I64
+    t2: I64
+    t3: I64
+    t4: I64
+    nic: npt.NDArray[np.int16]
+    nics: list[str]
+
+    def __len__(self) -> int:
+        return len(self.t1)
+
+    @property
+    def src_names(self) -> set[str]:
+        """The names of every sender in the batch (one, for an agent's batch)."""
+        return {self.hosts[i] for i in np.unique(self.src).tolist()}
+
+
+def _column_error(where: str, key: str, message: str) -> RecordError:
+    return RecordError(f"{where}: probes column {key!r}: {message}")
+
+
+def pack_column(values: Sequence[int] | np.ndarray) -> str:
+    """A packed integer column: base64 of little-endian int64 (what ``decode_probes`` reads)."""
+    return base64.b64encode(np.asarray(values, "<i8").tobytes()).decode("ascii")
+
+
+def _unpack(value: str, n: int, key: str, where: str) -> I64:
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise _column_error(where, key, "a packed column that is not base64") from None
+    if len(raw) != 8 * n:
+        raise _column_error(where, key, f"packs {len(raw) / 8:g} values, but 'n' is {n}")
+    return np.frombuffer(raw, "<i8").astype(np.int64)
+
+
+def _list_block(lists: list[list[Any]], specs: list[_ColumnSpec], where: str) -> I64:
+    """List columns as one (columns, n) int64 block: one type pass, one conversion."""
+    types = set(map(type, chain.from_iterable(lists)))
+    if not types <= {int}:  # the slow path: nulls to zeros, or find the culprit
+        for i, ((key, _lo, _hi, zero_ok), values) in enumerate(zip(specs, lists, strict=True)):
+            allowed = {int, _NULL} if zero_ok else {int}
+            odd = next((v for v in values if type(v) not in allowed), _NULL)
+            if odd is not _NULL:
+                raise _column_error(where, key, f"must hold integers, got {odd!r}")
+            if zero_ok:
+                lists[i] = [0 if v is None else v for v in values]
+    try:
+        return np.array(lists, np.int64)
+    except OverflowError:
+        for (key, *_), values in zip(specs, lists, strict=True):
+            try:
+                np.array(values, np.int64)
+            except OverflowError:
+                raise _column_error(where, key, "an integer beyond 64 bits") from None
+        raise  # not reached: one column overflowed
+
+
+def _int_columns(
+    rec: Mapping[str, Any], specs: list[_ColumnSpec], n: int, where: str
+) -> dict[str, I64]:
+    """The integer columns named by ``specs``, checked against their ranges at once."""
+    columns: dict[str, I64] = {}
+    lists: list[list[Any]] = []
+    list_specs: list[_ColumnSpec] = []
+    for spec in specs:
+        key, lo, hi, zero_ok = spec
+        value = rec.get(key)
+        if isinstance(value, list):
+            if len(value) != n:
+                raise _column_error(where, key, f"{len(value)} values, but 'n' is {n}")
+            lists.append(value)
+            list_specs.append(spec)
+        elif isinstance(value, str):
+            columns[key] = _unpack(value, n, key, where)
+        elif _is_int(value) or (zero_ok and value is None):
+            if not lo <= (value or 0) <= hi:
+                raise _column_error(where, key, f"{value!r} is not in [{lo}, {hi}]")
+            columns[key] = np.full(n, value or 0, np.int64)
+        else:
+            raise _column_error(
+                where, key, f"must be a list of {n} integers, one integer or packed, got {value!r}"
+            )
+    if lists:
+        block = _list_block(lists, list_specs, where)
+        for i, (key, *_) in enumerate(list_specs):
+            columns[key] = block[i]
+    block = np.stack([columns[key] for key, *_ in specs])
+    lo = np.array([spec[1] for spec in specs], np.int64)[:, None]
+    hi = np.array([spec[2] for spec in specs], np.int64)[:, None]
+    bad = (block < lo) | (block > hi)
+    if bad.any():
+        i, row = (int(x) for x in np.argwhere(bad)[0])
+        key, lo_i, hi_i, _ = specs[i]
+        raise _column_error(where, key, f"row {row}: {block[i, row]} is not in [{lo_i}, {hi_i}]")
+    return {key: block[i] for i, (key, *_) in enumerate(specs)}
+
+
+def _names(rec: Mapping[str, Any], key: str, *, where: str) -> list[str]:
+    value = rec.get(key)
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise _column_error(where, key, f"must be a list of non-empty names, got {value!r}")
+    if len(set(value)) != len(value):
+        raise _column_error(where, key, "holds a name twice")
+    return value
+
+
+def _ts_column(rec: Mapping[str, Any], n: int, *, where: str) -> npt.NDArray[np.int8]:
+    value = rec.get("ts")
+    if isinstance(value, str) and value in TS_CODE:
+        return np.full(n, TS_CODE[value], np.int8)
+    if isinstance(value, list):
+        if len(value) != n:
+            raise _column_error(where, "ts", f"{len(value)} values, but 'n' is {n}")
+        try:
+            codes = list(map(TS_CODE.get, value))
+        except TypeError:  # an unhashable value
+            codes = [None]
+        if None in codes:
+            odd = next((v for v in value if not isinstance(v, str) or v not in TS_CODE), None)
+            raise _column_error(where, "ts", f"must be {', '.join(TS_SOURCES)}, got {odd!r}")
+        return np.array(codes, np.int8) if n else np.zeros(0, np.int8)
+    raise _column_error(where, "ts", f"must be {', '.join(TS_SOURCES)} or a list, got {value!r}")
+
+
+def decode_probes(rec: Mapping[str, Any], *, where: str = "record") -> ProbeBatch:
+    """Validate a ``probes`` record (parsed from JSON) with vectorised checks.
+
+    Raise ``RecordError`` naming ``where``, the column and the first bad row.
+    """
+    version = rec.get("v", RECORD_VERSION)
+    if version != RECORD_VERSION:
+        raise RecordError(f"{where}: unsupported probes record version {version!r}")
+    n = rec.get("n")
+    if not _is_int(n) or not 0 <= n <= BATCH_ROWS_MAX:  # type: ignore[operator]
+        raise RecordError(
+            f"{where}: key 'n' must be an integer in [0, {BATCH_ROWS_MAX}], got {n!r}"
+        )
+    hosts = list(_names(rec, "hosts", where=where))
+    specs: list[_ColumnSpec] = [*_BATCH_COLUMNS]
+    src_name = rec.get("src")
+    if isinstance(src_name, str) and src_name:
+        if src_name not in hosts:
+            hosts.append(src_name)
+    elif isinstance(src_name, list | str):
+        specs.append(("src", 0, len(hosts) - 1, False))
+        src_name = None
+    else:
+        raise _column_error(where, "src", f"must be a host name or indices, got {src_name!r}")
+    specs.append(("dst", 0, len(hosts) - 1, False))
+    nics: list[str] = []
+    nic_value = rec.get("nic")
+    if isinstance(nic_value, str) and nic_value and "nics" not in rec:
+        nics, nic_value = [nic_value], None
+    elif nic_value is not None:
+        nics = _names(rec, "nics", where=where)
+        specs.append(("nic", -1, min(len(nics), 2**15) - 1, False))
+    cols = _int_columns(rec, specs, n, where)
+    src = (
+        np.full(n, hosts.index(src_name), np.int32)
+        if src_name is not None
+        else cols["src"].astype(np.int32)
+    )
+    dst = cols["dst"].astype(np.int32)
+    t2, t3, t4 = cols["t2"], cols["t3"], cols["t4"]
+    for key, bad, what in (
+        ("dst", dst == src, "is the sender itself"),
+        ("t3", (t3 != 0) & (t2 == 0), "is set but 't2' is not"),
+        ("t4", (t4 != 0) & (t3 == 0), "is set but 't3' is not"),
+    ):
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise _column_error(where, key, f"row {row}: {cols[key][row]} {what}")
+    named = cols["nic"].astype(np.int16) if "nic" in cols else None
+    nic = named if named is not None else np.full(n, 0 if nics else -1, np.int16)
+    return ProbeBatch(
+        hosts=hosts,
+        src=src,
+        dst=dst,
+        sport=cols["sport"].astype(np.int32),
+        pair=cols["pair"],
+        idx=cols["idx"].astype(np.int8),
+        gap_ns=cols["gap_ns"],
+        ts=_ts_column(rec, n, where=where),
+        t1=cols["t1"],
+        t2=t2,
+        t3=t3,
+        t4=t4,
+        nic=nic,
+        nics=nics,
+    )
+
+
 @dataclass
 class ProbeTable:
     """Every probe exchange of a scan, column by column (numpy arrays, one row each).
@@ -264,6 +500,33 @@ class ProbeTable:
                 nic=self.nics[nic] if nic >= 0 else None,
             ).to_json()
 
+    def iter_batches(self, rows: int = 4096) -> Iterator[dict[str, Any]]:
+        """The rows as ``probes`` record dicts of up to ``rows`` rows each, in order."""
+        for start in range(0, len(self), rows):
+            part = self.select(np.arange(start, min(start + rows, len(self))))
+            yield part._batch_record()
+
+    def _batch_record(self) -> dict[str, Any]:
+        n = len(self)
+        used, inverse = np.unique(np.concatenate([self.src, self.dst]), return_inverse=True)
+        rec: dict[str, Any] = {"type": "probes", "v": RECORD_VERSION, "n": n}
+        rec["hosts"] = [self.hosts[i] for i in used.tolist()]
+        if n and (self.src == self.src[0]).all():
+            rec["src"] = self.hosts[int(self.src[0])]
+        else:
+            rec["src"] = inverse[:n].tolist()
+        rec["dst"] = inverse[n:].tolist()
+        for name in ("sport", "pair", "idx", "gap_ns"):
+            rec[name] = _one_or_all(getattr(self, name))
+        ts = _one_or_all(self.ts)
+        rec["ts"] = TS_SOURCES[ts] if isinstance(ts, int) else [TS_SOURCES[c] for c in ts]
+        for name in _TIMESTAMP_KEYS:
+            rec[name] = getattr(self, name).tolist()
+        if (self.nic >= 0).any():
+            rec["nics"] = list(self.nics)
+            rec["nic"] = self.nic.tolist()
+        return rec
+
     @classmethod
     def concat(cls, tables: Sequence[ProbeTable]) -> ProbeTable:
         """One table from several (host lists are merged; indices remapped)."""
@@ -271,6 +534,13 @@ class ProbeTable:
         for table in tables:
             builder.extend_table(table)
         return builder.build()
+
+
+def _one_or_all(column: np.ndarray) -> int | list[int]:
+    """One value when the whole column holds it (a scalar column), else the list."""
+    if len(column) and (column == column[0]).all():
+        return int(column[0])
+    return column.tolist()  # type: ignore[no-any-return]
 
 
 _COLUMNS: Final = (
@@ -286,9 +556,12 @@ _DTYPES: Final = {
 class ProbeTableBuilder:
     """Accumulates records as they stream in and builds a ``ProbeTable``.
 
-    Rows go into Python lists of ints (cheap to append), converted to numpy once in
-    ``build()``; whole tables (from the simulator) are appended as arrays.
+    Single rows (``add``) go into Python lists of ints (cheap to append); ``probes``
+    batches (``add_batch``) and whole tables (``extend_table``) are appended as numpy
+    chunks. Rows keep their arrival order whichever way they came.
     """
+
+    _MERGE_CHUNKS: Final = 256  # small chunks merged into one past this many
 
     def __init__(self, hosts: Iterable[str] = ()) -> None:
         self.hosts: list[str] = []
@@ -296,7 +569,8 @@ class ProbeTableBuilder:
         self.nics: list[str] = []
         self._nic_code: dict[str, int] = {}
         self._rows: dict[str, list[int]] = {name: [] for name in _COLUMNS}
-        self._chunks: list[dict[str, np.ndarray]] = []
+        self._chunks: list[dict[str, np.ndarray]] = []  # sealed, large
+        self._recent: list[dict[str, np.ndarray]] = []  # small, merged now and then
         for name in hosts:
             self.host_code(name)
 
@@ -317,7 +591,8 @@ class ProbeTableBuilder:
         return code
 
     def __len__(self) -> int:
-        return len(self._rows["src"]) + sum(len(c["src"]) for c in self._chunks)
+        chunks = [*self._chunks, *self._recent]
+        return len(self._rows["src"]) + sum(len(c["src"]) for c in chunks)
 
     def add(self, rec: ProbeRecord) -> None:
         rows = self._rows
@@ -338,6 +613,21 @@ class ProbeTableBuilder:
         """Decode a ``probe`` record dict and add it; raise ``RecordError`` if malformed."""
         self.add(decode_probe(rec, where=where))
 
+    def add_batch(self, rec: Mapping[str, Any] | ProbeBatch, *, where: str = "record") -> int:
+        """Add a ``probes`` record (a dict, or already decoded); the rows added.
+
+        A malformed batch raises ``RecordError`` and adds nothing.
+        """
+        batch = rec if isinstance(rec, ProbeBatch) else decode_probes(rec, where=where)
+        host_map = np.array([self.host_code(h) for h in batch.hosts], np.int32)
+        nic_map = np.array([self._nic(n) for n in batch.nics] + [-1], np.int16)
+        chunk = {name: getattr(batch, name) for name in _COLUMNS}
+        chunk["src"] = host_map[batch.src] if len(batch) else batch.src
+        chunk["dst"] = host_map[batch.dst] if len(batch) else batch.dst
+        chunk["nic"] = nic_map[batch.nic]  # -1 indexes the trailing -1
+        self._append_chunk(chunk)
+        return len(batch)
+
     def extend_table(self, table: ProbeTable) -> None:
         host_map = np.array([self.host_code(h) for h in table.hosts], np.int32)
         nic_map = np.array([self._nic(n) for n in table.nics] + [-1], np.int16)
@@ -346,12 +636,31 @@ class ProbeTableBuilder:
             chunk["src"] = host_map[table.src]
             chunk["dst"] = host_map[table.dst]
             chunk["nic"] = nic_map[table.nic]  # -1 indexes the trailing -1
-        self._chunks.append(chunk)
+        self._append_chunk(chunk)
+
+    def _seal_rows(self) -> None:
+        """Single rows so far become a chunk, so that later chunks stay after them."""
+        if self._rows["src"]:
+            rows = {name: np.asarray(self._rows[name], _DTYPES[name]) for name in _COLUMNS}
+            self._recent.append(rows)
+            self._rows = {name: [] for name in _COLUMNS}
+
+    def _append_chunk(self, chunk: dict[str, np.ndarray]) -> None:
+        self._seal_rows()
+        self._recent.append(chunk)
+        if len(self._recent) >= self._MERGE_CHUNKS:  # a long scan: thousands of batches
+            self._chunks.append(_concat_chunks(self._recent))
+            self._recent = []
 
     def build(self) -> ProbeTable:
-        columns: dict[str, np.ndarray] = {}
-        for name in _COLUMNS:
-            parts = [np.asarray(c[name], _DTYPES[name]) for c in self._chunks]
-            parts.append(np.asarray(self._rows[name], _DTYPES[name]))
-            columns[name] = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        self._seal_rows()
+        columns = _concat_chunks([*self._chunks, *self._recent])
         return ProbeTable(hosts=list(self.hosts), nics=list(self.nics), **columns)
+
+
+def _concat_chunks(chunks: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    columns: dict[str, np.ndarray] = {}
+    for name in _COLUMNS:
+        parts = [np.asarray(c[name], _DTYPES[name]) for c in chunks]
+        columns[name] = np.concatenate(parts) if parts else np.zeros(0, _DTYPES[name])
+    return columns

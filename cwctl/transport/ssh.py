@@ -130,7 +130,14 @@ class SSHLauncher:
             "encryption_algs": PREFERRED_CIPHERS,
         }
         if ssh.identity:
-            kwargs["client_keys"] = [str(Path(ssh.identity).expanduser())]
+            identity = Path(ssh.identity).expanduser()
+            if not os.access(identity, os.R_OK):
+                where = inventory.path or "inventory"
+                raise InputError(
+                    f"{where}: [ssh] identity {str(identity)!r} cannot be read "
+                    "(fix the path, or remove the key to use ssh-agent and ~/.ssh/config)"
+                )
+            kwargs["client_keys"] = [str(identity)]
         kwargs.update(client_options or {})
         # ~/.ssh/config is parsed per host at connect time (Host blocks match the name
         # given); the shared options carry everything else.

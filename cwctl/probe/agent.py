@@ -8,9 +8,12 @@ channel; nothing is written to disk.
 Control protocol (JSON lines on stdin, in this order):
 
 ``{"type": "params", "host", "bind", "port", "ports", "rate", "gap_ns", "duration_s",
-"deadline_s", "timeout_s", "linger_s"}``
+"deadline_s", "timeout_s", "linger_s", "batch", "batch_s", "pack"}``
     Bind one answer socket on ``bind:port`` (0 = any) and ``ports`` source sockets,
-    then print a ``hello`` record with the host facts and the bound ports.
+    then print a ``hello`` record with the host facts and the bound ports. Exchanges
+    go out as ``probes`` batches of up to ``batch`` rows (default 512), at least every
+    ``batch_s`` seconds (0.1), integer columns packed (base64 of little-endian int64)
+    unless ``pack`` is false; ``batch`` 0 prints one ``probe`` record per exchange.
 ``{"type": "start", "peers": {name: [address, port]}, "probe": [names], "start_ns",
 "start_in_s"}``
     The peer table and a common start time (ns since the epoch; ``start_in_s`` after
@@ -32,6 +35,7 @@ real ``t3``. Where the kernel gives no stamp, ``time.time_ns()`` stands in and t
 record says ``"ts": "user"``.
 """
 
+import base64
 import contextlib
 import errno
 import json
@@ -80,6 +84,9 @@ TIMESPEC = struct.Struct("@ll")  # struct timespec (64-bit: two longs)
 TIMESPEC3 = struct.Struct("@llllll")  # struct scm_timestamping: software, legacy, hardware
 
 RECORD_VERSION = 1
+BATCH_ROWS = 512  # rows per ``probes`` record at most
+BATCH_S = 0.1  # and a batch goes out at least this often
+BATCH_COLUMNS = ("dst", "sport", "pair", "idx", "t1", "t2", "t3", "t4")
 
 
 def now_ns():
@@ -250,6 +257,47 @@ class Exchange:
         self.expires = expires
 
 
+class Batch:
+    """Exchanges on their way out as one ``probes`` record (docs/records.md): one list
+    per column, ``dst`` as an index into this agent's targets, 0 for a missing stamp."""
+
+    def __init__(self, host, targets, gap_ns, pack):
+        self.host = host
+        self.hosts = list(targets)
+        self.index = {name: i for i, name in enumerate(self.hosts)}
+        self.gap_ns = gap_ns
+        self.pack = pack
+        self.columns = [[] for _ in BATCH_COLUMNS]
+        self.ts = []
+        self.since = 0.0  # monotonic time of the oldest row
+
+    def __len__(self):
+        return len(self.ts)
+
+    def add(self, peer, sport, pair, idx, ts, t1, t2, t3, t4):
+        if not self.ts:
+            self.since = time.monotonic()
+        row = (self.index[peer], sport, pair, idx, t1, t2, t3, t4)
+        for column, value in zip(self.columns, row):  # noqa: B905 (3.8: no strict)
+            column.append(value)
+        self.ts.append(ts)
+
+    def take(self):
+        """The rows so far as one record; the batch starts empty again."""
+        n = len(self.ts)
+        rec = {"type": "probes", "v": RECORD_VERSION, "n": n, "src": self.host}
+        rec["hosts"] = self.hosts
+        rec["gap_ns"] = self.gap_ns
+        rec["ts"] = self.ts[0] if self.ts.count(self.ts[0]) == n else self.ts
+        for key, column in zip(BATCH_COLUMNS, self.columns):  # noqa: B905 (3.8)
+            if self.pack:  # base64 of little-endian int64: no number parsing at home
+                column = base64.b64encode(struct.pack(f"<{n}q", *column)).decode("ascii")
+            rec[key] = column
+        self.columns = [[] for _ in BATCH_COLUMNS]
+        self.ts = []
+        return rec
+
+
 class Agent:
     def __init__(self, params, out):
         self.out = out
@@ -260,6 +308,10 @@ class Agent:
         self.duration_s = float(params.get("duration_s", 2.0))
         self.timeout_ns = int(float(params.get("timeout_s", 0.5)) * 1e9)
         self.linger_s = float(params.get("linger_s", self.timeout_ns / 1e9 + 0.2))
+        self.batch_rows = max(0, int(params.get("batch", BATCH_ROWS)))  # 0: probe records
+        self.batch_s = float(params.get("batch_s", BATCH_S))
+        self.pack = bool(params.get("pack", True))
+        self.batch = None  # a Batch once the targets are known
         self.answer = self.make_socket(int(params.get("port", 0)))
         self.sources = [self.make_socket(0) for _ in range(max(1, int(params.get("ports", 4))))]
         self.rx_kernel, self.tx_kernel = True, True
@@ -342,6 +394,8 @@ class Agent:
         for name in self.targets:
             self.sent[name] = self.complete[name] = self.lost[name] = 0
         self.schedule = [0] * len(self.targets)
+        if self.batch_rows:
+            self.batch = Batch(self.host, self.targets, self.gap_ns, self.pack)
 
     # --- sending ------------------------------------------------------------------
 
@@ -516,6 +570,15 @@ class Agent:
             self.complete[ex.peer] += 1
         else:
             self.lost[ex.peer] += 1
+        if self.batch is not None:
+            ts = "sw" if kernel else "user"
+            if answered:
+                self.batch.add(ex.peer, ex.sport, ex.pair, ex.idx, ts, ex.t1, ex.t2, ex.t3, ex.t4)
+            else:
+                self.batch.add(ex.peer, ex.sport, ex.pair, ex.idx, ts, ex.t1, 0, 0, 0)
+            if len(self.batch) >= self.batch_rows:
+                self.flush_batch()
+            return
         self.out.record(
             {
                 "type": "probe",
@@ -533,6 +596,16 @@ class Agent:
                 "t4": ex.t4 if answered else None,
             }
         )
+
+    def batch_wait_s(self, mono):
+        """Seconds until the open batch is due out (None when it is empty)."""
+        if not self.batch:
+            return None
+        return self.batch.since + self.batch_s - mono
+
+    def flush_batch(self):
+        if self.batch:
+            self.out.record(self.batch.take())
 
     def summary(self, reason):
         rx = {}
@@ -744,6 +817,9 @@ def run(control, out):
             timeouts.append((due - now) / 1e9)
         if agent.pending:
             timeouts.append(0.05)
+        batch_wait_s = agent.batch_wait_s(mono)
+        if batch_wait_s is not None:
+            timeouts.append(batch_wait_s)
         if finish_ns is not None:
             timeouts.append((finish_ns - now) / 1e9)
         wait_ms = max(0.0, min(timeouts)) * 1000
@@ -776,6 +852,10 @@ def run(control, out):
             agent.send_due(now)
         agent.expire(now)
         agent.expire_replies(now)
+        batch_wait_s = agent.batch_wait_s(time.monotonic())
+        if batch_wait_s is not None and batch_wait_s <= 0:
+            agent.flush_batch()
+            out.flush()
         if stop["reason"]:
             reason = stop["reason"]
         elif time.monotonic() >= deadline:
@@ -788,6 +868,7 @@ def run(control, out):
         if out.broken:
             reason = reason or "stdout closed"
     agent.expire(now_ns(), everything=True)
+    agent.flush_batch()
     if sampler is not None:
         try:
             starter.join(10.0)

@@ -10,8 +10,9 @@ A transport only knows how to start an agent on one host and talk to it (an
    (``cwctl.topology.assign_peers`` over the hosts that answered) and one common start
    time.
 3. Stream every agent's stdout through ``cwctl.records.parse_line`` into one
-   ``ProbeTableBuilder`` until the agents exit; a malformed line marks its host
-   ``error`` (naming host and line) and the scan goes on.
+   ``ProbeTableBuilder`` until the agents exit (``probes`` batches, decoded column by
+   column, or single ``probe`` records); a malformed line marks its host ``error``
+   (naming host and line) and the scan goes on.
 
 Cancellation (Ctrl-C) closes every session; agents exit on stdin EOF.
 """
@@ -30,7 +31,7 @@ from cwctl.collection import Collection, HostInfo, HostStatus, HostStatusName
 from cwctl.errors import RecordError
 from cwctl.inventory import ProbeSettings
 from cwctl.probe.bootstrap import agent_payload
-from cwctl.records import ProbeTableBuilder, parse_line
+from cwctl.records import ProbeTableBuilder, decode_probes, parse_line
 from cwctl.topology import Topology, assign_peers
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -155,7 +156,13 @@ class HostRun:
         try:
             rec = parse_line(line, where=where)
             kind = rec["type"]
-            if kind == "probe":
+            if kind == "probes":
+                batch = decode_probes(rec, where=where)
+                if batch.src_names - {self.name}:
+                    others = sorted(batch.src_names - {self.name})
+                    raise RecordError(f"{where}: probes from {others[0]!r}, not this host")
+                self.collector.records += self.collector.builder.add_batch(batch)
+            elif kind == "probe":
                 if rec.get("src") != self.name:
                     raise RecordError(f"{where}: probe from {rec.get('src')!r}, not this host")
                 self.collector.builder.add_record(rec, where=where)

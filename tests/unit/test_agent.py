@@ -24,6 +24,7 @@ from cwctl.probe.bootstrap import (
     bootstrap_argv,
     bootstrap_command,
 )
+from cwctl.records import ProbeTableBuilder, decode_probe, parse_line
 
 OLD_PYTHONS = [
     p
@@ -123,6 +124,22 @@ def records(proc: subprocess.Popen[bytes], timeout_s: float = 15.0) -> list[dict
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
+def expand(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``probes`` batches as the ``probe`` records they stand for (decoded, then written
+    back one per row), everything else as it is: what the old path would have printed."""
+    out: list[dict[str, Any]] = []
+    for rec in recs:
+        if rec["type"] == "probes":
+            builder = ProbeTableBuilder()
+            builder.add_batch(parse_line(json.dumps(rec)), where="agent batch")
+            out.extend(builder.build().iter_records())
+        else:
+            if rec["type"] == "probe":
+                decode_probe(rec)  # every probe record the agent prints is valid
+            out.append(rec)
+    return out
+
+
 def hello_of(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
     assert proc.stdout is not None
     return json.loads(proc.stdout.readline())
@@ -180,10 +197,12 @@ def test_agent_that_cannot_bind_says_so_and_fails() -> None:
     assert proc.returncode == 2
 
 
-def run_pair(python: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Two agents probing each other for half a second."""
-    a = start_agent({"host": "a", "bind": "127.0.0.2", "rate": 40}, python)
-    b = start_agent({"host": "b", "bind": "127.0.0.3", "rate": 40}, python)
+def run_pair(
+    python: str, params: dict[str, Any] | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Two agents probing each other for half a second: their lines, as printed."""
+    a = start_agent({"host": "a", "bind": "127.0.0.2", "rate": 40, **(params or {})}, python)
+    b = start_agent({"host": "b", "bind": "127.0.0.3", "rate": 40, **(params or {})}, python)
     ha, hb = hello_of(a), hello_of(b)
     peers = {"a": [ha["address"], ha["port"]], "b": [hb["address"], hb["port"]]}
     start_ns = time.time_ns() + 200_000_000
@@ -194,8 +213,25 @@ def run_pair(python: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return [ha, *records(a)], [hb, *records(b)]
 
 
-def test_two_agents_exchange_coded_pairs() -> None:
-    ra, rb = run_pair(sys.executable)
+@pytest.mark.parametrize(
+    ("params", "kind", "max_rows"),
+    [
+        ({}, "probes", 512),  # the default: packed batches
+        ({"batch": 7, "pack": False}, "probes", 7),  # list columns, the row cap
+        ({"batch": 0}, "probe", 1),  # one record per exchange (debugging, the old path)
+    ],
+)
+def test_two_agents_exchange_coded_pairs(params: dict[str, Any], kind: str, max_rows: int) -> None:
+    lines, rb = run_pair(sys.executable, params)
+    assert {r["type"] for r in lines} - {"hello", "summary", "gpu"} == {kind}
+    batches = [r for r in lines if r["type"] == "probes"]
+    assert all(1 <= r["n"] <= max_rows for r in batches)
+    if batches:
+        packed = isinstance(batches[0]["t1"], str)
+        assert packed == params.get("pack", True)
+    if max_rows == 512:  # 0.5 s of probing, a batch every 0.1 s: not one line at exit
+        assert len(batches) >= 3
+    ra, rb = expand(lines), expand(rb)
     probes = [r for r in ra if r["type"] == "probe"]
     assert {r["dst"] for r in probes} == {"b"}
     # rate 40 for 0.5 s, two probes a pair (a pair overdue by a stall is skipped)
@@ -215,7 +251,9 @@ def test_two_agents_exchange_coded_pairs() -> None:
 
 @pytest.mark.skipif(not OLD_PYTHONS, reason="no Python 3.8 interpreter on this machine")
 def test_agent_runs_on_python_3_8() -> None:
-    ra, _ = run_pair(OLD_PYTHONS[0])
+    lines, _ = run_pair(OLD_PYTHONS[0])
+    assert any(r["type"] == "probes" for r in lines)  # base64 and struct packing on 3.8
+    ra = expand(lines)
     hello = ra[0]
     assert hello["python"].startswith("3.8")
     assert sum(1 for r in ra if r["type"] == "probe" and r["t4"]) >= 30

@@ -16,7 +16,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from cwctl import __version__
+from cwctl import __version__, atomic
 from cwctl.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, CwctlError, NotBuiltError
 
 app = typer.Typer(
@@ -221,12 +221,9 @@ def write_output(text: str, out: Path | None) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     try:
-        tmp.write_text(text)
-        os.replace(tmp, out)
+        atomic.write_text(out, text)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         _fail(f"cannot write {out}: {exc.strerror}")
 
 

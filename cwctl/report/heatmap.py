@@ -11,13 +11,13 @@ the right gives both scales. Written with ``cwctl.report.png`` (numpy + zlib).
 from __future__ import annotations
 
 import math
-import os
 import re
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from cwctl import atomic
 from cwctl.errors import InputError
 from cwctl.report.png import GLYPH_H, draw_text, encode_png, text_width
 from cwctl.report.units import fmt_ns
@@ -151,10 +151,7 @@ def _legend(img: U8, x: int, y: int, vmax: float) -> None:
 def write_heatmap(snapshot: FabricSnapshot, path: Path) -> None:
     """Render and write the PNG atomically (a sibling file, then a rename over ``path``)."""
     data = render_heatmap(snapshot)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        atomic.write_bytes(path, data)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise InputError(f"--heatmap: cannot write {path}: {exc.strerror}") from None

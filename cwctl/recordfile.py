@@ -3,8 +3,10 @@
 JSON lines, gzip-compressed when the name ends in ``.gz``. The first line is a header,
 ``{"type": "header", "format": "cwctl.records/1", ...}``, naming the hosts, their
 addresses, the topology, the probe parameters, the peer assignment and every host's
-status; then one record per line (``hello``, ``probe``, ``gpu``, ``summary``, and for
-simulated scans one ``truth``), in the ``cwctl.rec/1`` format of ``cwctl.records``.
+status; then one record per line (``hello``, the probe rows as ``probes`` batches of up
+to ``BATCH_ROWS`` rows in table order, ``gpu``, ``summary``, and for simulated scans one
+``truth``), in the ``cwctl.rec/1`` format of ``cwctl.records``. A reader takes single
+``probe`` records too (files written before batches, or with ``batch_rows=0``).
 ``docs/records.md`` documents both. The header counts the records, so a file cut at a
 line boundary is caught as surely as one cut mid-line.
 
@@ -29,12 +31,13 @@ from cwctl.records import ProbeTableBuilder, encode_line, parse_line
 from cwctl.topology import Topology
 
 FILE_FORMAT: Final = "cwctl.records/1"
+BATCH_ROWS: Final = 4096  # probe rows per ``probes`` line of a record file
 _STATUSES: Final = ("ok", "unreachable", "error")
 
 
 def _open_text(path: Path, mode: str) -> IO[str]:
-    if path.name.endswith(".gz"):
-        return gzip.open(path, mode + "t", encoding="utf-8")  # type: ignore[return-value]
+    if path.name.endswith(".gz"):  # level 6: 1 % larger than 9, three times faster to write
+        return gzip.open(path, mode + "t", compresslevel=6, encoding="utf-8")  # type: ignore[return-value]
     return path.open(mode, encoding="utf-8")
 
 
@@ -67,11 +70,14 @@ def header_of(collection: Collection, count: int) -> dict[str, Any]:
     }
 
 
-def _records(collection: Collection) -> Iterator[Mapping[str, Any]]:
+def _records(collection: Collection, batch_rows: int) -> Iterator[Mapping[str, Any]]:
     # a record's own keys win; "type" and "host" are filled in where a producer left them out
     for name, rec in collection.hello.items():
         yield {"type": "hello", "host": name, **rec}
-    yield from collection.table.iter_records()
+    if batch_rows:
+        yield from collection.table.iter_batches(batch_rows)
+    else:
+        yield from collection.table.iter_records()
     for name, records in collection.gpu.items():
         for rec in records:
             yield {"type": "gpu", "host": name, **rec}
@@ -81,26 +87,32 @@ def _records(collection: Collection) -> Iterator[Mapping[str, Any]]:
         yield {"type": "truth", "v": 1, **collection.truth}
 
 
-def _count(collection: Collection) -> int:
+def _count(collection: Collection, batch_rows: int) -> int:
+    rows = len(collection.table)
     return (
         len(collection.hello)
-        + len(collection.table)
+        + (-(-rows // batch_rows) if batch_rows else rows)
         + sum(len(r) for r in collection.gpu.values())
         + len(collection.summaries)
         + (collection.truth is not None)
     )
 
 
-def write_collection(collection: Collection, path: str | Path) -> None:
-    """Save every record of ``collection`` to ``path`` (atomically: a sibling, renamed)."""
+def write_collection(
+    collection: Collection, path: str | Path, *, batch_rows: int = BATCH_ROWS
+) -> None:
+    """Save every record of ``collection`` to ``path`` (atomically: a sibling, renamed).
+
+    Probe rows go as ``probes`` batches of ``batch_rows`` rows (0: one ``probe`` line each).
+    """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     if path.name.endswith(".gz"):
         tmp = tmp.with_name(tmp.name + ".gz")
     try:
         with _open_text(tmp, "w") as f:
-            f.write(encode_line(header_of(collection, _count(collection))) + "\n")
-            for rec in _records(collection):
+            f.write(encode_line(header_of(collection, _count(collection, batch_rows))) + "\n")
+            for rec in _records(collection, batch_rows):
                 f.write(encode_line(rec) + "\n")
         os.replace(tmp, path)
     except (OSError, ValueError, TypeError) as exc:  # TypeError: a value JSON cannot hold
@@ -211,6 +223,9 @@ def read_collection(path: str | Path) -> Collection:
         rec = parse_line(text, where=at)
         count += 1
         kind = rec["type"]
+        if kind == "probes":
+            builder.add_batch(rec, where=at)
+            continue
         if kind == "probe":
             builder.add_record(rec, where=at)
             continue

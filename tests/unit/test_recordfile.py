@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from cwctl.collection import Collection, HostInfo, HostStatus
 from cwctl.errors import RecordError
 from cwctl.pipeline import analyse
-from cwctl.recordfile import FILE_FORMAT, read_collection, write_collection
+from cwctl.recordfile import BATCH_ROWS, FILE_FORMAT, read_collection, write_collection
 from cwctl.records import ProbeRecord, ProbeTableBuilder
 from cwctl.topology import assign_peers, leaf_spine
 
@@ -96,11 +97,12 @@ def assert_same_collection(a: Collection, b: Collection) -> None:
     assert b.duration_s == a.duration_s
 
 
+@pytest.mark.parametrize("batch_rows", [BATCH_ROWS, 7, 0])  # 0: one probe line per row
 @pytest.mark.parametrize("name", ["scan.jsonl", "scan.jsonl.gz"])
-def test_round_trip(tmp_path: Path, name: str) -> None:
+def test_round_trip(tmp_path: Path, name: str, batch_rows: int) -> None:
     c = synthetic_collection()
     path = tmp_path / name
-    write_collection(c, path)
+    write_collection(c, path, batch_rows=batch_rows)
     if name.endswith(".gz"):
         assert path.read_bytes()[:2] == b"\x1f\x8b"
     assert_same_collection(c, read_collection(path))
@@ -145,9 +147,9 @@ def _write_lines(path: Path, lines: list[str]) -> None:
     path.write_text("".join(lines))
 
 
-def _saved_lines(tmp_path: Path) -> list[str]:
+def _saved_lines(tmp_path: Path, batch_rows: int = BATCH_ROWS) -> list[str]:
     path = tmp_path / "good.jsonl"
-    write_collection(synthetic_collection(n_hosts=4, pairs=3), path)
+    write_collection(synthetic_collection(n_hosts=4, pairs=3), path, batch_rows=batch_rows)
     return path.read_text().splitlines(keepends=True)
 
 
@@ -161,13 +163,33 @@ def test_garbage_line_refused_with_its_number(tmp_path: Path) -> None:
 
 
 def test_bad_probe_field_refused_with_its_number(tmp_path: Path) -> None:
-    lines = _saved_lines(tmp_path)
+    lines = _saved_lines(tmp_path, batch_rows=0)
     n = next(i for i, line in enumerate(lines) if '"type":"probe"' in line)
     lines[n] = lines[n].replace('"idx":', '"idx":7,"x":')
     bad = tmp_path / "bad.jsonl"
     _write_lines(bad, lines)
     with pytest.raises(RecordError, match=rf"line {n + 1}: key 'idx'"):
         read_collection(bad)
+
+
+def test_bad_batch_column_refused_with_its_number(tmp_path: Path) -> None:
+    lines = _saved_lines(tmp_path, batch_rows=5)
+    n = [i for i, line in enumerate(lines) if '"type":"probes"' in line][2]
+    lines[n] = re.sub(r'"t1":\[\d+', '"t1":[-3', lines[n], count=1)
+    bad = tmp_path / "bad.jsonl"
+    _write_lines(bad, lines)
+    match = rf"bad\.jsonl line {n + 1}: probes column 't1': row 0: -3 is not in"
+    with pytest.raises(RecordError, match=match):
+        read_collection(bad)
+
+
+def test_batches_make_smaller_files_than_probe_lines(tmp_path: Path) -> None:
+    c = synthetic_collection()
+    batched, single = tmp_path / "b.jsonl", tmp_path / "s.jsonl"
+    write_collection(c, batched)
+    write_collection(c, single, batch_rows=0)
+    assert batched.stat().st_size < 0.6 * single.stat().st_size
+    assert len(batched.read_text().splitlines()) < len(c.table) // 10
 
 
 def test_truncated_mid_line_refused(tmp_path: Path) -> None:

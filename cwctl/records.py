@@ -167,7 +167,7 @@ def parse_line(line: str | bytes, *, where: str = "line") -> dict[str, Any]:
     if not isinstance(rec, dict):
         raise RecordError(f"{where}: a record must be a JSON object, got {type(rec).__name__}")
     kind = rec.get("type")
-    if kind not in RECORD_TYPES:
+    if not isinstance(kind, str) or kind not in RECORD_TYPES:  # a list would not hash
         raise RecordError(f"{where}: unknown record type {kind!r}")
     return rec
 

@@ -221,6 +221,7 @@ class ProbeBatch:
     t4: I64
     nic: npt.NDArray[np.int16]
     nics: list[str]
+    sender: str | None = None  # the one sender, when ``src`` named it (an agent's batch)
 
     def __len__(self) -> int:
         return len(self.t1)
@@ -228,6 +229,8 @@ class ProbeBatch:
     @property
     def src_names(self) -> set[str]:
         """The names of every sender in the batch (one, for an agent's batch)."""
+        if self.sender is not None:
+            return {self.sender} if len(self) else set()
         return {self.hosts[i] for i in np.unique(self.src).tolist()}
 
 
@@ -404,6 +407,7 @@ def decode_probes(rec: Mapping[str, Any], *, where: str = "record") -> ProbeBatc
         t4=t4,
         nic=nic,
         nics=nics,
+        sender=src_name,
     )
 
 

@@ -138,7 +138,17 @@ def kept_model(request: ScanRequest) -> FabricModel:
     model = _KEPT.get(key)
     if model is None:
         model = _KEPT[key] = model_for(request)
+        _restore_actions(model, request)
     return model
+
+
+def _restore_actions(model: FabricModel, request: ScanRequest) -> None:
+    # Added by the actions part: changes applied with `cwctl reroute/drain --sim --apply`
+    # are saved in the state dir; a fresh model starts from them, so a later scan sees
+    # the effect (cwctl/actions/simulated.py, docs/actions.md).
+    from cwctl.actions.simulated import restore_saved_state
+
+    restore_saved_state(model, request)
 
 
 def forget_kept_models() -> None:
@@ -157,6 +167,8 @@ async def collect_sim(
     if model is None:
         build = kept_model if keep else model_for
         model = await asyncio.to_thread(build, request)
+        if not keep:
+            _restore_actions(model, request)  # kept models restore once, when built
     n = model.fabric.n_hosts
     duration_s = request.duration_s or model.default_duration_s
     if progress is not None:

@@ -1,0 +1,188 @@
+"""Carry a plan out: steps in order, stop at the first failure, roll back what ran.
+
+``execute(plan, runner)`` runs each step (argv through the runner on the step's host,
+or a model change on the simulator). When a step fails, the steps before it are undone
+in reverse order and the rest never run ("roll back what ran"); ``Execution`` says for
+every step what happened. ``apply_plan`` does that and appends the outcome to the
+journal. ``rollback_plan`` is the plan that undoes a journalled action: the inverses
+of the steps that ran, last first. ``verify`` rescans and says whether the suspect is
+gone. Nothing here asks the operator anything; the CLI confirms before calling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cwctl.actions.journal import Journal
+from cwctl.actions.plan import ActionPlan, Step, utc_now
+from cwctl.actions.runners import CommandResult, Runner
+
+# step statuses
+OK, FAILED, NOT_RUN = "ok", "failed", "not run"
+ROLLED_BACK, ROLLBACK_FAILED, IRREVERSIBLE = "rolled back", "rollback failed", "not undone"
+
+
+@dataclass
+class StepOutcome:
+    index: int
+    status: str = NOT_RUN
+    rc: int | None = None
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "status": self.status, "rc": self.rc, "detail": self.detail}
+
+
+@dataclass
+class Execution:
+    plan: ActionPlan
+    outcomes: list[StepOutcome]
+    failed: int | None = None  # index of the step that failed
+
+    @property
+    def status(self) -> str:
+        return "applied" if self.failed is None else "failed"
+
+    def summary(self) -> str:
+        """Lines for the operator: what ran, what failed, what was rolled back."""
+        lines = []
+        for o, step in zip(self.outcomes, self.plan.steps, strict=True):
+            why = f" ({o.detail})" if o.detail and o.status != OK else ""
+            lines.append(f"{o.index + 1:>2}. [{step.host}] {o.status}: {step.description}{why}")
+        return "\n".join(lines)
+
+
+async def run_step(runner: Runner, step: Step) -> CommandResult:
+    if step.change is not None:
+        return await runner.apply_change(step.change)
+    return await runner.run(step.host, step.argv)
+
+
+Progress = Callable[[int, Step, str], None]
+
+
+async def execute(plan: ActionPlan, runner: Runner, progress: Progress | None = None) -> Execution:
+    outcomes = [StepOutcome(i) for i in range(len(plan.steps))]
+    execution = Execution(plan, outcomes)
+    for i, step in enumerate(plan.steps):
+        if progress is not None:
+            progress(i, step, "running")
+        result = await run_step(runner, step)
+        outcomes[i].rc = result.rc
+        if result.ok:
+            outcomes[i].status = OK
+            continue
+        outcomes[i].status = FAILED
+        outcomes[i].detail = result.detail() or f"exit {result.rc}"
+        execution.failed = i
+        await _roll_back(plan, outcomes[:i], runner, progress)
+        break
+    return execution
+
+
+async def _roll_back(
+    plan: ActionPlan, ran: list[StepOutcome], runner: Runner, progress: Progress | None
+) -> None:
+    for outcome in reversed(ran):
+        step = plan.steps[outcome.index]
+        if not step.reversible:
+            outcome.status = IRREVERSIBLE
+            continue
+        if progress is not None:
+            progress(outcome.index, step, "rolling back")
+        result = await run_step(runner, step.inverse())
+        if result.ok:
+            outcome.status = ROLLED_BACK
+        else:
+            outcome.status = ROLLBACK_FAILED
+            outcome.detail = result.detail() or f"exit {result.rc}"
+
+
+async def apply_plan(
+    plan: ActionPlan, runner: Runner, journal: Journal, progress: Progress | None = None
+) -> Execution:
+    """Execute and journal (every apply is journalled, failed ones too)."""
+    execution = await execute(plan, runner, progress)
+    entry: dict[str, Any] = {
+        "id": plan.id,
+        "time": utc_now(),
+        "event": "rollback" if plan.rollback_of else "apply",
+        "status": execution.status,
+        "plan": plan.to_json(),
+        "steps": [o.to_json() for o in execution.outcomes],
+    }
+    if plan.rollback_of:
+        entry["rollback_of"] = plan.rollback_of
+    journal.append(entry)
+    return execution
+
+
+def rollback_plan(entry: dict[str, Any]) -> ActionPlan:
+    """The plan that undoes the journal entry's applied steps, last first."""
+    original = ActionPlan.from_json(entry["plan"])
+    ran = {s["index"] for s in entry.get("steps", []) if s.get("status") == OK}
+    steps, notes = [], []
+    for i in sorted(ran, reverse=True):
+        step = original.steps[i]
+        if step.reversible:
+            steps.append(step.inverse())
+        else:
+            notes.append(f"step {i + 1} cannot be undone: {step.description}")
+    return ActionPlan(
+        kind="rollback",
+        element=original.element,
+        reason=f"undo {original.kind} {original.element} ({original.id})",
+        steps=steps,
+        context=original.context,
+        notes=notes,
+        rollback_of=original.id,
+    )
+
+
+@dataclass
+class Verification:
+    element: str
+    gone: bool
+    suspects: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"element": self.element, "gone": self.gone, "suspects": self.suspects}
+
+    def message(self) -> str:
+        if self.gone:
+            rest = f" (other suspects: {', '.join(self.suspects)})" if self.suspects else ""
+            return f"verify: {self.element} is no longer a suspect{rest}"
+        return f"verify: {self.element} is still a suspect after the change"
+
+
+def check_snapshot(snapshot: Any, element: str) -> Verification:
+    names = [s.element for s in snapshot.suspects]
+    return Verification(element, element not in names, names)
+
+
+async def verify(target: Any, element: str, *, duration_s: float | None = None) -> Verification:
+    """Rescan the target (the same simulator model, or the inventory over SSH)."""
+    from cwctl.pipeline import analyse, scan
+
+    if target.model is not None:
+        from cwctl.transport.sim import run_model
+
+        model = target.model
+        collection = run_model(model, duration_s or model.default_duration_s)
+        return check_snapshot(analyse(collection), element)
+    snapshot = await scan(target.request)
+    return check_snapshot(snapshot, element)
+
+
+def record_verification(journal: Journal, plan: ActionPlan, result: Verification) -> None:
+    journal.append(
+        {
+            "id": plan.id,
+            "time": utc_now(),
+            "event": "verify",
+            "status": "gone" if result.gone else "still there",
+            "verify": result.to_json(),
+        }
+    )

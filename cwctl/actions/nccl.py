@@ -1,0 +1,184 @@
+"""NCCL: take a NIC out of NCCL's use through an ``/etc/nccl.conf``-style file.
+
+An RDMA device (``mlx5_1``, ``bnxt_re0``, ...) is excluded with ``NCCL_IB_HCA``, any
+other interface (``eth1``) with ``NCCL_SOCKET_IFNAME``, in NCCL's list grammar: ``^``
+excludes, ``=`` matches names exactly (``^=mlx5_1`` excludes exactly ``mlx5_1``, not
+``mlx5_10``). The new value is computed here, from the value read on the host first
+(``read_argv``), so the plan shows exactly what will be written.
+
+The host runs two small fixed Python programs (``python3 -c PROGRAM ARGS...``; every
+value is its own argv element, nothing is pasted into code or a shell):
+
+``SET_PROGRAM PATH KEY VALUE EXPECTED BACKUP`` copies PATH to BACKUP (or, when PATH does
+not exist, creates the marker ``BACKUP.none``), then replaces the ``KEY=`` line (or
+appends one) and renames a temporary file over PATH. ``EXPECTED`` is ``unset`` or
+``=OLD``: if the file's current value differs from what the plan read, it changes
+nothing and fails (exit 3), so a plan never overwrites a change made since.
+
+``RESTORE_PROGRAM PATH BACKUP`` renames BACKUP over PATH (or removes PATH when the
+marker says there was none): the undo.
+
+Jobs that set ``NCCL_IB_HCA`` in their environment override the file (NCCL reads the
+environment first); docs/actions.md says so.
+"""
+
+from __future__ import annotations
+
+import json
+
+from cwctl.actions.plan import Step
+from cwctl.errors import InputError
+
+DEFAULT_CONF = "/etc/nccl.conf"
+RDMA_PREFIXES = ("mlx", "bnxt_re", "irdma", "qedr", "hfi1", "efa", "rxe", "siw", "erdma")
+
+READ_PROGRAM = """\
+import json, sys
+path, key = sys.argv[1:3]
+try:
+    lines = open(path).read().splitlines()
+except FileNotFoundError:
+    lines = None
+value = None
+for line in lines or ():
+    k, eq, v = line.partition("=")
+    if eq and k.strip() == key:
+        value = v.strip()
+print(json.dumps({"exists": lines is not None, "value": value}))
+"""
+
+SET_PROGRAM = """\
+import os, shutil, sys
+path, key, value, expected, backup = sys.argv[1:6]
+try:
+    old = open(path).read()
+except FileNotFoundError:
+    old = None
+lines = (old or "").splitlines()
+current = None
+for line in lines:
+    k, eq, v = line.partition("=")
+    if eq and k.strip() == key:
+        current = v.strip()
+if expected != ("unset" if current is None else "=" + current):
+    sys.exit(f"{path}: {key} is {current!r} now, not what the plan read; changed nothing")
+if os.path.lexists(backup) or os.path.lexists(backup + ".none"):
+    sys.exit(f"{backup}: a backup is already there; changed nothing")
+if old is None:
+    open(backup + ".none", "x").close()
+else:
+    shutil.copy2(path, backup)
+out, done = [], False
+for line in lines:
+    k, eq, v = line.partition("=")
+    if eq and k.strip() == key:
+        if not done:
+            out.append(key + "=" + value)
+        done = True
+    else:
+        out.append(line)
+if not done:
+    out.append(key + "=" + value)
+tmp = path + ".cwctl-tmp"
+with open(tmp, "w") as f:
+    f.write("\\n".join(out) + "\\n")
+if old is not None:
+    shutil.copymode(backup, tmp)
+os.replace(tmp, path)
+"""
+
+RESTORE_PROGRAM = """\
+import os, sys
+path, backup = sys.argv[1:3]
+if os.path.lexists(backup):
+    os.replace(backup, path)
+elif os.path.lexists(backup + ".none"):
+    if os.path.lexists(path):
+        os.remove(path)
+    os.remove(backup + ".none")
+else:
+    sys.exit(f"{backup}: no backup to restore {path} from")
+"""
+
+
+def setting_for(nic: str) -> str:
+    """``NCCL_IB_HCA`` for an RDMA device, ``NCCL_SOCKET_IFNAME`` for a network interface."""
+    return "NCCL_IB_HCA" if nic.startswith(RDMA_PREFIXES) else "NCCL_SOCKET_IFNAME"
+
+
+def read_argv(python: str, path: str, key: str) -> list[str]:
+    return [python, "-c", READ_PROGRAM, path, key]
+
+
+def parse_read(stdout: str, host: str) -> tuple[bool, str | None]:
+    """(file exists, current value or None) from ``READ_PROGRAM``'s output."""
+    try:
+        data = json.loads(stdout.strip().splitlines()[-1])
+        return bool(data["exists"]), data["value"]
+    except (ValueError, IndexError, KeyError, TypeError):
+        raise InputError(f"{host}: could not read the NCCL settings: {stdout[-200:]!r}") from None
+
+
+def _items(body: str) -> list[str]:
+    return [i for i in body.split(",") if i]
+
+
+def _name(item: str) -> str:
+    return item.split(":", 1)[0]  # "mlx5_1:1" is port 1 of mlx5_1
+
+
+def excluded_value(
+    current: str | None, nic: str, *, key: str, host: str, others: tuple[str, ...] = ()
+) -> str | None:
+    """The value of ``key`` that keeps NCCL off ``nic``, given the ``current`` one;
+    None when nothing needs to change. ``others`` are the host's other NICs (from the
+    inventory), used to tell whether a prefix would catch more than ``nic``.
+    Raises ``InputError`` where no value would be right."""
+    where = f"{host}: {key}={current!r}"
+    value = (current or "").strip()
+    if not value:
+        return f"^={nic}"
+    if value.startswith("^="):
+        items = _items(value[2:])
+        if nic in {_name(i) for i in items}:
+            return None
+        return "^=" + ",".join([*items, nic])
+    if value.startswith("^"):
+        items = _items(value[1:])
+        if any(nic.startswith(_name(i)) for i in items):
+            return None
+        caught = [o for o in others if o != nic and o.startswith(nic)]
+        if caught:
+            raise InputError(
+                f"{where} excludes by prefix; adding {nic} would also exclude "
+                f"{', '.join(caught)}: edit it by hand"
+            )
+        return "^" + ",".join([*items, nic])
+    if value.startswith("="):
+        items = _items(value[1:])
+        kept = [i for i in items if _name(i) != nic]
+        if len(kept) == len(items):
+            return None  # NCCL does not use it anyway
+        if not kept:
+            raise InputError(f"{where} lists only {nic}: excluding it leaves NCCL no device")
+        return "=" + ",".join(kept)
+    items = _items(value)
+    if not any(nic.startswith(_name(i)) for i in items):
+        return None
+    raise InputError(
+        f"{where} selects devices by prefix, {nic} among them; cwctl will not rewrite a "
+        "prefix list: edit it by hand"
+    )
+
+
+def exclude_step(
+    host: str, *, python: str, path: str, key: str, current: str | None, new: str, backup: str
+) -> Step:
+    expected = "unset" if current is None else f"={current}"
+    return Step(
+        host=host,
+        description=f"set {key}={new} in {path} (was {current or 'unset'}; backup {backup})",
+        argv=(python, "-c", SET_PROGRAM, path, key, new, expected, backup),
+        undo_argv=(python, "-c", RESTORE_PROGRAM, path, backup),
+        undo_description=f"restore {path} from {backup}",
+    )

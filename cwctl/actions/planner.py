@@ -1,0 +1,310 @@
+"""From a suspect element to a plan: which mechanism, which hosts, which steps.
+
+=============================  ==========================  ===============================
+element                        ``--sim``                    real fabric (inventory)
+=============================  ==========================  ===============================
+spine ``spine2``               ECMP weight 0 in every leaf  ``ip route`` next hops on the
+                                                            hosts of every leaf it serves
+link ``leaf1-spine2``          ECMP weight 0 in every leaf  ``ip route`` next hops on the
+                               (see ``_link_note``)         hosts of ``leaf1``
+NIC ``gpu-001/mlx5_1``         exclude the NIC              NCCL exclusion on ``gpu-001``
+host ``gpu-001``, access link  drain                        drain through ``[scheduler]``
+leaf ``leaf1``                 refused: its hosts have no other way in (drain them)
+=============================  ==========================  ===============================
+
+Planning may read the hosts first (the current route, the current NCCL setting) through
+the runner; a host that cannot be read makes the plan fail (exit 3) naming it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cwctl.actions import k8s, nccl, route, simulated, slurm
+from cwctl.actions.plan import LOCAL, ActionPlan, Step, new_plan_id
+from cwctl.actions.runners import Runner
+from cwctl.errors import EXIT_PROBLEMS, CwctlError, InputError
+
+
+@dataclass
+class Target:
+    """What a plan acts on: an inventory's hosts, or the simulator's model."""
+
+    inventory: Any = None  # cwctl.inventory.Inventory
+    model: Any = None  # cwctl.sim.FabricModel (--sim)
+    request: Any = None  # the ScanRequest that describes it (rescans, saved sim state)
+
+    def context(self) -> dict[str, Any]:
+        if self.model is not None:
+            sim = self.request.sim if self.request is not None else None
+            out: dict[str, Any] = {"source": "sim"}
+            if sim is not None:
+                out["sim"] = {
+                    "hosts": sim.hosts,
+                    "hosts_per_leaf": sim.hosts_per_leaf,
+                    "spines": sim.spines,
+                    "seed": sim.seed,
+                }
+            if self.request is not None and self.request.inventory is not None:
+                out["inventory"] = str(Path(self.request.inventory).absolute())
+            return out
+        path = getattr(self.inventory, "path", None)
+        return {"source": "ssh", "inventory": str(Path(path).absolute()) if path else None}
+
+
+@dataclass
+class RouteOptions:
+    prefix: str | None = None
+    gateways: dict[str, str] = field(default_factory=dict)  # gateway address -> switch
+    nccl_conf: str = nccl.DEFAULT_CONF
+
+
+@dataclass(frozen=True)
+class Element:
+    kind: str  # switch | link | nic | host
+    name: str
+    leaf: str | None = None  # switch: a leaf; link: its lower end
+    spine: str | None = None  # switch: a spine; link: its upper end
+    host: str | None = None  # nic, host, access link
+    nic: str | None = None
+
+
+# --- naming ------------------------------------------------------------------------------
+
+
+def _link_ends(name: str, lower: set[str], upper: set[str]) -> tuple[str, str] | None:
+    for cut in [i for i, c in enumerate(name) if c == "-"]:
+        a, b = name[:cut], name[cut + 1 :]
+        if a in lower and b in upper:
+            return a, b
+        if b in lower and a in upper:
+            return b, a
+    return None
+
+
+def resolve(name: str, target: Target) -> Element:
+    """The element ``name`` names in the target's fabric; ``InputError`` when none."""
+    if target.model is not None:
+        fabric = target.model.fabric
+        hosts = set(fabric.hosts)
+        leaves = {x for x in fabric.leaves if fabric.has("switch", x)}
+        spines = set(fabric.spines)
+        nics = {h: tuple(n) for h, n in zip(fabric.hosts, fabric.nics, strict=True)}
+        leaf_of = {
+            h: fabric.leaves[int(i)] for h, i in zip(fabric.hosts, fabric.host_leaf, strict=True)
+        }
+        where = "the simulated fabric"
+    else:
+        inv = target.inventory
+        hosts = {h.name for h in inv.hosts}
+        leaves = {s.name for s in inv.switches if s.role == "leaf"}
+        spines = {s.name for s in inv.switches if s.role == "spine"}
+        nics = {h.name: tuple(h.nics) for h in inv.hosts}
+        leaf_of = {h.name: h.leaf for h in inv.hosts}
+        where = str(inv.path or "the inventory")
+    if name in spines:
+        return Element("switch", name, spine=name)
+    if name in leaves:
+        return Element("switch", name, leaf=name)
+    if name in hosts:
+        return Element("host", name, host=name)
+    if "/" in name:
+        host, _, nic = name.partition("/")
+        if host in hosts and nic in nics.get(host, ()):
+            return Element("nic", name, host=host, nic=nic)
+        raise InputError(f"no NIC {name!r} in {where} (NICs are named HOST/NIC, gpu-001/mlx5_1)")
+    ends = _link_ends(name, leaves, spines)
+    if ends is not None:
+        return Element("link", f"{ends[0]}-{ends[1]}", leaf=ends[0], spine=ends[1])
+    ends = _link_ends(name, hosts, leaves)
+    if ends is not None and leaf_of.get(ends[0]) == ends[1]:
+        return Element("link", f"{ends[0]}-{ends[1]}", host=ends[0], leaf=ends[1])
+    raise InputError(
+        f"no element {name!r} in {where}: name a switch (spine2), a link (leaf1-spine2), "
+        "a NIC (gpu-001/mlx5_1) or a host (gpu-001)"
+    )
+
+
+# --- reroute -----------------------------------------------------------------------------
+
+
+def _link_note(element: Element) -> str:
+    return (
+        f"the simulator's ECMP groups are per leaf, not per destination: to keep traffic "
+        f"to and from {element.leaf} off {element.name}, every leaf stops using {element.spine}"
+    )
+
+
+async def plan_reroute(
+    name: str, target: Target, runner: Runner, options: RouteOptions | None = None
+) -> ActionPlan:
+    options = options or RouteOptions()
+    element = resolve(name, target)
+    if element.kind == "host" or (element.kind == "link" and element.host is not None):
+        host = element.host or element.name
+        why = f"{element.name} carries all of {host}'s traffic: no other way round it"
+        plan = plan_drain(host, target, reason=f"cwctl: suspect {element.name}")
+        plan.kind, plan.element = "reroute", element.name
+        plan.notes.insert(0, f"{why}; draining {host} instead")
+        return plan
+    if element.kind == "switch" and element.leaf is not None:
+        raise InputError(
+            f"{element.name} is a leaf: its hosts have no other way in; drain them "
+            "(cwctl drain HOST) or repair the switch"
+        )
+    plan = ActionPlan(
+        kind="reroute",
+        element=element.name,
+        reason=f"steer traffic around suspect {element.kind} {element.name}",
+        steps=[],
+        context=target.context(),
+        id=new_plan_id(),
+    )
+    if target.model is not None:
+        model = target.model
+        if element.kind == "nic":
+            plan.steps = simulated.exclude_nic_step(model, element.name)
+        else:
+            spine = element.spine or element.name
+            plan.steps = simulated.ecmp_steps(model, spine, list(model.fabric.leaves))
+            if element.kind == "link":
+                plan.notes.append(_link_note(element))
+    elif element.kind == "nic":
+        plan.steps = await _nccl_steps(element, target, runner, options, plan.id)
+    else:
+        plan.steps = await _route_steps(element, target, runner, options)
+    if not plan.steps:
+        plan.notes.append(f"nothing to change: {element.name} is already avoided")
+    return plan
+
+
+def _route_hosts(element: Element, inv: Any) -> list[str]:
+    if element.kind == "link":
+        return [h.name for h in inv.hosts if h.leaf == element.leaf]
+    serves = {s.name for s in inv.switches if s.role == "leaf" and element.spine in s.uplinks}
+    return [h.name for h in inv.hosts if h.leaf in serves]
+
+
+async def _read_all(runner: Runner, hosts: list[str], argv_for: Any, what: str) -> dict[str, str]:
+    results = await asyncio.gather(*(runner.run(h, argv_for(h)) for h in hosts))
+    failed = [
+        f"{h}: {r.detail() or f'exit {r.rc}'}"
+        for h, r in zip(hosts, results, strict=True)
+        if not r.ok
+    ]
+    if failed:
+        raise CwctlError(
+            f"could not read {what} on {len(failed)} host(s): " + "; ".join(failed[:5]),
+            exit_code=EXIT_PROBLEMS,
+        )
+    return {h: r.stdout for h, r in zip(hosts, results, strict=True)}
+
+
+async def _route_steps(
+    element: Element, target: Target, runner: Runner, options: RouteOptions
+) -> list[Step]:
+    inv = target.inventory
+    spine = element.spine or element.name
+    missing = []
+    if not any(h.leaf for h in inv.hosts):
+        missing.append(
+            "which hosts' traffic crosses it (give each [[host]] a leaf and each leaf "
+            "switch its uplinks in the inventory)"
+        )
+    if options.prefix is None:
+        missing.append("the destination prefix whose next hops to reweight (--prefix 10.0.0.0/8)")
+    if spine not in options.gateways.values():
+        missing.append(f"the next-hop address that leads to {spine} (--gateway {spine}=ADDRESS)")
+    if missing:
+        raise InputError(
+            f"cannot plan a TCP reroute around {element.name}; missing: " + "; ".join(missing)
+        )
+    assert options.prefix is not None
+    prefix = options.prefix
+    hosts = _route_hosts(element, inv)
+    if not hosts:
+        raise InputError(f"no inventory host sits on a leaf whose traffic crosses {element.name}")
+    avoid = {gw: sw for gw, sw in options.gateways.items() if sw == spine}
+    outputs = await _read_all(
+        runner, hosts, lambda h: route.show_argv(prefix), f"the route to {prefix}"
+    )
+    steps = []
+    for host in hosts:
+        current = route.parse_route(outputs[host], prefix, host)
+        step = route.reweight_step(host, current, avoid, element.name)
+        if step is not None:
+            steps.append(step)
+    return steps
+
+
+async def _nccl_steps(
+    element: Element, target: Target, runner: Runner, options: RouteOptions, plan_id: str
+) -> list[Step]:
+    inv = target.inventory
+    host, nic = element.host, element.nic
+    assert host is not None and nic is not None
+    python = inv.endpoint(host).python
+    key = nccl.setting_for(nic)
+    path = options.nccl_conf
+    out = await _read_all(runner, [host], lambda h: nccl.read_argv(python, path, key), path)
+    _, current = nccl.parse_read(out[host], host)
+    others = tuple(n for n in inv.host(host).nics if n != nic)
+    new = nccl.excluded_value(current, nic, key=key, host=host, others=others)
+    if new is None:
+        return []
+    backup = f"{path}.cwctl-{plan_id}"
+    return [
+        nccl.exclude_step(
+            host, python=python, path=path, key=key, current=current, new=new, backup=backup
+        )
+    ]
+
+
+# --- drain / resume ----------------------------------------------------------------------
+
+
+def _scheduler(target: Target, host: str) -> tuple[str, str]:
+    """(kind, where its CLI runs) from the inventory's [scheduler]."""
+    inv = target.inventory
+    inv.host(host)  # an unknown host is an InputError naming the inventory
+    sched = inv.scheduler
+    if sched.kind not in ("slurm", "k8s"):
+        raise InputError(
+            f"{inv.path or 'the inventory'}: [scheduler] kind is {sched.kind!r}: set kind = "
+            '"slurm" or "k8s" (and host = where scontrol/kubectl runs) to drain hosts'
+        )
+    return sched.kind, sched.host or LOCAL
+
+
+def plan_drain(host: str, target: Target, *, reason: str, evict: bool = False) -> ActionPlan:
+    return _plan_scheduler("drain", host, target, reason=reason, evict=evict)
+
+
+def plan_resume(host: str, target: Target, *, reason: str = "cwctl") -> ActionPlan:
+    return _plan_scheduler("resume", host, target, reason=reason)
+
+
+def _plan_scheduler(
+    kind: str, host: str, target: Target, *, reason: str, evict: bool = False
+) -> ActionPlan:
+    plan = ActionPlan(kind=kind, element=host, reason=reason, steps=[], context=target.context())
+    if target.model is not None:
+        if host not in target.model.fabric.hosts:
+            raise InputError(f"no host named {host!r} in the simulated fabric")
+        plan.steps = simulated.drain_step(target.model, host, resume=kind == "resume")
+        if not plan.steps:
+            state = "drained" if kind == "drain" else "in service"
+            plan.notes.append(f"nothing to change: {host} is already {state}")
+        return plan
+    sched, where = _scheduler(target, host)
+    if sched == "slurm":
+        maker = slurm.drain_steps if kind == "drain" else slurm.resume_steps
+        plan.steps = maker(where, host, reason)
+    elif kind == "drain":
+        plan.steps = k8s.drain_steps(where, host, reason, evict=evict)
+    else:
+        plan.steps = k8s.resume_steps(where, host, reason)
+    return plan

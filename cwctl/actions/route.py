@@ -1,0 +1,117 @@
+"""TCP: steer a host's traffic off a spine with ECMP next-hop weights (``ip route``).
+
+For a destination prefix a host reaches through several next hops (one per spine or
+plane), ``plan_reweight`` reads the current route (``ip -j route show PREFIX``, through
+the runner) and plans ``ip route replace PREFIX nexthop via GW dev DEV weight W ...``
+without the next hops that lead to the suspect; the undo replaces the route with what
+was read. Linux weights are 1..256, so "weight 0" means leaving the next hop out.
+
+Which next hop leads to which switch is not in the inventory: the operator says it
+(``--gateway SPINE=ADDRESS``), with the prefix (``--prefix``). Without them the plan
+names what is missing and stops (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cwctl.actions.plan import Step
+from cwctl.errors import InputError
+
+
+@dataclass(frozen=True)
+class NextHop:
+    gateway: str
+    dev: str | None = None
+    weight: int = 1
+
+
+@dataclass(frozen=True)
+class Route:
+    prefix: str
+    nexthops: tuple[NextHop, ...]
+    metric: int | None = None
+    multipath: bool = True  # False: a single "via GW dev DEV" route
+
+
+def show_argv(prefix: str) -> list[str]:
+    return ["ip", "-j", "route", "show", prefix]
+
+
+def parse_route(stdout: str, prefix: str, host: str) -> Route:
+    """The one route ``ip -j route show PREFIX`` printed."""
+    try:
+        data = json.loads(stdout or "[]")
+    except ValueError:
+        raise InputError(f"{host}: 'ip -j route show {prefix}' printed no JSON") from None
+    routes = [r for r in data if isinstance(r, dict)] if isinstance(data, list) else []
+    if not routes:
+        raise InputError(f"{host}: no route for {prefix} (ip route show {prefix} is empty)")
+    if len(routes) > 1:
+        raise InputError(f"{host}: {len(routes)} routes match {prefix}; name one exact prefix")
+    r: dict[str, Any] = routes[0]
+    metric = r.get("metric")
+    if "nexthops" in r:
+        hops = tuple(
+            NextHop(str(h["gateway"]), h.get("dev"), int(h.get("weight", 1)))
+            for h in r["nexthops"]
+            if "gateway" in h
+        )
+        return Route(prefix, hops, metric, multipath=True)
+    if "gateway" in r:
+        return Route(prefix, (NextHop(str(r["gateway"]), r.get("dev")),), metric, multipath=False)
+    raise InputError(f"{host}: the route for {prefix} has no gateway (a directly connected net)")
+
+
+def replace_argv(route: Route) -> tuple[str, ...]:
+    argv = ["ip", "route", "replace", route.prefix]
+    if route.metric is not None:
+        argv += ["metric", str(route.metric)]
+    if not route.multipath and len(route.nexthops) == 1:
+        hop = route.nexthops[0]
+        argv += ["via", hop.gateway] + (["dev", hop.dev] if hop.dev else [])
+        return tuple(argv)
+    for hop in route.nexthops:
+        argv += ["nexthop", "via", hop.gateway]
+        argv += ["dev", hop.dev] if hop.dev else []
+        argv += ["weight", str(hop.weight)]
+    return tuple(argv)
+
+
+def _describe(route: Route) -> str:
+    return ", ".join(f"{h.gateway} w{h.weight}" for h in route.nexthops)
+
+
+def reweight_step(host: str, route: Route, avoid: Mapping[str, str], element: str) -> Step | None:
+    """The step that drops the next hops in ``avoid`` (gateway -> switch) from ``route``;
+    None when the route does not use them. ``InputError`` when none would be left."""
+    kept = tuple(h for h in route.nexthops if h.gateway not in avoid)
+    if len(kept) == len(route.nexthops):
+        return None
+    if not kept:
+        raise InputError(
+            f"{host}: every next hop of {route.prefix} leads to {element}; "
+            "rerouting would cut the host off (drain it instead)"
+        )
+    new = Route(route.prefix, kept, route.metric, multipath=True)
+    return Step(
+        host=host,
+        description=f"route {route.prefix}: next hops {_describe(route)} -> {_describe(new)}",
+        argv=replace_argv(new),
+        undo_argv=replace_argv(route),
+        undo_description=f"route {route.prefix}: next hops back to {_describe(route)}",
+    )
+
+
+def parse_gateways(specs: list[str] | None) -> dict[str, str]:
+    """``--gateway SWITCH=ADDRESS`` (repeatable) as {address: switch}."""
+    out: dict[str, str] = {}
+    for spec in specs or ():
+        switch, eq, address = spec.partition("=")
+        if not eq or not switch.strip() or not address.strip():
+            raise InputError(f"--gateway {spec!r}: expected SWITCH=ADDRESS (spine2=10.0.2.1)")
+        out[address.strip()] = switch.strip()
+    return out

@@ -1,0 +1,186 @@
+"""Runners: where a step's argv (or model change) is carried out.
+
+``LocalRunner`` runs argv with ``asyncio.create_subprocess_exec`` (no shell).
+``SSHRunner`` runs it on an inventory host (or the scheduler's host) over SSH with the
+scan transport's connection settings (``SSHLauncher``: host keys checked against
+known_hosts, ~/.ssh/config, the jump host); the remote side needs a command line, so
+the argv is quoted with ``shlex.join`` (POSIX shell quoting: each element arrives as one
+argument). Steps on ``"local"`` run locally. ``SimRunner`` applies model changes to a
+``FabricModel`` and saves its state after each (``simulated.save_state``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from cwctl.actions.plan import LOCAL, SIM
+from cwctl.errors import InputError
+
+COMMAND_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    rc: int
+    stdout: str = ""
+    stderr: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+    def detail(self) -> str:
+        """The last line of stderr (else stdout): why it failed, in one line."""
+        for text in (self.stderr, self.stdout):
+            lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+            if lines:
+                return lines[-1][-300:]
+        return ""
+
+
+class Runner(Protocol):
+    async def run(self, host: str, argv: Sequence[str]) -> CommandResult: ...
+
+    async def apply_change(self, change: dict[str, Any]) -> CommandResult: ...
+
+    async def close(self) -> None: ...
+
+
+class LocalRunner:
+    """Every step on this machine (a step's host is only a label here)."""
+
+    def __init__(self, timeout_s: float = COMMAND_TIMEOUT_S) -> None:
+        self.timeout_s = timeout_s
+
+    async def run(self, host: str, argv: Sequence[str]) -> CommandResult:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except OSError as exc:
+            return CommandResult(127, "", f"{argv[0]}: {exc.strerror or exc}")
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), self.timeout_s)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            return CommandResult(124, "", f"{argv[0]}: timed out after {self.timeout_s:g} s")
+        return CommandResult(
+            proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
+        )
+
+    async def apply_change(self, change: dict[str, Any]) -> CommandResult:
+        raise InputError("a simulator step needs --sim")
+
+    async def close(self) -> None:
+        return None
+
+
+class SSHRunner:
+    """Steps on inventory hosts over SSH; ``"local"`` steps on this machine."""
+
+    def __init__(
+        self,
+        inventory: Any,
+        *,
+        client_options: Mapping[str, Any] | None = None,
+        accept_new_host_keys: bool = False,
+        timeout_s: float = COMMAND_TIMEOUT_S,
+    ) -> None:
+        from cwctl.transport.ssh import SSHLauncher
+
+        self.inventory = inventory
+        self.launcher = SSHLauncher(
+            inventory, accept_new_host_keys=accept_new_host_keys, client_options=client_options
+        )
+        self.local = LocalRunner(timeout_s)
+        self.timeout_s = timeout_s
+        self._conns: dict[str, Any] = {}
+
+    def _endpoint(self, host: str) -> tuple[Any, Any]:
+        """(Endpoint, explicit port) for an inventory host, or for a host only named in
+        ``[scheduler] host`` (reached with ``[ssh]``'s defaults and ~/.ssh/config)."""
+        from cwctl.inventory import Endpoint
+
+        inv = self.inventory
+        if any(h.name == host for h in inv.hosts):
+            h = inv.host(host)
+            port = h.port if h.port is not None else (inv.ssh.port if inv.ssh.port != 22 else ())
+            return inv.endpoint(h), port
+        ep = Endpoint(host, host, inv.ssh.port, inv.ssh.user, inv.ssh.python)
+        return ep, (inv.ssh.port if inv.ssh.port != 22 else ())
+
+    async def run(self, host: str, argv: Sequence[str]) -> CommandResult:
+        import asyncssh
+
+        from cwctl.transport.base import HostFailure
+
+        if host == LOCAL:
+            return await self.local.run(host, argv)
+        try:
+            conn = self._conns.get(host)
+            if conn is None:
+                ep, port = self._endpoint(host)
+                # the scan transport's connect: same host-key policy, config, jump host
+                conn = self._conns[host] = await self.launcher._connect(ep, port)
+            result = await asyncio.wait_for(
+                conn.run(shlex.join(argv), check=False, encoding="utf-8", errors="replace"),
+                self.timeout_s,
+            )
+        except HostFailure as exc:
+            return CommandResult(255, "", exc.reason)
+        except TimeoutError:
+            return CommandResult(124, "", f"{host}: timed out after {self.timeout_s:g} s")
+        except (OSError, asyncssh.Error) as exc:
+            return CommandResult(255, "", f"{host}: {exc}")
+        rc = result.exit_status if result.exit_status is not None else 255
+        return CommandResult(rc, str(result.stdout or ""), str(result.stderr or ""))
+
+    async def apply_change(self, change: dict[str, Any]) -> CommandResult:
+        raise InputError("a simulator step needs --sim")
+
+    async def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.wait_closed(), 2.0)
+        self._conns.clear()
+        await self.launcher.close()
+
+
+class SimRunner:
+    """Model changes applied to a ``FabricModel``; its state saved after each change
+    when ``request`` is given (so the next ``cwctl scan --sim`` starts from it)."""
+
+    def __init__(self, model: Any, request: Any = None) -> None:
+        self.model = model
+        self.request = request
+
+    async def run(self, host: str, argv: Sequence[str]) -> CommandResult:
+        return CommandResult(2, "", f"{host}: a command step cannot run on the simulator")
+
+    async def apply_change(self, change: dict[str, Any]) -> CommandResult:
+        from cwctl.actions.simulated import save_state, to_change
+
+        try:
+            self.model.apply(to_change(change))
+        except InputError as exc:
+            return CommandResult(2, "", str(exc))
+        if self.request is not None:
+            save_state(self.model, self.request)
+        return CommandResult(0)
+
+    async def close(self) -> None:
+        return None
+
+
+def is_sim_step(host: str) -> bool:
+    return host == SIM

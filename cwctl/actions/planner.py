@@ -96,6 +96,10 @@ def resolve(name: str, target: Target) -> Element:
         leaf_of = {
             h: fabric.leaves[int(i)] for h, i in zip(fabric.hosts, fabric.host_leaf, strict=True)
         }
+        uplinks = {
+            leaf: {fabric.spines[s] for s in ups}
+            for leaf, ups in zip(fabric.leaves, fabric.uplinks, strict=True)
+        }
         where = "the simulated fabric"
     else:
         inv = target.inventory
@@ -104,6 +108,7 @@ def resolve(name: str, target: Target) -> Element:
         spines = {s.name for s in inv.switches if s.role == "spine"}
         nics = {h.name: tuple(h.nics) for h in inv.hosts}
         leaf_of = {h.name: h.leaf for h in inv.hosts}
+        uplinks = {s.name: set(s.uplinks) for s in inv.switches if s.role == "leaf"}
         where = str(inv.path or "the inventory")
     if name in spines:
         return Element("switch", name, spine=name)
@@ -117,7 +122,7 @@ def resolve(name: str, target: Target) -> Element:
             return Element("nic", name, host=host, nic=nic)
         raise InputError(f"no NIC {name!r} in {where} (NICs are named HOST/NIC, gpu-001/mlx5_1)")
     ends = _link_ends(name, leaves, spines)
-    if ends is not None:
+    if ends is not None and ends[1] in uplinks.get(ends[0], ()):
         return Element("link", f"{ends[0]}-{ends[1]}", leaf=ends[0], spine=ends[1])
     ends = _link_ends(name, hosts, leaves)
     if ends is not None and leaf_of.get(ends[0]) == ends[1]:

@@ -305,9 +305,9 @@ def _int_columns(
         for i, (key, *_) in enumerate(list_specs):
             columns[key] = block[i]
     block = np.stack([columns[key] for key, *_ in specs])
-    lo = np.array([spec[1] for spec in specs], np.int64)[:, None]
-    hi = np.array([spec[2] for spec in specs], np.int64)[:, None]
-    bad = (block < lo) | (block > hi)
+    lows = np.array([spec[1] for spec in specs], np.int64)[:, None]
+    highs = np.array([spec[2] for spec in specs], np.int64)[:, None]
+    bad = (block < lows) | (block > highs)
     if bad.any():
         i, row = (int(x) for x in np.argwhere(bad)[0])
         key, lo_i, hi_i, _ = specs[i]
@@ -351,7 +351,7 @@ def decode_probes(rec: Mapping[str, Any], *, where: str = "record") -> ProbeBatc
     if version != RECORD_VERSION:
         raise RecordError(f"{where}: unsupported probes record version {version!r}")
     n = rec.get("n")
-    if not _is_int(n) or not 0 <= n <= BATCH_ROWS_MAX:  # type: ignore[operator]
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= BATCH_ROWS_MAX:
         raise RecordError(
             f"{where}: key 'n' must be an integer in [0, {BATCH_ROWS_MAX}], got {n!r}"
         )

@@ -71,10 +71,11 @@ Lines = list[tuple[str, bytes]]  # (host, line)
 
 def probe_lines(table: ProbeTable) -> tuple[Lines, float]:
     """One ``probe`` line per exchange, encoded as the agent's Output does."""
+    records = list(table.iter_records())
     out: Lines = []
     started = time.perf_counter()
-    for rec in table.iter_records():
-        out.append((rec["src"], (json.dumps(rec, separators=(",", ":")) + "\n").encode()))
+    for rec in records:  # dict(rec): the agent builds each record's dict
+        out.append((rec["src"], (json.dumps(dict(rec), separators=(",", ":")) + "\n").encode()))
     return out, time.perf_counter() - started
 
 
@@ -89,19 +90,18 @@ def batch_lines(table: ProbeTable, rows: int, pack: bool) -> tuple[Lines, float]
         where = np.flatnonzero(table.src == code).tolist()
         peers = sorted({table.hosts[cols["dst"][i]] for i in where})
         batch = Batch(name, peers, 20_000, pack)
-        started = time.perf_counter()
-        for i in where:
-            batch.add(
+        rows_in = [
+            (
                 table.hosts[cols["dst"][i]],
-                cols["sport"][i],
-                cols["pair"][i],
-                cols["idx"][i],
+                *(cols[k][i] for k in ("sport", "pair", "idx")),
                 TS_SOURCES[cols["ts"][i]],
-                cols["t1"][i],
-                cols["t2"][i],
-                cols["t3"][i],
-                cols["t4"][i],
+                *(cols[k][i] for k in ("t1", "t2", "t3", "t4")),
             )
+            for i in where
+        ]
+        started = time.perf_counter()
+        for row in rows_in:
+            batch.add(*row)
             if len(batch) >= rows:
                 out.append(
                     (name, (json.dumps(batch.take(), separators=(",", ":")) + "\n").encode())

@@ -21,6 +21,27 @@ import numpy.typing as npt
 
 from cwctl.records import ProbeTable
 from cwctl.snapshot import PathReport
+from cwctl.telemetry.groups import (
+    Runs,
+    group_ids,
+    group_quantiles,
+    merged_runs,
+    run_jitter,
+    run_quantiles,
+    runs,
+)
+
+__all__ = [
+    "GroupStats",
+    "Observations",
+    "PathTable",
+    "group_ids",
+    "group_stats",
+    "observations",
+    "path_reports",
+    "path_table",
+    "sorted_quantiles",
+]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -93,93 +114,37 @@ class GroupStats:
 
 def sorted_quantiles(values: F64, group: I64, n_groups: int, qs: tuple[float, ...]) -> list[F64]:
     """Linear-interpolated quantiles of ``values`` per group (NaNs skipped), vectorised."""
-    ok = ~np.isnan(values)
-    v, g = values[ok], group[ok]
-    order = _group_order(g, v)
-    v, g = v[order], g[order]
-    counts = np.bincount(g, minlength=n_groups)
-    starts = np.cumsum(counts) - counts
-    out = []
-    has = counts > 0
-    for q in qs:
-        pos = starts + q * np.maximum(counts - 1, 0)
-        lo = np.floor(pos).astype(np.int64)
-        hi = np.minimum(lo + 1, starts + np.maximum(counts - 1, 0))
-        frac = pos - lo
-        res = np.full(n_groups, np.nan)
-        if len(v):
-            lo_c, hi_c = np.minimum(lo, len(v) - 1), np.minimum(hi, len(v) - 1)
-            res[has] = (v[lo_c] * (1 - frac) + v[hi_c] * frac)[has]
-        out.append(res)
-    return out
+    return group_quantiles(values, group, n_groups, qs)
 
 
-def _group_order(group: I64, value: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
-    """The order sorting rows by (group, value): one argsort of a combined key when it is
-    exact (much faster than ``lexsort``), else ``lexsort``."""
-    if not len(group):
-        return np.zeros(0, np.intp)
-    lo, hi = value.min(), value.max()
-    span = float(hi - lo) + 1.0
-    if np.issubdtype(value.dtype, np.integer):
-        if span * (int(group.max()) + 1) < 2**62:
-            return np.argsort(group * np.int64(span) + (value - lo), kind="stable")
-    elif span * (int(group.max()) + 1) < 2**40:  # float: keeps ~1e-3 of a unit exact
-        return np.argsort(group * span + (value - lo), kind="stable")
-    return np.lexsort((value, group))
+QUANTILES = (0.0, 0.5, 0.9, 0.99, 1.0)  # min, p50, p90, p99, max
 
 
 def group_stats(obs: Observations, group: I64, n_groups: int) -> GroupStats:
     """Statistics of the observations grouped by ``group`` (ids ``0..n_groups-1``)."""
+    ok = ~np.isnan(obs.owd_ns)
+    r = runs(group[ok], n_groups)
+    ordered = obs.owd_ns[ok][r.rows], obs.t_ns[ok][r.rows]
+    return _stats(obs, group, n_groups, r, ordered, rows_in_order=True)
+
+
+def _stats(
+    obs: Observations,
+    group: I64,
+    n_groups: int,
+    r: Runs,
+    ordered: tuple[F64, I64],
+    *,
+    rows_in_order: bool,
+) -> GroupStats:
+    """``r``: the runs of ``group`` over the rows with a delay; ``ordered``: their delays
+    and send times in run order."""
     sent = np.bincount(group, minlength=n_groups).astype(np.int64)
     received = np.bincount(group, weights=obs.received, minlength=n_groups).astype(np.int64)
-    mn, p50, p90, p99, mx = sorted_quantiles(
-        obs.owd_ns, group, n_groups, (0.0, 0.5, 0.9, 0.99, 1.0)
-    )
-    return GroupStats(sent, received, mn, p50, p90, p99, mx, _jitter(obs, group, n_groups))
-
-
-def _jitter(obs: Observations, group: I64, n_groups: int) -> F64:
-    ok = ~np.isnan(obs.owd_ns)
-    g, t, d = group[ok], obs.t_ns[ok], obs.owd_ns[ok]
-    order = _group_order(g, t)
-    g, d = g[order], d[order]
-    same = g[1:] == g[:-1]
-    step = np.abs(np.diff(d))[same]
-    total = np.bincount(g[1:][same], weights=step, minlength=n_groups)
-    count = np.bincount(g[1:][same], minlength=n_groups)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
-
-
-def group_ids(*columns: npt.NDArray[Any]) -> tuple[I64, npt.NDArray[Any]]:
-    """Dense group ids of rows by several integer columns, and each group's key tuple."""
-    cols = [np.asarray(c, np.int64) for c in columns]
-    if not len(cols[0]):
-        return np.zeros(0, np.int64), np.zeros((0, len(cols)), np.int64)
-    # mixed-radix key over the columns' dense ranks (1-D unique: far faster than axis=0)
-    key = np.zeros(len(cols[0]), np.int64)
-    for col in cols:
-        lo, hi = int(col.min()), int(col.max())
-        if hi - lo < 1 << 20:  # small range (host indices, ports, flags): offset, no sort
-            radix, rank = hi - lo + 1, col - lo
-        else:
-            values, rank = np.unique(col, return_inverse=True)
-            radix, rank = len(values), rank.reshape(-1)
-        if int(key.max(initial=0)) >= 2**62 // radix:
-            _, key = np.unique(key, return_inverse=True)
-        key = key * radix + rank
-    top = int(key.max())
-    if top < 1 << 24:  # a dense table of keys instead of a sort
-        present = np.zeros(top + 1, bool)
-        present[key] = True
-        inverse = (np.cumsum(present) - 1)[key]
-        first = np.empty(int(present.sum()), np.int64)
-        first[inverse[::-1]] = np.arange(len(key) - 1, -1, -1)
-    else:
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    keys = np.stack([c[first] for c in cols], axis=1)
-    return inverse.reshape(-1).astype(np.int64), keys
+    owd, t = ordered
+    mn, p50, p90, p99, mx = run_quantiles(r, owd, QUANTILES)
+    jitter = run_jitter(r, owd, t, rows_in_order=rows_in_order)
+    return GroupStats(sent, received, mn, p50, p90, p99, mx, jitter)
 
 
 @dataclass(frozen=True)
@@ -192,22 +157,31 @@ class PathTable:
     port_key: I64  # (n_ports, 3): src, dst, sport
     port: GroupStats
     port_path: I64  # the path id of each (path, port) group
+    port_id: I64 | None = None  # the (path, port) group of each observation
 
 
 def path_table(obs: Observations) -> PathTable:
-    """Group the observations by directed path and by (path, source port)."""
-    pid, pkeys = group_ids(obs.src, obs.dst)
+    """Group the observations by directed path and by (path, source port).
+
+    Ports are numbered in (src, dst, sport) order, so each path's ports are consecutive:
+    the rows are grouped once, by port, and a path's rows are its ports' runs together.
+    """
     qid, qkeys = group_ids(obs.src, obs.dst, obs.sport)
-    n_ports = len(qkeys)
-    port_path = np.zeros(n_ports, np.int64)
-    port_path[qid] = pid
+    port_path, pkeys = group_ids(qkeys[:, 0], qkeys[:, 1])
+    n_ports, n_paths = len(qkeys), len(pkeys)
+    pid = port_path[qid]
+    ok = ~np.isnan(obs.owd_ns)
+    by_port = runs(qid[ok], n_ports)
+    by_path = merged_runs(by_port, port_path, n_paths)  # the same run order
+    ordered = obs.owd_ns[ok][by_port.rows], obs.t_ns[ok][by_port.rows]
     return PathTable(
         hosts=obs.hosts,
         path_key=pkeys,
-        path=group_stats(obs, pid, len(pkeys)),
+        path=_stats(obs, pid, n_paths, by_path, ordered, rows_in_order=False),
         port_key=qkeys,
-        port=group_stats(obs, qid, n_ports),
+        port=_stats(obs, qid, n_ports, by_port, ordered, rows_in_order=True),
         port_path=port_path,
+        port_id=qid,
     )
 
 

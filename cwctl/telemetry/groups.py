@@ -1,0 +1,199 @@
+"""Grouped statistics over millions of rows, without a general-purpose argsort.
+
+``group_ids`` numbers the distinct key tuples of rows (dense ids in key order).
+``Runs`` lists the rows of every group together: one sort of a packed integer key
+(group id in the high part, row index in the low part; numpy's vectorised sort of int64
+is an order of magnitude faster than ``argsort``), so rows stay in index order within a
+group. ``Runs.blocks`` then lays groups of similar size (within 2x) out as rows of a
+padded 2-D block, so one ``np.sort(axis=1)`` sorts every group's values at once: exact
+per-group order statistics (``group_quantiles``) and in-order steps (``group_jitter``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+_DENSE_KEYS = 1 << 24  # keys below this are numbered through a lookup table, not a sort
+_SMALL_RANGE = 1 << 20  # a column spanning fewer values is offset, not ranked
+
+
+def group_ids(*columns: npt.NDArray[Any]) -> tuple[I64, npt.NDArray[Any]]:
+    """Dense group ids of rows by several integer columns, and each group's key tuple.
+
+    Ids follow the lexicographic order of the key tuples.
+    """
+    n = len(columns[0]) if columns else 0
+    if not n:
+        return np.zeros(0, np.int64), np.zeros((0, len(columns)), np.int64)
+    # mixed-radix key over the columns' dense ranks (1-D, no np.unique(axis=0))
+    key = np.zeros(n, np.int64)
+    digits: list[tuple[int, int, npt.NDArray[Any] | None]] = []  # radix, offset, values
+    decodable = True
+    for column in columns:
+        col = np.asarray(column)
+        lo, hi = int(col.min()), int(col.max())
+        values: npt.NDArray[Any] | None = None
+        if hi - lo < _SMALL_RANGE:  # host indices, ports, flags: an offset, no sort
+            radix, rank = hi - lo + 1, col
+        else:
+            values, inverse = np.unique(col.astype(np.int64), return_inverse=True)
+            radix, rank, lo = len(values), inverse.reshape(-1), 0
+        if int(key.max(initial=0)) >= 2**62 // radix:
+            _, key = np.unique(key, return_inverse=True)
+            key = key.reshape(-1).astype(np.int64)
+            decodable = False
+        key *= radix
+        key += rank
+        if lo:
+            key -= lo
+        digits.append((radix, lo, values))
+    top = int(key.max())
+    if top < _DENSE_KEYS:  # a lookup table of the keys present instead of a sort
+        present = np.zeros(top + 1, bool)
+        present[key] = True
+        unique = np.flatnonzero(present)
+        lookup = np.zeros(top + 1, np.int64)
+        lookup[unique] = np.arange(len(unique))
+        ids = lookup[key]
+    else:
+        unique, first, ids = np.unique(key, return_index=True, return_inverse=True)
+        ids = ids.reshape(-1).astype(np.int64)
+        if not decodable:
+            keys = np.stack([np.asarray(c, np.int64)[first] for c in columns], axis=1)
+            return ids, keys
+    if not decodable:  # the key was renumbered: read each group's tuple off one of its rows
+        first = np.empty(len(unique), np.int64)
+        first[ids[::-1]] = np.arange(n - 1, -1, -1)
+        keys = np.stack([np.asarray(c, np.int64)[first] for c in columns], axis=1)
+        return ids, keys
+    keys = np.empty((len(unique), len(columns)), np.int64)
+    rest = unique.astype(np.int64)
+    for j in range(len(columns) - 1, -1, -1):
+        radix, lo, values = digits[j]
+        rest, digit = np.divmod(rest, radix)
+        keys[:, j] = digit + lo if values is None else values[digit]
+    return ids, keys
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Rows grouped: ``rows[starts[g] : starts[g] + counts[g]]`` are group g's rows
+    (ascending within a group when built by ``runs``). Arrays "in run order" are columns
+    already gathered by ``rows`` (``column[rows]``), so runs are contiguous slices."""
+
+    rows: npt.NDArray[np.intp]
+    counts: I64
+    starts: I64
+
+    def blocks(self) -> Iterator[tuple[I64, npt.NDArray[np.intp], npt.NDArray[np.bool_]]]:
+        """Groups of similar size (within 2x) as padded 2-D blocks: (group ids, positions
+        in run order one group per line, padded with the group's last; mask of real ones)."""
+        counts = self.counts
+        size_class = np.zeros(len(counts), np.int64)
+        nonempty = counts > 0
+        size_class[nonempty] = np.ceil(np.log2(counts[nonempty])).astype(np.int64) + 1
+        for c in np.unique(size_class[nonempty]).tolist():
+            groups = np.flatnonzero(size_class == c)
+            n = counts[groups]
+            col = np.arange(int(n.max()))
+            real = col[None, :] < n[:, None]
+            at = self.starts[groups][:, None] + np.minimum(col[None, :], (n - 1)[:, None])
+            yield groups, at, real
+
+
+def runs(group: I64, n_groups: int) -> Runs:
+    """Group rows by id (``0..n_groups-1``) with one sort of a packed int64 key."""
+    n = len(group)
+    counts = np.bincount(group, minlength=n_groups).astype(np.int64)
+    starts = np.cumsum(counts) - counts
+    if not n:
+        return Runs(np.zeros(0, np.intp), counts, starts)
+    bits = max(int(n - 1).bit_length(), 1)
+    if (n_groups - 1) >> (62 - bits):  # too many groups to pack: argsort
+        return Runs(np.argsort(group, kind="stable"), counts, starts)
+    packed = np.left_shift(np.asarray(group, np.int64), bits)
+    packed |= np.arange(n, dtype=np.int64)
+    packed.sort()
+    packed &= (1 << bits) - 1
+    return Runs(packed, counts, starts)
+
+
+def merged_runs(inner: Runs, parent: I64, n_parents: int) -> Runs:
+    """Runs of coarser groups, each the union of inner groups that are contiguous in id
+    order (``parent`` maps inner id -> parent id, non-decreasing). Within a parent, rows
+    come inner group by inner group: the same run order as ``inner``."""
+    counts = np.bincount(parent, weights=inner.counts, minlength=n_parents).astype(np.int64)
+    return Runs(inner.rows, counts, np.cumsum(counts) - counts)
+
+
+def run_quantiles(r: Runs, ordered: F64, qs: tuple[float, ...]) -> list[F64]:
+    """Linear-interpolated quantiles of each run of ``ordered`` (values in run order, no
+    NaNs): each run sorted, then read at ``q * (count - 1)`` (numpy's default method)."""
+    n_groups = len(r.counts)
+    out = [np.full(n_groups, np.nan) for _ in qs]
+    # positions as in one flat group-sorted array, so that rounding matches that layout
+    last = r.starts + np.maximum(r.counts - 1, 0)
+    for groups, at, real in r.blocks():
+        block = ordered[at]
+        block[~real] = np.inf
+        block.sort(axis=1)
+        start, end = r.starts[groups], last[groups]
+        span = np.maximum(r.counts[groups] - 1, 0)
+        row = np.arange(len(groups))
+        for res, q in zip(out, qs, strict=True):
+            pos = start + q * span
+            lo = np.floor(pos).astype(np.int64)
+            hi = np.minimum(lo + 1, end)
+            frac = pos - lo
+            res[groups] = block[row, lo - start] * (1 - frac) + block[row, hi - start] * frac
+    return out
+
+
+def run_jitter(r: Runs, ordered: F64, t: I64, *, rows_in_order: bool = True) -> F64:
+    """Mean |difference| of consecutive values of each run (``ordered``, ``t``: in run
+    order) sorted by ``t``, ties in row order; NaN for runs with fewer than two values.
+    ``rows_in_order=False``: a run's rows are not ascending (``merged_runs``), so each run
+    is first put back in row order."""
+    n_groups = len(r.counts)
+    total = np.zeros(n_groups)
+    big = np.iinfo(np.int64).max
+    for groups, at, real in r.blocks():
+        if not rows_in_order:  # positions of each run's rows in ascending row order
+            rows = r.rows[at]
+            rows[~real] = big
+            by_row = np.argsort(rows, axis=1)
+            at = np.take_along_axis(at, by_row, axis=1)
+        times = t[at]
+        times[~real] = big
+        order = np.argsort(times, axis=1, kind="stable")
+        block = np.take_along_axis(ordered[at], order, axis=1)
+        step = np.abs(np.diff(block, axis=1))
+        keep = real[:, 1:]
+        owner = np.broadcast_to(groups[:, None], keep.shape)[keep]
+        total += np.bincount(owner, weights=step[keep], minlength=n_groups)
+    count = np.maximum(r.counts - 1, 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def group_quantiles(values: F64, group: I64, n_groups: int, qs: tuple[float, ...]) -> list[F64]:
+    """Linear-interpolated quantiles of ``values`` per group (NaNs skipped), exact."""
+    ok = ~np.isnan(values)
+    r = runs(group[ok], n_groups)
+    return run_quantiles(r, values[ok][r.rows], qs)
+
+
+def group_jitter(values: F64, t: I64, group: I64, n_groups: int) -> F64:
+    """Mean |difference| of consecutive ``values`` per group in ``t`` order (ties in row
+    order; NaNs skipped); NaN for groups with fewer than two values."""
+    ok = ~np.isnan(values)
+    r = runs(group[ok], n_groups)
+    return run_jitter(r, values[ok][r.rows], t[ok][r.rows])

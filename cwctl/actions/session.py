@@ -103,7 +103,7 @@ async def carry_out(
         return EXIT_USAGE
     journal = journal or Journal()
     execution = await apply_plan(plan, runner, journal)
-    shell.say(execution.summary())
+    shell.say("steps:\n" + execution.summary())
     if execution.failed is not None:
         step = plan.steps[execution.failed]
         detail = execution.outcomes[execution.failed].detail

@@ -1,0 +1,63 @@
+"""Actions over real SSH (the in-process asyncssh fleet of ``sshfleet.py``): a NIC
+reroute reads the NCCL setting on the host, writes it there, and rollback restores it.
+The fleet's server runs each command through a shell, as sshd does, so the argv quoting
+(``shlex.join``) is exercised for real, hostile values included."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from cwctl.actions.executor import apply_plan, rollback_plan
+from cwctl.actions.journal import Journal
+from cwctl.actions.planner import RouteOptions, Target, plan_reroute
+from cwctl.actions.runners import SSHRunner
+from cwctl.inventory import Inventory
+from tests.integration.sshfleet import SSHFleet
+
+
+def with_nics(inv: Inventory) -> Inventory:
+    hosts = tuple(dataclasses.replace(h, nics=("mlx5_0", "mlx5_1")) for h in inv.hosts)
+    return dataclasses.replace(inv, hosts=hosts)
+
+
+async def test_nic_reroute_and_rollback_over_ssh(fleet: SSHFleet, tmp_path: Path) -> None:
+    await fleet.add("gpu-001")
+    inv = with_nics(fleet.inventory())
+    # a hostile directory name: quoting must keep it one argument end to end
+    conf_dir = tmp_path / "it's; $(echo x) dir"
+    conf_dir.mkdir()
+    conf = conf_dir / "nccl.conf"
+    conf.write_text("NCCL_DEBUG=WARN\n")
+    runner = SSHRunner(inv, client_options=fleet.client_options)
+    journal = Journal(tmp_path / "state")
+    try:
+        target = Target(inventory=inv)
+        plan = await plan_reroute(
+            "gpu-001/mlx5_1", target, runner, RouteOptions(nccl_conf=str(conf))
+        )
+        (step,) = plan.steps
+        assert step.host == "gpu-001" and "NCCL_IB_HCA" in step.argv
+        execution = await apply_plan(plan, runner, journal)
+        assert execution.status == "applied", execution.summary()
+        assert conf.read_text() == "NCCL_DEBUG=WARN\nNCCL_IB_HCA=^=mlx5_1\n"
+        undo = rollback_plan(journal.find(plan.id))
+        done = await apply_plan(undo, runner, journal)
+        assert done.status == "applied", done.summary()
+        assert conf.read_text() == "NCCL_DEBUG=WARN\n"
+        assert sorted(p.name for p in conf_dir.iterdir()) == ["nccl.conf"]
+    finally:
+        await runner.close()
+
+
+async def test_unreachable_host_fails_the_plan_naming_it(fleet: SSHFleet, tmp_path: Path) -> None:
+    host = await fleet.add("gpu-001", known=False)  # its host key is not trusted
+    inv = with_nics(fleet.inventory())
+    runner = SSHRunner(inv, client_options=fleet.client_options)
+    try:
+        result = await runner.run("gpu-001", ["true"])
+    finally:
+        await runner.close()
+    assert (
+        result.rc == 255 and "unknown host key" in result.stderr and host.address in result.stderr
+    )

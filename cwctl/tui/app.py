@@ -1,0 +1,262 @@
+"""``CwctlApp``: the scan pipeline, continuously, in a Textual app.
+
+The app is built around a ``ScanSource`` (``make_app(source)``), so tests hand it a
+simulated fleet or fixed snapshots. Scans run in an exclusive async worker that posts
+``ScanFinished`` / ``ScanFailed``; the next scan is armed with ``set_timer`` only once
+the last one is handled, and waits while another screen (a dialog, host detail, help)
+is on top of the dashboard. The UI never waits on the network.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import ClassVar
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable
+
+from cwctl.errors import CwctlError
+from cwctl.snapshot import FabricSnapshot
+from cwctl.tui.control import ActionKind, PlannedAction, plan_action
+from cwctl.tui.messages import ScanFailed, ScanFinished, ScanStarted
+from cwctl.tui.screens.confirm import ConfirmScreen, NoticeScreen
+from cwctl.tui.screens.dashboard import DashboardScreen
+from cwctl.tui.screens.detail import HostDetailScreen
+from cwctl.tui.screens.filter import FilterScreen
+from cwctl.tui.screens.help import HelpScreen
+from cwctl.tui.source import ScanSource
+from cwctl.tui.widgets.heatmap import Heatmap
+from cwctl.tui.widgets.hosts import HostsTable
+from cwctl.tui.widgets.statusbar import status_text
+from cwctl.tui.widgets.suspects import SuspectsTable
+
+ACTIONS = frozenset({"reroute", "drain"})
+DEFAULT_INTERVAL_S = 1.0
+RETRY_INTERVAL_S = 5.0
+
+
+class CwctlApp(App[None]):
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
+    TITLE = "cwctl"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("slash", "filter", "Filter", key_display="/"),
+        Binding("enter", "details", "Details", priority=False),
+        Binding("s", "scan_now", "Scan"),
+        Binding("r", "reroute", "Reroute"),
+        Binding("d", "drain", "Drain"),
+    ]
+
+    def __init__(
+        self,
+        source: ScanSource,
+        *,
+        readonly: bool = False,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        max_scans: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.readonly = readonly
+        self.interval_s = interval_s
+        self.max_scans = max_scans  # stop scanning after this many (tests, benches)
+        self.snapshot: FabricSnapshot | None = None
+        self.scans = 0
+        self.scanning = False
+        self.host_filter = ""
+        self.applied: list[PlannedAction] = []
+        self._scan_due = False
+        self._last_elapsed_s: float | None = None
+        self._last_finished: float | None = None
+        self._last_error: str | None = None
+
+    def get_default_screen(self) -> DashboardScreen:
+        return DashboardScreen()
+
+    @property
+    def dashboard(self) -> DashboardScreen:
+        screen = self.screen_stack[0]
+        assert isinstance(screen, DashboardScreen)
+        return screen
+
+    def on_mount(self) -> None:
+        self.sub_title = self.source.label
+        self.call_after_refresh(self._begin)  # once the dashboard's widgets exist
+
+    def _begin(self) -> None:
+        self._refresh_status()
+        self.start_scan()
+
+    # -- scanning --------------------------------------------------------------------
+
+    def _covered(self) -> bool:
+        """Is another screen on top of the dashboard? Scans wait until it closes."""
+        return len(self.screen_stack) > 1
+
+    def start_scan(self) -> None:
+        """Scan now, unless one is running, a screen covers the dashboard, or we are done."""
+        if self.max_scans is not None and self.scans >= self.max_scans:
+            return
+        if self._covered():
+            self._scan_due = True
+            return
+        if self.scanning:
+            return
+        self._scan_due = False
+        self.scanning = True
+        self.run_scan(self.scans + 1)
+
+    def resume_scans(self) -> None:
+        if self._scan_due:
+            self.start_scan()
+
+    @work(exclusive=True, group="scan")
+    async def run_scan(self, number: int) -> None:
+        self.post_message(ScanStarted(number))
+        started = time.perf_counter()
+        try:
+            snapshot = await self.source.next_snapshot()
+        except CwctlError as exc:
+            self.post_message(ScanFailed(number, str(exc)))
+        except Exception as exc:  # a bug or a network surprise: show it, keep the UI up
+            self.post_message(ScanFailed(number, f"{type(exc).__name__}: {exc}"))
+        else:
+            self.post_message(ScanFinished(number, snapshot, time.perf_counter() - started))
+
+    def on_scan_started(self, message: ScanStarted) -> None:
+        self._refresh_status()
+
+    def on_scan_finished(self, message: ScanFinished) -> None:
+        self.scanning = False
+        self.scans = message.number
+        self.snapshot = message.snapshot
+        self._last_elapsed_s = message.elapsed_s
+        self._last_finished = time.time()
+        self._last_error = None
+        self.dashboard.show(message.snapshot)
+        self._refresh_status()
+        self.set_timer(self.interval_s, self.start_scan)  # re-arm after, never pile up
+
+    def on_scan_failed(self, message: ScanFailed) -> None:
+        self.scanning = False
+        self._last_error = message.error
+        self._refresh_status()
+        self.notify(message.error, title="scan failed", severity="error")
+        self.set_timer(max(self.interval_s, RETRY_INTERVAL_S), self.start_scan)
+
+    def _refresh_status(self) -> None:
+        self.dashboard.set_status(
+            status_text(
+                self.source.label,
+                scans=self.scans,
+                snapshot=self.snapshot,
+                elapsed_s=self._last_elapsed_s,
+                finished_at=self._last_finished,
+                scanning=self.scanning,
+                error=self._last_error,
+                readonly=self.readonly,
+            )
+        )
+
+    def action_scan_now(self) -> None:
+        self.start_scan()
+
+    # -- navigation ------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.readonly))
+
+    def action_filter(self) -> None:
+        def apply(needle: str | None) -> None:
+            if needle is not None:
+                self.host_filter = needle
+                self.dashboard.set_filter(needle)
+
+        self.push_screen(FilterScreen(self.host_filter), apply)
+
+    def selected_host(self) -> str | None:
+        """The host the operator points at: the hosts table's row, else the heatmap's."""
+        focused = self.focused
+        if isinstance(focused, HostsTable):
+            return focused.selected_host
+        heatmap = self.dashboard.query_one(Heatmap)
+        if heatmap.cursor_host is not None:
+            return heatmap.cursor_host
+        return self.dashboard.query_one(HostsTable).selected_host
+
+    def action_details(self) -> None:
+        if self.snapshot is None or self._covered():
+            return
+        host = self.selected_host()
+        if isinstance(self.focused, SuspectsTable):
+            element = self.focused.selected_element
+            if element is not None and element in {h.name for h in self.snapshot.hosts}:
+                host = element
+        if host is not None:
+            self.push_screen(HostDetailScreen(self.snapshot, host))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        # DataTable takes enter for itself; selecting a host row opens its detail.
+        if isinstance(event.data_table, (HostsTable, SuspectsTable)):
+            self.action_details()
+
+    # -- actions ---------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # --readonly: reroute and drain are hidden from the footer and never run.
+        return not (action in ACTIONS and self.readonly)
+
+    def _action_target(self, kind: ActionKind) -> str | None:
+        if kind == "drain":
+            return self.selected_host()
+        suspects = self.dashboard.query_one(SuspectsTable)
+        return suspects.selected_element
+
+    def _plan(self, kind: ActionKind) -> None:
+        if self.readonly or self._covered():
+            return
+        target = self._action_target(kind)
+        if target is None:
+            what = "a suspect" if kind == "reroute" else "a host"
+            self.notify(f"select {what} first", title=kind, severity="warning")
+            return
+        plan = plan_action(kind, target, self.source)
+        if not plan.available:
+            self.push_screen(NoticeScreen(plan.title, plan.text))
+            return
+
+        async def decided(yes: bool | None) -> None:
+            if not yes or plan.apply is None:
+                self.notify(f"{kind} {target}: cancelled, nothing applied")
+                return
+            try:
+                outcome = await plan.apply()
+            except CwctlError as exc:
+                self.notify(str(exc), title=f"{kind} failed", severity="error")
+                return
+            self.applied.append(plan)
+            self.notify(outcome, title=f"{kind} applied")
+            self.start_scan()
+
+        self.push_screen(ConfirmScreen(plan.title, plan.text), decided)
+
+    def action_reroute(self) -> None:
+        self._plan("reroute")
+
+    def action_drain(self) -> None:
+        self._plan("drain")
+
+
+def make_app(
+    source: ScanSource,
+    *,
+    readonly: bool = False,
+    interval_s: float = DEFAULT_INTERVAL_S,
+    max_scans: int | None = None,
+) -> CwctlApp:
+    """The app around ``source`` (a ``PipelineSource`` for the CLI, anything in tests)."""
+    return CwctlApp(source, readonly=readonly, interval_s=interval_s, max_scans=max_scans)

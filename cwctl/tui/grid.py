@@ -1,0 +1,158 @@
+"""The heatmap's numbers: a host × host (or leaf × leaf) matrix of one path metric.
+
+Pure numpy, no Textual: the widget draws what ``build_grid`` computes, the bench times
+both. Rows and columns are hosts ordered by leaf, then name. When there are more hosts
+than fit, they are aggregated by leaf (and, past that, by runs of consecutive leaves);
+an aggregated cell holds the worst value of the paths it covers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from cwctl.report.units import fmt_ns, fmt_ratio
+from cwctl.snapshot import FabricSnapshot
+
+Metric = Literal["delay", "loss"]
+METRICS: tuple[Metric, ...] = ("delay", "loss")
+
+# Upper edges of the colour bins: a value v falls in bin searchsorted(edges, v, "right").
+# delay: excess one-way delay (p99 minus the floor), ns; loss: share of probes lost.
+BIN_EDGES: dict[Metric, tuple[float, ...]] = {
+    "delay": (1_000.0, 4_000.0, 16_000.0, 64_000.0),
+    "loss": (1e-9, 0.01, 0.05, 0.2),
+}
+N_BINS = 5  # ok, mild, elevated, bad, severe
+NO_DATA = -1  # bin of a cell with no probed path
+
+
+@dataclass(frozen=True)
+class Grid:
+    """What the heatmap shows: labels, values (NaN where no path) and their colour bins."""
+
+    metric: Metric
+    level: str  # "host" | "leaf" | "leaf group"
+    labels: list[str]
+    members: list[list[str]]  # the hosts behind each row/column
+    values: npt.NDArray[np.float64]  # (n, n), row = source, column = destination
+    bins: npt.NDArray[np.int8]  # (n, n), NO_DATA or 0..N_BINS-1
+
+    @property
+    def size(self) -> int:
+        return len(self.labels)
+
+
+def host_order(snapshot: FabricSnapshot) -> list[str]:
+    """Hosts ordered by leaf (hosts without one last), then by name."""
+    return [
+        h.name for h in sorted(snapshot.hosts, key=lambda h: (h.leaf is None, h.leaf or "", h.name))
+    ]
+
+
+def path_matrix(
+    snapshot: FabricSnapshot, metric: Metric, order: Sequence[str]
+) -> npt.NDArray[np.float64]:
+    """``order`` × ``order`` matrix of the metric, NaN where no path was probed."""
+    index = {name: i for i, name in enumerate(order)}
+    n = len(order)
+    out = np.full((n, n), np.nan)
+    if not snapshot.paths:
+        return out
+    rows = np.array([index.get(p.src, -1) for p in snapshot.paths])
+    cols = np.array([index.get(p.dst, -1) for p in snapshot.paths])
+    if metric == "delay":
+        vals = np.array(
+            [np.nan if p.excess_ns is None else p.excess_ns for p in snapshot.paths], float
+        )
+    else:
+        vals = np.array([p.loss if p.sent else np.nan for p in snapshot.paths], float)
+    keep = (rows >= 0) & (cols >= 0)
+    out[rows[keep], cols[keep]] = vals[keep]
+    return out
+
+
+def value_bins(values: npt.NDArray[np.float64], metric: Metric) -> npt.NDArray[np.int8]:
+    edges = np.asarray(BIN_EDGES[metric])
+    bins = np.searchsorted(edges, np.nan_to_num(values, nan=0.0), side="right").astype(np.int8)
+    bins[np.isnan(values)] = NO_DATA
+    return bins
+
+
+def _groups(snapshot: FabricSnapshot, order: list[str], fit: int) -> tuple[str, list[list[str]]]:
+    """Group the ordered hosts so that at most ``fit`` groups remain."""
+    if len(order) <= fit:
+        return "host", [[h] for h in order]
+    leaf_of = {h.name: h.leaf or "-" for h in snapshot.hosts}
+    leaves: dict[str, list[str]] = {}
+    for name in order:
+        leaves.setdefault(leaf_of[name], []).append(name)
+    if len(leaves) <= fit and len(leaves) > 1:
+        return "leaf", list(leaves.values())
+    # Too many leaves (or none known): runs of consecutive hosts of equal size.
+    per = math.ceil(len(order) / max(fit, 1))
+    return "leaf group", [order[i : i + per] for i in range(0, len(order), per)]
+
+
+def _label(level: str, members: list[str], leaf_of: dict[str, str | None]) -> str:
+    if level == "host":
+        return members[0]
+    if level == "leaf":
+        return leaf_of[members[0]] or "-"
+    return f"{members[0]}+{len(members) - 1}"
+
+
+def build_grid(snapshot: FabricSnapshot, metric: Metric = "delay", fit: int = 10**9) -> Grid:
+    """The heatmap for ``snapshot``: hosts if at most ``fit`` of them, else aggregated."""
+    order = host_order(snapshot)
+    full = path_matrix(snapshot, metric, order)
+    level, members = _groups(snapshot, order, max(fit, 1))
+    if level == "host":
+        values = full
+    else:
+        group_of = np.empty(len(order), np.intp)
+        position = {name: i for i, name in enumerate(order)}
+        for g, names in enumerate(members):
+            group_of[[position[n] for n in names]] = g
+        values = aggregate_worst(full, group_of, len(members))
+    leaf_of = {h.name: h.leaf for h in snapshot.hosts}
+    labels = [_label(level, m, leaf_of) for m in members]
+    return Grid(metric, level, labels, members, values, value_bins(values, metric))
+
+
+def aggregate_worst(
+    full: npt.NDArray[np.float64], group_of: npt.NDArray[np.intp], n_groups: int
+) -> npt.NDArray[np.float64]:
+    """Group × group matrix of the largest value among the cells of each block (NaN: none)."""
+    out = np.full((n_groups, n_groups), -np.inf)
+    r, c = np.nonzero(~np.isnan(full))
+    np.maximum.at(out, (group_of[r], group_of[c]), full[r, c])
+    out[np.isneginf(out)] = np.nan
+    return out
+
+
+def fmt_value(metric: Metric, value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "no path"
+    return fmt_ns(value) if metric == "delay" else fmt_ratio(value)
+
+
+def _compact(metric: Metric, value: float) -> str:
+    text = fmt_ns(value) if metric == "delay" else fmt_ratio(value)
+    return text.replace(".0 ", " ").replace(".0%", "%").replace(" ", "")
+
+
+def legend_labels(metric: Metric) -> list[str]:
+    """One short label per bin: ``<1µs``, ``<4µs``, …, ``≥64µs``; loss starts at ``0``."""
+    edges = BIN_EDGES[metric]
+    first = "0" if metric == "loss" else f"<{_compact(metric, edges[0])}"
+    return [
+        first,
+        *(f"<{_compact(metric, hi)}" for hi in edges[1:]),
+        f"≥{_compact(metric, edges[-1])}",
+    ]

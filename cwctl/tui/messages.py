@@ -1,0 +1,27 @@
+"""The small messages the scan worker posts to the app."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from cwctl.snapshot import FabricSnapshot
+
+
+@dataclass
+class ScanStarted(Message):
+    number: int  # 1 for the first scan
+
+
+@dataclass
+class ScanFinished(Message):
+    number: int
+    snapshot: FabricSnapshot
+    elapsed_s: float
+
+
+@dataclass
+class ScanFailed(Message):
+    number: int
+    error: str

@@ -1,0 +1,72 @@
+"""The main screen: heatmap, suspects, hosts, history and the status bar."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Label, Static
+
+from cwctl.snapshot import FabricSnapshot
+from cwctl.tui.widgets.heatmap import Heatmap
+from cwctl.tui.widgets.history import History
+from cwctl.tui.widgets.hosts import HostsTable
+from cwctl.tui.widgets.statusbar import StatusBar
+from cwctl.tui.widgets.suspects import SuspectsTable
+
+
+class DashboardScreen(Screen[None]):
+    """Everything one scan found; the app feeds it each new snapshot."""
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="top"):
+            with Vertical(id="map-pane", classes="pane"):
+                yield Heatmap(id="heatmap")
+            with Vertical(id="side"):
+                with Vertical(id="suspects-pane", classes="pane"):
+                    yield Label("Suspects", classes="pane-title")
+                    yield SuspectsTable(id="suspects")
+                    yield Static("", id="evidence")
+                with Vertical(id="hosts-pane", classes="pane"):
+                    yield Label("Hosts", id="hosts-title", classes="pane-title")
+                    yield HostsTable(id="hosts")
+        yield History(id="history")
+        yield StatusBar("starting…", id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(Heatmap).focus()
+
+    def show(self, snapshot: FabricSnapshot) -> None:
+        self.query_one(Heatmap).update_snapshot(snapshot)
+        self.query_one(SuspectsTable).update_snapshot(snapshot)
+        self.query_one(HostsTable).update_snapshot(snapshot)
+        self.query_one(History).add_snapshot(snapshot)
+        self._show_evidence()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if isinstance(event.data_table, SuspectsTable):
+            self._show_evidence()
+
+    def _show_evidence(self) -> None:
+        element = self.query_one(SuspectsTable).selected_element
+        snapshot = self.query_one(HostsTable).snapshot
+        text = ""
+        if element is not None and snapshot is not None:
+            text = next((s.evidence for s in snapshot.suspects if s.element == element), "")
+        self.query_one("#evidence", Static).update(text)
+
+    def set_filter(self, needle: str) -> None:
+        self.query_one(Heatmap).host_filter = needle
+        self.query_one(HostsTable).set_filter(needle)
+        title = f"Hosts (filter: {needle})" if needle else "Hosts"
+        self.query_one("#hosts-title", Label).update(title)
+
+    def set_status(self, text: str) -> None:
+        self.query_one(StatusBar).update(text)
+
+    def on_screen_resume(self) -> None:
+        # Scans pause while another screen is on top; catch up when back.
+        resume = getattr(self.app, "resume_scans", None)
+        if resume is not None:
+            resume()

@@ -154,3 +154,39 @@ def test_tcp_reroute_without_route_data_exits_2_naming_it(state: Path, tmp_path:
     assert "--prefix" in result.stderr and "--gateway spine1=ADDRESS" in result.stderr
     unknown = run("reroute", "spine7", "-i", str(path))
     assert unknown.exit_code == 2 and "no element 'spine7'" in unknown.stderr
+
+
+def two_nic_inventory(tmp_path: Path) -> Path:
+    lines = [
+        '[[switch]]\nname = "spine1"\nrole = "spine"\n',
+        '[[switch]]\nname = "spine2"\nrole = "spine"\n',
+    ]
+    for leaf in (1, 2):
+        lines.append(
+            f'[[switch]]\nname = "leaf{leaf}"\nrole = "leaf"\nuplinks = ["spine1", "spine2"]\n'
+        )
+    for i in range(1, 9):
+        leaf = 1 + (i - 1) // 4
+        lines.append(
+            f'[[host]]\nname = "gpu-00{i}"\naddress = "10.0.{leaf}.{i}"\nleaf = "leaf{leaf}"\n'
+            'nics = ["mlx5_0", "mlx5_1"]\n'
+        )
+    path = tmp_path / "two-nics.toml"
+    path.write_text("\n".join(lines))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("element", "fault"),
+    [
+        ("gpu-001/mlx5_1", "nic:gpu-001/mlx5_1:lossy=0.3"),
+        ("leaf1-spine2", "link:leaf1-spine2:down"),
+    ],
+)
+def test_nic_and_link_reroutes_in_the_sim_verify(
+    state: Path, tmp_path: Path, element: str, fault: str
+) -> None:
+    sim = ["--sim", "-i", str(two_nic_inventory(tmp_path)), "--duration", "1"]
+    result = run("reroute", element, *sim, "--fault", fault, "--apply", "--yes", "--verify")
+    assert result.exit_code == 0, result.output
+    assert f"{element} is no longer a suspect" in result.stderr

@@ -13,6 +13,7 @@ names what is missing and stops (exit 2).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ class Route:
     nexthops: tuple[NextHop, ...]
     metric: int | None = None
     multipath: bool = True  # False: a single "via GW dev DEV" route
+    protocol: str | None = None  # proto (kept as read: static, boot, bgp, ...)
+    prefsrc: str | None = None  # src
 
 
 def show_argv(prefix: str) -> list[str]:
@@ -54,15 +57,17 @@ def parse_route(stdout: str, prefix: str, host: str) -> Route:
         raise InputError(f"{host}: {len(routes)} routes match {prefix}; name one exact prefix")
     r: dict[str, Any] = routes[0]
     metric = r.get("metric")
+    extra = {"protocol": r.get("protocol"), "prefsrc": r.get("prefsrc")}
     if "nexthops" in r:
         hops = tuple(
             NextHop(str(h["gateway"]), h.get("dev"), int(h.get("weight", 1)))
             for h in r["nexthops"]
             if "gateway" in h
         )
-        return Route(prefix, hops, metric, multipath=True)
+        return Route(prefix, hops, metric, multipath=True, **extra)
     if "gateway" in r:
-        return Route(prefix, (NextHop(str(r["gateway"]), r.get("dev")),), metric, multipath=False)
+        hop = NextHop(str(r["gateway"]), r.get("dev"))
+        return Route(prefix, (hop,), metric, multipath=False, **extra)
     raise InputError(f"{host}: the route for {prefix} has no gateway (a directly connected net)")
 
 
@@ -70,6 +75,10 @@ def replace_argv(route: Route) -> tuple[str, ...]:
     argv = ["ip", "route", "replace", route.prefix]
     if route.metric is not None:
         argv += ["metric", str(route.metric)]
+    if route.protocol is not None:
+        argv += ["proto", route.protocol]
+    if route.prefsrc is not None:
+        argv += ["src", route.prefsrc]
     if not route.multipath and len(route.nexthops) == 1:
         hop = route.nexthops[0]
         argv += ["via", hop.gateway] + (["dev", hop.dev] if hop.dev else [])
@@ -96,7 +105,7 @@ def reweight_step(host: str, route: Route, avoid: Mapping[str, str], element: st
             f"{host}: every next hop of {route.prefix} leads to {element}; "
             "rerouting would cut the host off (drain it instead)"
         )
-    new = Route(route.prefix, kept, route.metric, multipath=True)
+    new = dataclasses.replace(route, nexthops=kept, multipath=True)
     return Step(
         host=host,
         description=f"route {route.prefix}: next hops {_describe(route)} -> {_describe(new)}",

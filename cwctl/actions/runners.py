@@ -130,7 +130,8 @@ class SSHRunner:
             if conn is None:
                 ep, port = self._endpoint(host)
                 # the scan transport's connect: same host-key policy, config, jump host
-                conn = self._conns[host] = await self.launcher._connect(ep, port)
+                async with self.launcher.semaphore:  # bounded handshakes, as in a scan
+                    conn = self._conns[host] = await self.launcher._connect(ep, port)
             result = await asyncio.wait_for(
                 conn.run(shlex.join(argv), check=False, encoding="utf-8", errors="replace"),
                 self.timeout_s,

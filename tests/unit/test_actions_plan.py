@@ -109,11 +109,23 @@ def test_route_reweight_argv_and_undo() -> None:
         route.reweight_step("gpu-001", current, {"10.9.1.1": "s", "10.9.2.1": "s"}, "s")
 
 
-def test_route_single_path_undo() -> None:
-    text = json.dumps([{"dst": "10.0.0.0/8", "gateway": "10.9.1.1", "dev": "eth0", "metric": 5}])
+def test_route_single_path_undo_keeps_metric_proto_and_src() -> None:
+    text = json.dumps(
+        [
+            {
+                "dst": "10.0.0.0/8",
+                "gateway": "10.9.1.1",
+                "dev": "eth0",
+                "metric": 5,
+                "protocol": "static",
+                "prefsrc": "10.0.1.1",
+            }
+        ]
+    )
     current = route.parse_route(text, "10.0.0.0/8", "h")
     assert route.replace_argv(current) == (
-        "ip", "route", "replace", "10.0.0.0/8", "metric", "5", "via", "10.9.1.1", "dev", "eth0",
+        "ip", "route", "replace", "10.0.0.0/8", "metric", "5", "proto", "static",
+        "src", "10.0.1.1", "via", "10.9.1.1", "dev", "eth0",
     )  # fmt: skip
     with pytest.raises(InputError, match="no route"):
         route.parse_route("[]", "10.0.0.0/8", "h")

@@ -262,3 +262,24 @@ def test_a_batch_from_another_host_is_refused() -> None:
     run.handle(encode_line(good_batch()).encode())
     assert len(collector.builder) == 0
     assert "gpu-002 line 1: probes from 'gpu-001', not this host" in (run.status.error or "")
+
+
+@settings(max_examples=25, deadline=None)
+@given(tables(max_rows=30), st.integers(1, 40))
+def test_the_orchestrator_takes_both_forms_to_the_same_table(table: ProbeTable, rows: int):
+    """One host's rows, as ``probe`` lines (an agent with ``batch`` 0) or as batches."""
+    mine = table.select(table.src == 0)
+    tables = []
+    for lines in (
+        [encode_line(r) for r in mine.iter_records()],
+        [encode_line(r) for r in mine.iter_batches(rows)],
+    ):
+        collector = Collector(table.hosts, None)
+        run = HostRun(HostInfo(table.hosts[0], "10.0.0.1"), collector)
+        for line in lines:
+            run.handle(line.encode())
+        assert run.status.status == "ok", run.status.error
+        assert collector.records == len(mine)
+        tables.append(collector.builder.build())
+    assert_same_table(tables[0], tables[1])
+    assert_same_table(mine, tables[1])

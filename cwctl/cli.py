@@ -414,6 +414,7 @@ def _shell(yes: bool) -> Any:
         show=lambda text: typer.echo(text, nl=False),
         say=lambda text: typer.echo(f"cwctl: {text}" if "\n" not in text else text, err=True),
         confirm=confirm,
+        full=STATE.verbose,
     )
 
 

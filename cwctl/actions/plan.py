@@ -128,8 +128,23 @@ def new_plan_id() -> str:
     return f"{stamp}-{secrets.token_hex(2)}"
 
 
-def format_plan(plan: ActionPlan) -> str:
-    """The plan as text: each step, where it runs, the exact command and its undo."""
+def show_argv(argv: tuple[str, ...], *, full: bool) -> str:
+    """``shlex.join(argv)``; unless ``full``, a multi-line argument (a ``python3 -c``
+    program) is shown as ``<N-line program>``: the rest of the command stays exact."""
+    if full:
+        return shlex.join(argv)
+    parts = []
+    for arg in argv:
+        if "\n" in arg.strip():
+            parts.append(f"<{arg.count(chr(10)) + 1}-line program, -v shows it>")
+        else:
+            parts.append(shlex.quote(arg))
+    return " ".join(parts)
+
+
+def format_plan(plan: ActionPlan, *, full: bool = False) -> str:
+    """The plan as text: each step, where it runs, the exact command and its undo
+    (``full``: programs passed as arguments in full, too)."""
     out = [f"plan {plan.id}: {plan.kind} {plan.element}"]
     if plan.reason:
         out.append(f"reason: {plan.reason}")
@@ -142,8 +157,12 @@ def format_plan(plan: ActionPlan) -> str:
         if step.change is not None:
             out.append(f"    undo: {step.undo_description or '(cannot be undone)'}")
             continue
-        out.append(f"    run:  {shlex.join(step.argv)}")
-        undo = shlex.join(step.undo_argv) if step.undo_argv is not None else "(cannot be undone)"
+        out.append(f"    run:  {show_argv(step.argv, full=full)}")
+        undo = (
+            show_argv(step.undo_argv, full=full)
+            if step.undo_argv is not None
+            else "(cannot be undone)"
+        )
         out.append(f"    undo: {undo}")
     out += [f"note: {n}" for n in plan.notes]
     return "\n".join(out) + "\n"

@@ -35,6 +35,7 @@ class Shell:
     show: Callable[[str], None]  # data: the plan (stdout)
     say: Callable[[str], None]  # messages (stderr)
     confirm: Callable[[ActionPlan], bool]
+    full: bool = False  # show programs passed as arguments in full (-v)
 
 
 def sim_target(request: Any) -> tuple[Target, Runner]:
@@ -91,7 +92,7 @@ async def carry_out(
     journal: Journal | None = None,
 ) -> int:
     """Show the plan; with ``apply``, confirm, execute, journal, verify. The exit code."""
-    shell.show(format_plan(plan))
+    shell.show(format_plan(plan, full=shell.full))
     if not apply:
         shell.say("dry run: nothing changed (--apply carries the plan out)")
         return EXIT_OK

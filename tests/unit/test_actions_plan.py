@@ -226,6 +226,18 @@ def test_plan_round_trips_through_json_and_inverse_swaps() -> None:
     assert shlex.join(step.argv) in text and plan.id in text
 
 
+def test_programs_are_elided_unless_full() -> None:
+    step = nccl.exclude_step(
+        "h", python="python3", path="/etc/nccl.conf", key="NCCL_IB_HCA", current=None,
+        new="^=mlx5_1", backup="/etc/nccl.conf.cwctl-1",
+    )  # fmt: skip
+    plan = ActionPlan(kind="reroute", element="h/mlx5_1", reason="r", steps=[step])
+    short = format_plan(plan)
+    assert "line program, -v shows it> /etc/nccl.conf NCCL_IB_HCA '^=mlx5_1' unset" in short
+    assert "import os" not in short
+    assert shlex.join(step.argv) in format_plan(plan, full=True)
+
+
 def test_names_resolve_in_an_inventory() -> None:
     target = Target(inventory=inventory())
     assert resolve("spine2", target).kind == "switch"

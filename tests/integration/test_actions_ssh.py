@@ -6,13 +6,18 @@ The fleet's server runs each command through a shell, as sshd does, so the argv 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import sys
 from pathlib import Path
+
+import pytest
 
 from cwctl.actions.executor import apply_plan, rollback_plan
 from cwctl.actions.journal import Journal
-from cwctl.actions.planner import RouteOptions, Target, plan_reroute
+from cwctl.actions.planner import RouteOptions, Target, plan_drain, plan_reroute
 from cwctl.actions.runners import SSHRunner
-from cwctl.inventory import Inventory
+from cwctl.inventory import Inventory, Scheduler
 from tests.integration.sshfleet import SSHFleet
 
 
@@ -61,3 +66,35 @@ async def test_unreachable_host_fails_the_plan_naming_it(fleet: SSHFleet, tmp_pa
     assert (
         result.rc == 255 and "unknown host key" in result.stderr and host.address in result.stderr
     )
+
+
+async def test_drain_runs_on_the_scheduler_host_over_ssh(
+    fleet: SSHFleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``[scheduler] host`` is reached over SSH; the remote shell receives the hostile
+    reason as one argument. ``scontrol`` here is a stand-in script (NOT Slurm) that logs
+    its argv; the fleet's server runs commands with this process's PATH."""
+    await fleet.add("slurm-ctl")
+    await fleet.add("gpu-001")
+    bindir = tmp_path / "stand-in-bin"
+    bindir.mkdir()
+    log = tmp_path / "scontrol.log"
+    (bindir / "scontrol").write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"open({str(log)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+    )
+    (bindir / "scontrol").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    inv = dataclasses.replace(fleet.inventory(), scheduler=Scheduler("slurm", "slurm-ctl"))
+    reason = "'; touch /tmp/cwctl-pwned #"
+    plan = plan_drain("gpu-001", Target(inventory=inv), reason=reason)
+    runner = SSHRunner(inv, client_options=fleet.client_options)
+    try:
+        execution = await apply_plan(plan, runner, Journal(tmp_path / "state"))
+    finally:
+        await runner.close()
+    assert execution.status == "applied", execution.summary()
+    assert [json.loads(line) for line in log.read_text().splitlines()] == [
+        ["update", "NodeName=gpu-001", "State=DRAIN", f"Reason={reason}"]
+    ]
+    assert not Path("/tmp/cwctl-pwned").exists()

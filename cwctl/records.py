@@ -361,7 +361,7 @@ def decode_probes(rec: Mapping[str, Any], *, where: str = "record") -> ProbeBatc
     if isinstance(src_name, str) and src_name:
         if src_name not in hosts:
             hosts.append(src_name)
-    elif isinstance(src_name, list | str):
+    elif isinstance(src_name, list):  # a string is a name, so this column is never packed
         specs.append(("src", 0, len(hosts) - 1, False))
         src_name = None
     else:

@@ -141,8 +141,13 @@ class ActionLock:
         self._fd: int | None = None
 
     def __enter__(self) -> ActionLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise InputError(
+                f"cannot take the action lock {self.path}: {exc.strerror} (set CWCTL_STATE_DIR)"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

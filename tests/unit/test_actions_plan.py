@@ -6,6 +6,8 @@ import json
 import shlex
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cwctl.actions import k8s, nccl, route, slurm
 from cwctl.actions.plan import ActionPlan, Step, format_plan
@@ -291,3 +293,31 @@ def test_step_json_keeps_a_hostile_argv_as_a_list() -> None:
     data = json.loads(json.dumps(step.to_json()))
     assert data["argv"] == ["echo", HOSTILE]
     assert Step.from_json(data) == step
+
+
+@settings(max_examples=60, deadline=None)
+@given(reason=st.text(alphabet=st.characters(blacklist_characters="\x00"), max_size=40))
+def test_any_reason_survives_the_remote_shell_as_one_argument(reason: str) -> None:
+    (step,) = slurm.drain_steps("slurm-ctl", "gpu-001", reason)
+    assert step.argv[-1] == f"Reason={reason}"
+    assert shlex.split(shlex.join(step.argv)) == list(step.argv)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    items=st.lists(st.sampled_from(["mlx5_0", "mlx5_1", "mlx5_2:1", "mlx4_0"]), max_size=4),
+    mode=st.sampled_from(["^=", "="]),
+)
+def test_exact_lists_never_leave_the_nic_in_use(items: list[str], mode: str) -> None:
+    current = mode + ",".join(items) if items else None
+    try:
+        new = nccl.excluded_value(current, "mlx5_1", key="NCCL_IB_HCA", host="h")
+    except InputError:
+        assert mode == "=" and {i.split(":")[0] for i in items} == {"mlx5_1"}
+        return
+    value = new if new is not None else (current or "")
+    names = {i.split(":")[0] for i in value.lstrip("^=").split(",") if i}
+    if value.startswith("^=") or not value:
+        assert "mlx5_1" in names or (new is None and not value)
+    else:
+        assert "mlx5_1" not in names

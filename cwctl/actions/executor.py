@@ -172,6 +172,12 @@ async def verify(target: Any, element: str, *, duration_s: float | None = None) 
         model = target.model
         collection = run_model(model, duration_s or model.default_duration_s)
         return check_snapshot(analyse(collection), element)
+    if target.inventory is not None:
+        from cwctl.transport.ssh import scan_inventory
+
+        options = target.ssh_options.get("client_options")
+        collection = await scan_inventory(target.inventory, target.request, client_options=options)
+        return check_snapshot(analyse(collection, reference=target.request.reference), element)
     snapshot = await scan(target.request)
     return check_snapshot(snapshot, element)
 

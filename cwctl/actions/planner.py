@@ -36,6 +36,7 @@ class Target:
     inventory: Any = None  # cwctl.inventory.Inventory
     model: Any = None  # cwctl.sim.FabricModel (--sim)
     request: Any = None  # the ScanRequest that describes it (rescans, saved sim state)
+    ssh_options: dict[str, Any] = field(default_factory=dict)  # asyncssh options (tests)
 
     def context(self) -> dict[str, Any]:
         if self.model is not None:

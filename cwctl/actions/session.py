@@ -52,7 +52,7 @@ def inventory_target(request: Any, **ssh_options: Any) -> tuple[Target, Runner]:
     from cwctl.inventory import load_inventory
 
     inventory = load_inventory(request.inventory)
-    target = Target(inventory=inventory, request=request)
+    target = Target(inventory=inventory, request=request, ssh_options=dict(ssh_options))
     return target, SSHRunner(inventory, **ssh_options)
 
 

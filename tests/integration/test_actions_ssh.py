@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from cwctl.actions.executor import apply_plan, rollback_plan
+from cwctl.actions.executor import apply_plan, rollback_plan, verify
 from cwctl.actions.journal import Journal
 from cwctl.actions.planner import RouteOptions, Target, plan_drain, plan_reroute
 from cwctl.actions.runners import SSHRunner
 from cwctl.inventory import Inventory, Scheduler
+from cwctl.pipeline import ScanRequest
 from tests.integration.sshfleet import SSHFleet
 
 
@@ -98,3 +99,16 @@ async def test_drain_runs_on_the_scheduler_host_over_ssh(
         ["update", "NodeName=gpu-001", "State=DRAIN", f"Reason={reason}"]
     ]
     assert not Path("/tmp/cwctl-pwned").exists()
+
+
+async def test_verify_rescans_the_inventory_over_ssh(fleet: SSHFleet, tmp_path: Path) -> None:
+    """--verify's real path: a scan of the inventory's hosts (real agents, loopback)."""
+    for name in ("gpu-001", "gpu-002", "gpu-003"):
+        await fleet.add(name)
+    inv = fleet.inventory()
+    request = ScanRequest(inventory=tmp_path / "inv.toml", duration_s=0.5)
+    target = Target(
+        inventory=inv, request=request, ssh_options={"client_options": fleet.client_options}
+    )
+    result = await verify(target, "gpu-002")
+    assert result.gone and "gpu-002" not in result.suspects

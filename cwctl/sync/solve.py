@@ -29,6 +29,7 @@ from cwctl.sync.coded import CodedFilter, coded_filter
 from cwctl.sync.margin import max_margin_refine
 from cwctl.sync.network import ProbeGraph, build_graph, ls_solve, tree_solve
 from cwctl.sync.pairfit import PairFits, fit_pairs, median_per_group, pair_points
+from cwctl.sync.scoreslope import score_slopes
 from cwctl.sync.solution import ClockSolution
 
 F64 = npt.NDArray[np.float64]
@@ -36,6 +37,8 @@ Method = Literal["envelope", "margin", "hybrid"]
 UNCERTAINTY_SIGMAS = 3.0
 ROBUST_ROUNDS = 4  # Huber IRLS rounds of the offset solve
 ROBUST_K = 1.5
+# timestamp sources whose pair drifts come from every point (``scoreslope``): sw, user
+SCORE_SLOPE_SOURCES = (1, 2)
 
 
 def window_middle(table: ProbeTable) -> int:
@@ -88,6 +91,8 @@ def fit_table(
     filt = coded_filter(table)
     points = pair_points(table, filt, t_prov, by_flow=by_flow)
     fits = fit_pairs(points, windows=windows)
+    if method == "hybrid":
+        fits = score_slopes(points, fits, SCORE_SLOPE_SOURCES)
     if method in ("margin", "hybrid"):
         fits = max_margin_refine(points, fits, search=method == "margin")
     return filt, fits.select(fits.ok), t_prov

@@ -363,6 +363,17 @@ VerifyOpt = Annotated[
 ]
 
 
+class PlanFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
+PlanFormatOpt = Annotated[
+    PlanFormat,
+    typer.Option("--format", help="table (the plan as text) or json (cwctl.action/1)."),
+]
+
+
 def _action_request(
     *,
     inventory: Path | None,
@@ -393,7 +404,7 @@ def _action_request(
     return ScanRequest(inventory=inventory, sim=options, duration_s=duration)
 
 
-def _shell(yes: bool) -> Any:
+def _shell(yes: bool, fmt: PlanFormat = PlanFormat.table) -> Any:
     """Plans to stdout, messages to stderr, confirmation with typer.confirm."""
     from cwctl.actions.session import Shell
 
@@ -415,6 +426,7 @@ def _shell(yes: bool) -> Any:
         say=lambda text: typer.echo(f"cwctl: {text}" if "\n" not in text else text, err=True),
         confirm=confirm,
         full=STATE.verbose,
+        as_json=fmt is PlanFormat.json,
     )
 
 
@@ -441,6 +453,7 @@ def reroute(
     ] = "/etc/nccl.conf",
     apply: ApplyOpt = False,
     yes: YesOpt = False,
+    fmt: PlanFormatOpt = PlanFormat.table,
     verify: VerifyOpt = False,
 ) -> None:
     """Plan steering traffic around a suspect; --apply carries it out."""
@@ -465,7 +478,7 @@ def reroute(
         async def make(target: Any, runner: Any) -> Any:
             return await plan_reroute(element, target, runner, options)
 
-        return asyncio.run(act(make, request, _shell(yes), apply=apply, check=verify))
+        return asyncio.run(act(make, request, _shell(yes, fmt), apply=apply, check=verify))
 
     raise typer.Exit(run_guarded(body))
 
@@ -480,6 +493,7 @@ def _scheduler_action(
     apply: bool,
     yes: bool,
     verify: bool,
+    fmt: PlanFormat = PlanFormat.table,
 ) -> int:
     from cwctl.actions.planner import plan_drain, plan_resume
     from cwctl.actions.session import act
@@ -489,7 +503,7 @@ def _scheduler_action(
             return plan_drain(host, target, reason=reason, evict=evict)
         return plan_resume(host, target, reason=reason)
 
-    return asyncio.run(act(make, request, _shell(yes), apply=apply, check=verify))
+    return asyncio.run(act(make, request, _shell(yes, fmt), apply=apply, check=verify))
 
 
 @app.command()
@@ -509,6 +523,7 @@ def drain(
     ] = False,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
+    fmt: PlanFormatOpt = PlanFormat.table,
     verify: VerifyOpt = False,
 ) -> None:
     """Take a host out of the scheduler (Slurm drain, Kubernetes cordon)."""
@@ -533,6 +548,7 @@ def drain(
             apply=apply,
             yes=yes,
             verify=verify,
+            fmt=fmt,
         )
 
     raise typer.Exit(run_guarded(body))
@@ -549,6 +565,7 @@ def resume(
     seed: SeedOpt = 1,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
+    fmt: PlanFormatOpt = PlanFormat.table,
 ) -> None:
     """Put a drained host back into the scheduler."""
 
@@ -572,6 +589,7 @@ def resume(
             apply=apply,
             yes=yes,
             verify=False,
+            fmt=fmt,
         )
 
     raise typer.Exit(run_guarded(body))
@@ -582,13 +600,14 @@ def rollback(
     action_id: Annotated[str | None, typer.Argument(help="Journal entry to undo.")] = None,
     apply: Annotated[bool, typer.Option("--apply", help="Carry the undo out.")] = False,
     yes: YesOpt = False,
+    fmt: PlanFormatOpt = PlanFormat.table,
 ) -> None:
     """Undo an applied action (the latest, or the one named)."""
 
     def body() -> int:
         from cwctl.actions.session import roll_back
 
-        return asyncio.run(roll_back(action_id, _shell(yes), apply=apply))
+        return asyncio.run(roll_back(action_id, _shell(yes, fmt), apply=apply))
 
     raise typer.Exit(run_guarded(body))
 

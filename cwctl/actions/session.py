@@ -9,6 +9,7 @@ back) or ``--verify`` still finds the suspect.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ class Shell:
     say: Callable[[str], None]  # messages (stderr)
     confirm: Callable[[ActionPlan], bool]
     full: bool = False  # show programs passed as arguments in full (-v)
+    as_json: bool = False  # one cwctl.action/1 object on stdout instead of the text plan
 
 
 def sim_target(request: Any) -> tuple[Target, Runner]:
@@ -81,6 +83,9 @@ def request_from_context(context: dict[str, Any]) -> Any:
     return ScanRequest(inventory=inventory)
 
 
+ACTION_SCHEMA = "cwctl.action/1"
+
+
 async def carry_out(
     plan: ActionPlan,
     target: Target,
@@ -91,19 +96,46 @@ async def carry_out(
     check: bool = False,
     journal: Journal | None = None,
 ) -> int:
-    """Show the plan; with ``apply``, confirm, execute, journal, verify. The exit code."""
-    shell.show(format_plan(plan, full=shell.full))
+    """Show the plan; with ``apply``, confirm, execute, journal, verify. The exit code.
+
+    With ``shell.as_json`` the plan is not shown as text: one ``cwctl.action/1`` object is
+    shown at the end instead (the plan, what happened to each step, the verification)."""
+    report: dict[str, Any] = {"schema": ACTION_SCHEMA, "plan": plan.to_json(), "status": ""}
+    if not shell.as_json:
+        shell.show(format_plan(plan, full=shell.full))
+    try:
+        return await _carry_out(plan, target, runner, shell, report, apply, check, journal)
+    finally:
+        if shell.as_json:
+            shell.show(json.dumps(report, indent=1) + "\n")
+
+
+async def _carry_out(
+    plan: ActionPlan,
+    target: Target,
+    runner: Runner,
+    shell: Shell,
+    report: dict[str, Any],
+    apply: bool,
+    check: bool,
+    journal: Journal | None,
+) -> int:
     if not apply:
+        report["status"] = "planned"
         shell.say("dry run: nothing changed (--apply carries the plan out)")
         return EXIT_OK
     if not plan.steps:
+        report["status"] = "nothing to apply"
         shell.say("nothing to apply")
         return EXIT_OK
     if not shell.confirm(plan):
+        report["status"] = "declined"
         shell.say("not applied (declined)")
         return EXIT_USAGE
     journal = journal or Journal()
     execution = await apply_plan(plan, runner, journal)
+    report["status"] = execution.status
+    report["steps"] = [o.to_json() for o in execution.outcomes]
     shell.say("steps:\n" + execution.summary())
     if execution.failed is not None:
         step = plan.steps[execution.failed]
@@ -126,6 +158,7 @@ async def carry_out(
     if check and plan.kind != "rollback":
         result = await verify(target, plan.element)
         record_verification(journal, plan, result)
+        report["verify"] = result.to_json()
         shell.say(result.message())
         return EXIT_OK if result.gone else EXIT_PROBLEMS
     return EXIT_OK

@@ -190,3 +190,23 @@ def test_nic_and_link_reroutes_in_the_sim_verify(
     result = run("reroute", element, *sim, "--fault", fault, "--apply", "--yes", "--verify")
     assert result.exit_code == 0, result.output
     assert f"{element} is no longer a suspect" in result.stderr
+
+
+def test_format_json_is_one_action_object(state: Path) -> None:
+    planned = run("reroute", "spine2", *SIM, "--format", "json")
+    assert planned.exit_code == 0, planned.output
+    data = json.loads(planned.stdout)
+    assert (data["schema"], data["status"]) == ("cwctl.action/1", "planned")
+    assert data["plan"]["steps"][0]["change"] == {
+        "op": "ecmp_weight",
+        "leaf": "leaf1",
+        "spine": "spine2",
+        "weight": 0,
+    }
+    done = run(
+        "reroute", "spine2", *SIM, *FAULT, "--format", "json", "--apply", "--yes", "--verify"
+    )
+    assert done.exit_code == 0, done.output
+    data = json.loads(done.stdout)
+    assert data["status"] == "applied" and data["verify"]["gone"] is True
+    assert [s["status"] for s in data["steps"]] == ["ok"] * 4

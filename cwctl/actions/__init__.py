@@ -6,5 +6,7 @@ next-hop weights, ``slurm.py`` / ``k8s.py`` scheduler drain, ``simulated.py`` ch
 the simulator's model); ``planner.py`` picks the mechanism for a suspect element;
 ``runners.py`` runs argv lists (locally, over SSH) or model changes; ``executor.py``
 applies a plan in order, rolls back what ran when a step fails, and appends to the
-journal (``journal.py``). docs/actions.md describes all of it.
+journal (``journal.py``). ``session.py`` is the CLI's flow, ``api.py`` the one for other
+shells (the TUI: ``prepare`` a plan, show ``.text``, ``.apply()`` on yes).
+docs/actions.md describes all of it.
 """

@@ -116,7 +116,8 @@ class Journal:
         if entry.get("status") != "applied":
             raise InputError(
                 f"{eid} did not apply (status {entry.get('status')}): the steps that ran "
-                "were rolled back when it failed; nothing to undo"
+                "were rolled back when it failed; nothing to undo (cwctl journal lists "
+                "the others)"
             )
         done = [
             e

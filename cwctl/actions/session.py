@@ -173,17 +173,22 @@ async def act(
     check: bool = False,
     **ssh_options: Any,
 ) -> int:
-    """Plan (reading the hosts through the runner) and carry out, one action at a time."""
-    target, runner = target_for(request, **ssh_options)
-    try:
-        if apply:
-            with ActionLock():
-                plan = await make_plan(target, runner)
-                return await carry_out(plan, target, runner, shell, apply=True, check=check)
-        plan = await make_plan(target, runner)
-        return await carry_out(plan, target, runner, shell, apply=False)
-    finally:
-        await runner.close()
+    """Plan (reading the hosts through the runner) and carry out. With ``apply`` all of
+    it, from reading the current state to journalling, holds the action lock, so two
+    actions never plan from the same state (a simulator change saved meanwhile, say)."""
+
+    async def go() -> int:
+        target, runner = target_for(request, **ssh_options)
+        try:
+            plan = await make_plan(target, runner)
+            return await carry_out(plan, target, runner, shell, apply=apply, check=check)
+        finally:
+            await runner.close()
+
+    if apply:
+        with ActionLock():
+            return await go()
+    return await go()
 
 
 async def roll_back(action_id: str | None, shell: Shell, *, apply: bool, **ssh_options: Any) -> int:

@@ -210,3 +210,15 @@ def test_format_json_is_one_action_object(state: Path) -> None:
     data = json.loads(done.stdout)
     assert data["status"] == "applied" and data["verify"]["gone"] is True
     assert [s["status"] for s in data["steps"]] == ["ok"] * 4
+
+
+def test_drain_then_resume_in_the_sim(state: Path) -> None:
+    nothing = run("resume", "gpu-002", *SIM[:-2], "--apply", "--yes")
+    assert nothing.exit_code == 0 and "nothing to apply" in nothing.stderr
+    drained = run("drain", "gpu-002", *SIM[:-2], "--apply", "--yes")
+    assert drained.exit_code == 0, drained.output
+    resumed = run("resume", "gpu-002", *SIM[:-2], "--apply", "--yes")
+    assert resumed.exit_code == 0, resumed.output
+    assert "resume gpu-002 in the simulated scheduler" in resumed.stdout
+    rows = json.loads(run("journal", "--format", "json").stdout)["entries"]
+    assert [(r["kind"], r["status"]) for r in rows] == [("drain", "applied"), ("resume", "applied")]

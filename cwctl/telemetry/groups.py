@@ -157,24 +157,39 @@ def run_quantiles(r: Runs, ordered: F64, qs: tuple[float, ...]) -> list[F64]:
     return out
 
 
-def run_jitter(r: Runs, ordered: F64, t: I64, *, rows_in_order: bool = True) -> F64:
-    """Mean |difference| of consecutive values of each run (``ordered``, ``t``: in run
-    order) sorted by ``t``, ties in row order; NaN for runs with fewer than two values.
-    ``rows_in_order=False``: a run's rows are not ascending (``merged_runs``), so each run
-    is first put back in row order."""
+def run_jitter(r: Runs, by_row: F64, t_by_row: I64) -> F64:
+    """Mean |difference| of consecutive values of each run in ``t`` order, ties in row
+    order; NaN for runs with fewer than two values. ``by_row``/``t_by_row``: the values
+    and times indexed by row (``r.rows`` indexes them).
+
+    Each run's rows are sorted by one packed key, time above row index, when the times'
+    span leaves room for the index (a scan's seconds do); else by two stable argsorts.
+    """
     n_groups = len(r.counts)
     total = np.zeros(n_groups)
-    big = np.iinfo(np.int64).max
+    n = len(by_row)
+    if n:
+        t0 = int(t_by_row.min())
+        bits = max(int(n - 1).bit_length(), 1)
+        packable = (int(t_by_row.max()) - t0) >> (62 - bits) == 0
     for groups, at, real in r.blocks():
-        if not rows_in_order:  # positions of each run's rows in ascending row order
-            rows = r.rows[at]
-            rows[~real] = big
-            by_row = np.argsort(rows, axis=1)
-            at = np.take_along_axis(at, by_row, axis=1)
-        times = t[at]
-        times[~real] = big
-        order = np.argsort(times, axis=1, kind="stable")
-        block = np.take_along_axis(ordered[at], order, axis=1)
+        rows = r.rows[at]
+        if packable:
+            key = np.left_shift(t_by_row[rows] - t0, bits)
+            key |= rows
+            key[~real] = np.iinfo(np.int64).max
+            key.sort(axis=1)
+            key &= (1 << bits) - 1
+            np.minimum(key, n - 1, out=key)  # the padding: any row, its steps are dropped
+            block = by_row[key]
+        else:
+            rows[~real] = np.iinfo(np.int64).max
+            rows.sort(axis=1)
+            rows = np.where(real, rows, rows[:, :1])
+            times = t_by_row[rows]
+            times[~real] = np.iinfo(np.int64).max
+            order = np.argsort(times, axis=1, kind="stable")
+            block = by_row[np.take_along_axis(rows, order, axis=1)]
         step = np.abs(np.diff(block, axis=1))
         keep = real[:, 1:]
         owner = np.broadcast_to(groups[:, None], keep.shape)[keep]
@@ -195,5 +210,4 @@ def group_jitter(values: F64, t: I64, group: I64, n_groups: int) -> F64:
     """Mean |difference| of consecutive ``values`` per group in ``t`` order (ties in row
     order; NaNs skipped); NaN for groups with fewer than two values."""
     ok = ~np.isnan(values)
-    r = runs(group[ok], n_groups)
-    return run_jitter(r, values[ok][r.rows], t[ok][r.rows])
+    return run_jitter(runs(group[ok], n_groups), values[ok], t[ok])

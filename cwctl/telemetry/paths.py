@@ -124,8 +124,7 @@ def group_stats(obs: Observations, group: I64, n_groups: int) -> GroupStats:
     """Statistics of the observations grouped by ``group`` (ids ``0..n_groups-1``)."""
     ok = ~np.isnan(obs.owd_ns)
     r = runs(group[ok], n_groups)
-    ordered = obs.owd_ns[ok][r.rows], obs.t_ns[ok][r.rows]
-    return _stats(obs, group, n_groups, r, ordered, rows_in_order=True)
+    return _stats(obs, group, n_groups, r, obs.owd_ns[ok], obs.t_ns[ok])
 
 
 def _stats(
@@ -133,17 +132,18 @@ def _stats(
     group: I64,
     n_groups: int,
     r: Runs,
-    ordered: tuple[F64, I64],
-    *,
-    rows_in_order: bool,
+    owd_by_row: F64,
+    t_by_row: I64,
+    owd_in_run_order: F64 | None = None,
 ) -> GroupStats:
-    """``r``: the runs of ``group`` over the rows with a delay; ``ordered``: their delays
-    and send times in run order."""
+    """``r``: the runs of ``group`` over the rows with a delay, whose delays and send
+    times are ``owd_by_row`` and ``t_by_row`` (the delays in run order if known)."""
     sent = np.bincount(group, minlength=n_groups).astype(np.int64)
     received = np.bincount(group, weights=obs.received, minlength=n_groups).astype(np.int64)
-    owd, t = ordered
-    mn, p50, p90, p99, mx = run_quantiles(r, owd, QUANTILES)
-    jitter = run_jitter(r, owd, t, rows_in_order=rows_in_order)
+    if owd_in_run_order is None:
+        owd_in_run_order = owd_by_row[r.rows]
+    mn, p50, p90, p99, mx = run_quantiles(r, owd_in_run_order, QUANTILES)
+    jitter = run_jitter(r, owd_by_row, t_by_row)
     return GroupStats(sent, received, mn, p50, p90, p99, mx, jitter)
 
 
@@ -173,13 +173,14 @@ def path_table(obs: Observations) -> PathTable:
     ok = ~np.isnan(obs.owd_ns)
     by_port = runs(qid[ok], n_ports)
     by_path = merged_runs(by_port, port_path, n_paths)  # the same run order
-    ordered = obs.owd_ns[ok][by_port.rows], obs.t_ns[ok][by_port.rows]
+    owd, t = obs.owd_ns[ok], obs.t_ns[ok]
+    in_order = owd[by_port.rows]
     return PathTable(
         hosts=obs.hosts,
         path_key=pkeys,
-        path=_stats(obs, pid, n_paths, by_path, ordered, rows_in_order=False),
+        path=_stats(obs, pid, n_paths, by_path, owd, t, in_order),
         port_key=qkeys,
-        port=_stats(obs, qid, n_ports, by_port, ordered, rows_in_order=True),
+        port=_stats(obs, qid, n_ports, by_port, owd, t, in_order),
         port_path=port_path,
         port_id=qid,
     )

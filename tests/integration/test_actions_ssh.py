@@ -16,8 +16,9 @@ import pytest
 from cwctl.actions.executor import apply_plan, rollback_plan, verify
 from cwctl.actions.journal import Journal
 from cwctl.actions.planner import RouteOptions, Target, plan_drain, plan_reroute
+from cwctl.actions.route import parse_gateways
 from cwctl.actions.runners import SSHRunner
-from cwctl.inventory import Inventory, Scheduler
+from cwctl.inventory import Inventory, Scheduler, Switch
 from cwctl.pipeline import ScanRequest
 from tests.integration.sshfleet import SSHFleet
 
@@ -112,3 +113,61 @@ async def test_verify_rescans_the_inventory_over_ssh(fleet: SSHFleet, tmp_path: 
     )
     result = await verify(target, "gpu-002")
     assert result.gone and "gpu-002" not in result.suspects
+
+
+STAND_IN_IP = """#!{python}
+# A stand-in for iproute2's ip (NOT the real tool: the test must not touch this machine's
+# routes). It prints one multipath route for 'ip -j route show PREFIX' and logs the rest.
+import json, sys
+args = sys.argv[1:]
+if args[:3] == ["-j", "route", "show"]:
+    print(json.dumps([{{"dst": args[3], "flags": [], "nexthops": [
+        {{"gateway": "10.9.1.1", "dev": "eth0", "weight": 1, "flags": []}},
+        {{"gateway": "10.9.2.1", "dev": "eth1", "weight": 1, "flags": []}}]}}]))
+else:
+    open({log!r}, "a").write(json.dumps(args) + "\\n")
+"""
+
+
+async def test_tcp_reroute_over_ssh_reads_then_replaces_then_rolls_back(
+    fleet: SSHFleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await fleet.add("gpu-001")
+    await fleet.add("gpu-002")
+    bindir = tmp_path / "stand-in-bin"
+    bindir.mkdir()
+    log = tmp_path / "ip.log"
+    (bindir / "ip").write_text(STAND_IN_IP.format(python=sys.executable, log=str(log)))
+    (bindir / "ip").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    inv = fleet.inventory()
+    inv = dataclasses.replace(
+        inv,
+        hosts=tuple(dataclasses.replace(h, leaf="leaf1") for h in inv.hosts),
+        switches=(
+            Switch("spine1", "spine"),
+            Switch("spine2", "spine"),
+            Switch("leaf1", "leaf", ("spine1", "spine2")),
+        ),
+    )
+    options = RouteOptions(prefix="10.0.0.0/8", gateways=parse_gateways(["spine2=10.9.2.1"]))
+    runner = SSHRunner(inv, client_options=fleet.client_options)
+    journal = Journal(tmp_path / "state")
+    try:
+        plan = await plan_reroute("spine2", Target(inventory=inv), runner, options)
+        assert [s.host for s in plan.steps] == ["gpu-001", "gpu-002"]
+        assert not log.exists()  # planning only read
+        assert (await apply_plan(plan, runner, journal)).status == "applied"
+        assert (await apply_plan(rollback_plan(journal.find(None)), runner, journal)).status == (
+            "applied"
+        )
+    finally:
+        await runner.close()
+    one = ["route", "replace", "10.0.0.0/8", "nexthop", "via", "10.9.1.1", "dev", "eth0"]
+    both = [*one, "weight", "1", "nexthop", "via", "10.9.2.1", "dev", "eth1", "weight", "1"]
+    assert [json.loads(line) for line in log.read_text().splitlines()] == [
+        [*one, "weight", "1"],
+        [*one, "weight", "1"],
+        both,
+        both,
+    ]

@@ -10,6 +10,7 @@ is on top of the dashboard. The UI never waits on the network.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -58,8 +59,10 @@ class CwctlApp(App[None]):
         readonly: bool = False,
         interval_s: float = DEFAULT_INTERVAL_S,
         max_scans: int | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__()
+        self.clock = clock  # wall clock for the status bar (tests pin it)
         self.source = source
         self.readonly = readonly
         self.interval_s = interval_s
@@ -79,9 +82,14 @@ class CwctlApp(App[None]):
 
     @property
     def dashboard(self) -> DashboardScreen:
-        screen = self.screen_stack[0]
-        assert isinstance(screen, DashboardScreen)
+        screen = self._dashboard()
+        assert screen is not None, "the app is not running"
         return screen
+
+    def _dashboard(self) -> DashboardScreen | None:
+        """The dashboard, or None while the app starts up or shuts down."""
+        stack = self.screen_stack
+        return stack[0] if stack and isinstance(stack[0], DashboardScreen) else None
 
     def on_mount(self) -> None:
         self.sub_title = self.source.label
@@ -104,7 +112,7 @@ class CwctlApp(App[None]):
         if self._covered():
             self._scan_due = True
             return
-        if self.scanning:
+        if self.scanning or self._dashboard() is None:
             return
         self._scan_due = False
         self.scanning = True
@@ -117,7 +125,7 @@ class CwctlApp(App[None]):
     @work(exclusive=True, group="scan")
     async def run_scan(self, number: int) -> None:
         self.post_message(ScanStarted(number))
-        started = time.perf_counter()
+        started = self.clock()
         try:
             snapshot = await self.source.next_snapshot()
         except CwctlError as exc:
@@ -125,7 +133,7 @@ class CwctlApp(App[None]):
         except Exception as exc:  # a bug or a network surprise: show it, keep the UI up
             self.post_message(ScanFailed(number, f"{type(exc).__name__}: {exc}"))
         else:
-            self.post_message(ScanFinished(number, snapshot, time.perf_counter() - started))
+            self.post_message(ScanFinished(number, snapshot, self.clock() - started))
 
     def on_scan_started(self, message: ScanStarted) -> None:
         self._refresh_status()
@@ -135,9 +143,12 @@ class CwctlApp(App[None]):
         self.scans = message.number
         self.snapshot = message.snapshot
         self._last_elapsed_s = message.elapsed_s
-        self._last_finished = time.time()
+        self._last_finished = self.clock()
         self._last_error = None
-        self.dashboard.show(message.snapshot)
+        dashboard = self._dashboard()
+        if dashboard is None:
+            return
+        dashboard.show(message.snapshot)
         self._refresh_status()
         self.set_timer(self.interval_s, self.start_scan)  # re-arm after, never pile up
 
@@ -149,7 +160,10 @@ class CwctlApp(App[None]):
         self.set_timer(max(self.interval_s, RETRY_INTERVAL_S), self.start_scan)
 
     def _refresh_status(self) -> None:
-        self.dashboard.set_status(
+        dashboard = self._dashboard()
+        if dashboard is None:
+            return
+        dashboard.set_status(
             status_text(
                 self.source.label,
                 scans=self.scans,
@@ -257,6 +271,9 @@ def make_app(
     readonly: bool = False,
     interval_s: float = DEFAULT_INTERVAL_S,
     max_scans: int | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> CwctlApp:
     """The app around ``source`` (a ``PipelineSource`` for the CLI, anything in tests)."""
-    return CwctlApp(source, readonly=readonly, interval_s=interval_s, max_scans=max_scans)
+    return CwctlApp(
+        source, readonly=readonly, interval_s=interval_s, max_scans=max_scans, clock=clock
+    )

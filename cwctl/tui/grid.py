@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.report.units import fmt_ns, fmt_ratio
-from cwctl.snapshot import FabricSnapshot
+from cwctl.snapshot import FabricSnapshot, HostReport
 
 Metric = Literal["delay", "loss"]
 METRICS: tuple[Metric, ...] = ("delay", "loss")
@@ -46,6 +46,14 @@ class Grid:
     @property
     def size(self) -> int:
         return len(self.labels)
+
+
+def host_matches(host: HostReport, needle: str) -> bool:
+    """The ``/`` filter: a case-insensitive substring of the name, leaf or status."""
+    needle = needle.lower()
+    return not needle or any(
+        needle in (field or "").lower() for field in (host.name, host.leaf, host.status)
+    )
 
 
 def host_order(snapshot: FabricSnapshot) -> list[str]:

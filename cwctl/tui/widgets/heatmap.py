@@ -19,7 +19,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from cwctl.snapshot import FabricSnapshot
-from cwctl.tui.grid import NO_DATA, Grid, Metric, build_grid, fmt_value, legend_labels
+from cwctl.tui.grid import NO_DATA, Grid, Metric, build_grid, fmt_value, host_matches, legend_labels
 
 CELL_W = 2
 HEADER_LINES = 1  # the title
@@ -98,11 +98,9 @@ class Heatmap(Widget, can_focus=True):
             self.rows = []
         else:
             self.grid = build_grid(self.snapshot, self.metric, self.fit())
-            needle = self.host_filter.lower()
+            shown = {h.name for h in self.snapshot.hosts if host_matches(h, self.host_filter)}
             self.rows = [
-                i
-                for i, members in enumerate(self.grid.members)
-                if not needle or any(needle in m.lower() for m in members)
+                i for i, members in enumerate(self.grid.members) if shown.intersection(members)
             ]
             r, c = self.cursor
             self.cursor = (

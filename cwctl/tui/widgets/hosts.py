@@ -5,15 +5,8 @@ from __future__ import annotations
 from textual.widgets import DataTable
 
 from cwctl.report.units import fmt_ns, fmt_ppb
-from cwctl.snapshot import FabricSnapshot, HostReport
-
-
-def host_matches(host: HostReport, needle: str) -> bool:
-    """The ``/`` filter: a case-insensitive substring of the name, leaf or status."""
-    needle = needle.lower()
-    return not needle or any(
-        needle in (field or "").lower() for field in (host.name, host.leaf, host.status)
-    )
+from cwctl.snapshot import FabricSnapshot
+from cwctl.tui.grid import host_matches
 
 
 class HostsTable(DataTable[str]):

@@ -1,0 +1,238 @@
+"""The app under Pilot: scans, panels, screens, keys, actions and --readonly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from textual.widgets import Button, DataTable, Input
+from textual.widgets._footer import FooterKey
+from tui_fixtures import known_snapshot
+
+from cwctl.pipeline import ScanRequest
+from cwctl.snapshot import FabricSnapshot
+from cwctl.tui import app as app_module
+from cwctl.tui.app import CwctlApp, make_app
+from cwctl.tui.control import PlannedAction
+from cwctl.tui.screens.confirm import ConfirmScreen, NoticeScreen
+from cwctl.tui.screens.detail import HostDetailScreen
+from cwctl.tui.screens.filter import FilterScreen
+from cwctl.tui.screens.help import HelpScreen
+from cwctl.tui.source import FixedSource, PipelineSource
+from cwctl.tui.widgets.heatmap import BIN_COLORS, Heatmap
+from cwctl.tui.widgets.hosts import HostsTable
+from cwctl.tui.widgets.suspects import SuspectsTable
+
+SIZE = (120, 40)
+
+
+async def wait_for(pilot: Any, condition: Any, timeout_s: float = 10.0) -> None:
+    waited = 0.0
+    while not condition():
+        assert waited < timeout_s, "timed out waiting"
+        await pilot.pause(0.02)
+        waited += 0.02
+
+
+def fixed_app(snapshot: FabricSnapshot | None = None, **kwargs: Any) -> CwctlApp:
+    source = FixedSource([snapshot or known_snapshot()], label="SIMULATED")
+    kwargs.setdefault("max_scans", 1)
+    return make_app(source, **kwargs)
+
+
+def footer_keys(app: CwctlApp) -> set[str]:
+    return {key.description for key in app.screen.query(FooterKey)}
+
+
+async def test_simulated_fleet_scans_twice_and_names_the_fault(sim_request: ScanRequest) -> None:
+    source = PipelineSource(sim_request)
+    app = make_app(source, interval_s=0.01, max_scans=2)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.scans >= 2, timeout_s=30)
+        # The timer re-armed once after the first scan: two scans, one model, two windows.
+        assert source.calls == 2
+        assert source.model is not None and source.model.windows == 2
+        suspects = app.dashboard.query_one(SuspectsTable)
+        elements = [str(key.value) for key in suspects.rows]
+        assert elements[0] == "leaf1-spine2"
+        status = str(app.dashboard.query_one("#status").render())
+        assert "SIMULATED" in status and "scan 2" in status and "timestamps hw" in status
+        assert app.dashboard.query_one(HostsTable).row_count == 16
+
+
+async def test_heatmap_draws_each_cell_in_its_bin_colour(snapshot: FabricSnapshot) -> None:
+    app = fixed_app(snapshot)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.scans == 1)
+        heatmap = app.dashboard.query_one(Heatmap)
+        assert heatmap.grid is not None and heatmap.grid.level == "host"
+        labels = heatmap.grid.labels
+
+        def cell_colour(src: str, dst: str) -> str | None:
+            strip = heatmap.render_line(1 + labels.index(src))
+            x = 0
+            target = heatmap._label_width_for(snapshot) + 1 + 2 * labels.index(dst)
+            for segment in strip:
+                if x <= target < x + segment.cell_length:
+                    colour = segment.style.bgcolor if segment.style else None
+                    return None if colour is None else colour.name
+                x += segment.cell_length
+            raise AssertionError("cell outside the line")
+
+        assert cell_colour("gpu-001", "gpu-002") == BIN_COLORS[0]
+        assert cell_colour("gpu-001", "gpu-003") == BIN_COLORS[1]
+        assert cell_colour("gpu-002", "gpu-004") == BIN_COLORS[2]
+        assert cell_colour("gpu-003", "gpu-004") == BIN_COLORS[3]
+        assert cell_colour("gpu-004", "gpu-001") == BIN_COLORS[4]
+        assert cell_colour("gpu-002", "gpu-001") is None  # not probed: no colour
+        # The cursor starts top-left; moving it right reads out the path's value.
+        await pilot.press("right")
+        assert "gpu-001 → gpu-002: 500 ns" in heatmap.render_line(1 + 4 + 1).text
+        await pilot.press("m")
+        assert heatmap.metric == "loss" and "loss" in heatmap.render_line(0).text
+
+
+async def test_enter_opens_host_detail_and_escape_returns() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.scans == 1)
+        await pilot.press("down", "enter")  # heatmap cursor on gpu-002's row
+        assert isinstance(app.screen, HostDetailScreen)
+        assert app.screen.host_name == "gpu-002"
+        clock = str(app.screen.query_one("#clock").render())
+        assert "+3.0 µs" in clock and "gpu-003" in clock  # offset vs the reference
+        assert "H100" in str(app.screen.query_one("#gpus").render())
+        paths = app.screen.query_one("#paths", DataTable)
+        assert paths.row_count == 2  # gpu-001 -> gpu-002 and gpu-002 -> gpu-004
+        await pilot.press("escape")
+        assert app.screen is app.dashboard
+        # enter on a row of the hosts table opens that host
+        hosts = app.dashboard.query_one(HostsTable)
+        hosts.focus()
+        hosts.move_cursor(row=hosts.get_row_index("gpu-004"))
+        await pilot.press("enter")
+        assert isinstance(app.screen, HostDetailScreen) and app.screen.host_name == "gpu-004"
+
+
+async def test_slash_filters_hosts_and_heatmap_rows() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.scans == 1)
+        await pilot.press("slash")
+        assert isinstance(app.screen, FilterScreen)
+        await pilot.press(*"leaf2", "enter")
+        assert app.screen is app.dashboard
+        hosts = app.dashboard.query_one(HostsTable)
+        assert hosts.shown_hosts == ["gpu-003", "gpu-004"]
+        heatmap = app.dashboard.query_one(Heatmap)
+        assert heatmap.grid is not None
+        assert [heatmap.grid.labels[r] for r in heatmap.rows] == ["gpu-003", "gpu-004"]
+        # Escape keeps the filter; an empty filter shows every host again.
+        await pilot.press("slash", "escape")
+        assert hosts.shown_hosts == ["gpu-003", "gpu-004"]
+        await pilot.press("slash")
+        app.screen.query_one(Input).value = ""
+        await pilot.press("enter")
+        assert len(hosts.shown_hosts) == 4
+
+
+async def test_help_pauses_scans_and_q_quits() -> None:
+    source = FixedSource([known_snapshot()], label="SIMULATED")
+    app = make_app(source, interval_s=0.01)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.scans >= 1)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = str(app.screen.query_one("#help-text").render())
+        assert "reroute" in text and "filter" in text
+        await pilot.pause(0.05)
+        calls = source.calls
+        await pilot.pause(0.2)
+        assert source.calls == calls  # nothing scanned behind the dialog
+        await pilot.press("escape")
+        assert app.screen is app.dashboard
+        await wait_for(pilot, lambda: source.calls > calls)  # and scans resume
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.is_running
+
+
+async def test_readonly_hides_every_action() -> None:
+    app = fixed_app(readonly=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.scans == 1)
+        keys = footer_keys(app)
+        assert "Quit" in keys and "Reroute" not in keys and "Drain" not in keys
+        await pilot.press("r", "d")
+        assert app.screen is app.dashboard
+        assert "READONLY" in str(app.dashboard.query_one("#status").render())
+        await pilot.press("question_mark")
+        assert "reroute" not in str(app.screen.query_one("#help-text").render())
+    writable = fixed_app()
+    async with writable.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: writable.scans == 1)
+        assert {"Reroute", "Drain"} <= footer_keys(writable)
+
+
+async def test_actions_without_a_planner_say_so_and_apply_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("cwctl.tui.control._planner", lambda: None)
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.scans == 1)
+        await pilot.press("r")
+        assert isinstance(app.screen, NoticeScreen)
+        text = str(app.screen.query_one("#notice-text").render())
+        assert "Actions are unavailable" in text and "leaf2" in text
+        await pilot.press("escape")
+        assert app.screen is app.dashboard and app.applied == []
+
+
+def recording_plan(applied: list[str]) -> Any:
+    def plan(kind: str, target: str, source: Any) -> PlannedAction:
+        async def apply() -> str:
+            applied.append(f"{kind} {target}")
+            return "done"
+
+        return PlannedAction(kind, target, f"{kind} {target}", f"step 1: {kind} {target}", apply)  # type: ignore[arg-type]
+
+    return plan
+
+
+async def test_confirmation_applies_only_on_yes(monkeypatch: pytest.MonkeyPatch) -> None:
+    done: list[str] = []
+    monkeypatch.setattr(app_module, "plan_action", recording_plan(done))
+    app = fixed_app(max_scans=None, interval_s=60)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.scans == 1)
+        for answer in ("n", "escape", "enter", "y"):  # enter presses the focused Cancel
+            await pilot.press("r")
+            assert isinstance(app.screen, ConfirmScreen)
+            assert "step 1: reroute leaf2" in str(app.screen.query_one("#plan-text").render())
+            focused = app.screen.focused
+            assert isinstance(focused, Button) and focused.id == "no"  # focus on Cancel
+            await pilot.press(answer)
+            await pilot.pause()
+            assert app.screen is app.dashboard
+            assert done == (["reroute leaf2"] if answer == "y" else []), answer
+        await wait_for(pilot, lambda: app.scans == 2)  # an applied plan is followed by a scan
+        # d drains the host under the heatmap's cursor (third row: gpu-003)
+        await pilot.press("down", "down", "d", "y")
+        await pilot.pause()
+        assert done == ["reroute leaf2", "drain gpu-003"]
+
+
+async def test_a_failed_scan_is_shown_and_the_app_stays_up() -> None:
+    class Broken:
+        label = "ssh inventory.toml"
+        simulated = False
+
+        async def next_snapshot(self) -> FabricSnapshot:
+            raise OSError("network unreachable")
+
+    app = make_app(Broken(), interval_s=60)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app._last_error is not None)
+        status = str(app.dashboard.query_one("#status").render())
+        assert "network unreachable" in status and app.is_running

@@ -368,6 +368,9 @@ class PlanFormat(StrEnum):
     json = "json"
 
 
+SudoOpt = Annotated[
+    bool, typer.Option("--sudo", help="Run each command through 'sudo -n' on its host.")
+]
 PlanFormatOpt = Annotated[
     PlanFormat,
     typer.Option("--format", help="table (the plan as text) or json (cwctl.action/1)."),
@@ -454,11 +457,13 @@ def reroute(
     apply: ApplyOpt = False,
     yes: YesOpt = False,
     fmt: PlanFormatOpt = PlanFormat.table,
+    sudo: SudoOpt = False,
     verify: VerifyOpt = False,
 ) -> None:
     """Plan steering traffic around a suspect; --apply carries it out."""
 
     def body() -> int:
+        from cwctl.actions.plan import with_sudo
         from cwctl.actions.planner import RouteOptions, plan_reroute
         from cwctl.actions.route import parse_gateways
         from cwctl.actions.session import act
@@ -476,7 +481,8 @@ def reroute(
         )
 
         async def make(target: Any, runner: Any) -> Any:
-            return await plan_reroute(element, target, runner, options)
+            plan = await plan_reroute(element, target, runner, options)
+            return with_sudo(plan) if sudo else plan
 
         return asyncio.run(act(make, request, _shell(yes, fmt), apply=apply, check=verify))
 
@@ -494,14 +500,18 @@ def _scheduler_action(
     yes: bool,
     verify: bool,
     fmt: PlanFormat = PlanFormat.table,
+    sudo: bool = False,
 ) -> int:
+    from cwctl.actions.plan import with_sudo
     from cwctl.actions.planner import plan_drain, plan_resume
     from cwctl.actions.session import act
 
     async def make(target: Any, runner: Any) -> Any:
         if kind == "drain":
-            return plan_drain(host, target, reason=reason, evict=evict)
-        return plan_resume(host, target, reason=reason)
+            plan = plan_drain(host, target, reason=reason, evict=evict)
+        else:
+            plan = plan_resume(host, target, reason=reason)
+        return with_sudo(plan) if sudo else plan
 
     return asyncio.run(act(make, request, _shell(yes, fmt), apply=apply, check=verify))
 
@@ -524,6 +534,7 @@ def drain(
     apply: ApplyOpt = False,
     yes: YesOpt = False,
     fmt: PlanFormatOpt = PlanFormat.table,
+    sudo: SudoOpt = False,
     verify: VerifyOpt = False,
 ) -> None:
     """Take a host out of the scheduler (Slurm drain, Kubernetes cordon)."""
@@ -549,6 +560,7 @@ def drain(
             yes=yes,
             verify=verify,
             fmt=fmt,
+            sudo=sudo,
         )
 
     raise typer.Exit(run_guarded(body))
@@ -566,6 +578,7 @@ def resume(
     apply: ApplyOpt = False,
     yes: YesOpt = False,
     fmt: PlanFormatOpt = PlanFormat.table,
+    sudo: SudoOpt = False,
 ) -> None:
     """Put a drained host back into the scheduler."""
 
@@ -590,6 +603,7 @@ def resume(
             yes=yes,
             verify=False,
             fmt=fmt,
+            sudo=sudo,
         )
 
     raise typer.Exit(run_guarded(body))

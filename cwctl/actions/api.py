@@ -21,7 +21,7 @@ from typing import Any, Literal
 from cwctl.actions.executor import Execution, Verification, apply_plan, record_verification
 from cwctl.actions.executor import verify as rescan
 from cwctl.actions.journal import ActionLock, Journal
-from cwctl.actions.plan import ActionPlan, format_plan
+from cwctl.actions.plan import ActionPlan, format_plan, with_sudo
 from cwctl.actions.planner import RouteOptions, Target, plan_drain, plan_reroute, plan_resume
 from cwctl.actions.runners import Runner, SimRunner
 from cwctl.actions.session import target_for
@@ -86,6 +86,7 @@ async def prepare(
     model: Any = None,
     reason: str = "cwctl",
     options: RouteOptions | None = None,
+    sudo: bool = False,
 ) -> Prepared:
     """Plan ``kind`` on ``element`` for the hosts ``request`` describes."""
     runner: Runner
@@ -103,4 +104,4 @@ async def prepare(
     except BaseException:
         await runner.close()
         raise
-    return Prepared(plan, target, runner)
+    return Prepared(with_sudo(plan) if sudo else plan, target, runner)

@@ -118,6 +118,31 @@ class ActionPlan:
         )
 
 
+SUDO = ("sudo", "-n", "--")  # -n: fail at once rather than wait for a password
+
+
+def with_sudo(plan: ActionPlan) -> ActionPlan:
+    """The plan with every command (and its undo) run through ``sudo -n --``; the
+    simulator's steps are left as they are."""
+
+    def wrap(argv: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if argv is None else (*SUDO, *argv)
+
+    plan.steps = [
+        step
+        if step.change is not None
+        else Step(
+            host=step.host,
+            description=step.description,
+            argv=wrap(step.argv) or (),
+            undo_argv=wrap(step.undo_argv),
+            undo_description=step.undo_description,
+        )
+        for step in plan.steps
+    ]
+    return plan
+
+
 def utc_now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

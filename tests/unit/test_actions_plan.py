@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cwctl.actions import k8s, nccl, route, slurm
-from cwctl.actions.plan import ActionPlan, Step, format_plan
+from cwctl.actions.plan import ActionPlan, Step, format_plan, with_sudo
 from cwctl.actions.planner import RouteOptions, Target, plan_drain, plan_reroute, resolve
 from cwctl.actions.runners import CommandResult
 from cwctl.errors import InputError
@@ -321,3 +321,12 @@ def test_exact_lists_never_leave_the_nic_in_use(items: list[str], mode: str) -> 
         assert "mlx5_1" in names or (new is None and not value)
     else:
         assert "mlx5_1" not in names
+
+
+def test_sudo_wraps_commands_and_undos_not_sim_changes() -> None:
+    plan = plan_drain("gpu-002", Target(inventory=inventory()), reason="r")
+    plan.steps.append(Step("sim", "d", change={"op": "drain_host", "host": "x"}))
+    with_sudo(plan)
+    assert plan.steps[0].argv[:4] == ("sudo", "-n", "--", "scontrol")
+    assert (plan.steps[0].undo_argv or ())[:4] == ("sudo", "-n", "--", "scontrol")
+    assert plan.steps[1].argv == () and plan.steps[1].change is not None

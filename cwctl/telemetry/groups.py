@@ -92,6 +92,7 @@ class Runs:
     rows: npt.NDArray[np.intp]
     counts: I64
     starts: I64
+    ascending: bool = True  # each run's rows ascend (row order is run order)
 
     def blocks(self) -> Iterator[tuple[I64, npt.NDArray[np.intp], npt.NDArray[np.bool_]]]:
         """Groups of similar size (within 2x) as padded 2-D blocks: (group ids, positions
@@ -131,7 +132,7 @@ def merged_runs(inner: Runs, parent: I64, n_parents: int) -> Runs:
     order (``parent`` maps inner id -> parent id, non-decreasing). Within a parent, rows
     come inner group by inner group: the same run order as ``inner``."""
     counts = np.bincount(parent, weights=inner.counts, minlength=n_parents).astype(np.int64)
-    return Runs(inner.rows, counts, np.cumsum(counts) - counts)
+    return Runs(inner.rows, counts, np.cumsum(counts) - counts, ascending=False)
 
 
 def run_quantiles(r: Runs, ordered: F64, qs: tuple[float, ...]) -> list[F64]:
@@ -157,39 +158,45 @@ def run_quantiles(r: Runs, ordered: F64, qs: tuple[float, ...]) -> list[F64]:
     return out
 
 
-def run_jitter(r: Runs, by_row: F64, t_by_row: I64) -> F64:
+def run_jitter(r: Runs, by_row: F64, t_by_row: I64, in_run_order: F64 | None = None) -> F64:
     """Mean |difference| of consecutive values of each run in ``t`` order, ties in row
     order; NaN for runs with fewer than two values. ``by_row``/``t_by_row``: the values
-    and times indexed by row (``r.rows`` indexes them).
+    and times indexed by row (``r.rows`` indexes them); ``in_run_order``: the values
+    gathered by ``r.rows`` when already at hand.
 
-    Each run's rows are sorted by one packed key, time above row index, when the times'
-    span leaves room for the index (a scan's seconds do); else by two stable argsorts.
+    Each block of runs is sorted row-wise by one packed key, time above position in the
+    run. Equal times within a run are ordered by position, which is row order when the
+    runs' rows ascend (``Runs.ascending``); otherwise such a block is re-sorted by time
+    above row index. Times spanning too much to pack (not a scan) fall back to argsort.
     """
     n_groups = len(r.counts)
     total = np.zeros(n_groups)
     n = len(by_row)
-    if n:
-        t0 = int(t_by_row.min())
-        bits = max(int(n - 1).bit_length(), 1)
-        packable = (int(t_by_row.max()) - t0) >> (62 - bits) == 0
+    if not n:
+        return np.full(n_groups, np.nan)
+    t0, span = int(t_by_row.min()), int(t_by_row.max()) - int(t_by_row.min())
+    t_run = t_by_row[r.rows]
+    v_run = by_row[r.rows] if in_run_order is None else in_run_order
+    big = np.iinfo(np.int64).max
     for groups, at, real in r.blocks():
-        rows = r.rows[at]
-        if packable:
-            key = np.left_shift(t_by_row[rows] - t0, bits)
-            key |= rows
-            key[~real] = np.iinfo(np.int64).max
+        width = at.shape[1]
+        bits = max(int(width - 1).bit_length(), 1)
+        block = None
+        if not span >> (62 - bits):
+            key = np.left_shift(t_run[at] - t0, bits)
+            key |= np.arange(width)
+            key[~real] = big
             key.sort(axis=1)
-            key &= (1 << bits) - 1
-            np.minimum(key, n - 1, out=key)  # the padding: any row, its steps are dropped
-            block = by_row[key]
-        else:
-            rows[~real] = np.iinfo(np.int64).max
-            rows.sort(axis=1)
-            rows = np.where(real, rows, rows[:, :1])
-            times = t_by_row[rows]
-            times[~real] = np.iinfo(np.int64).max
-            order = np.argsort(times, axis=1, kind="stable")
-            block = by_row[np.take_along_axis(rows, order, axis=1)]
+            tie = False
+            if not r.ascending:
+                t_sorted = key >> bits
+                tie = bool(np.any((t_sorted[:, 1:] == t_sorted[:, :-1]) & real[:, 1:]))
+            if not tie:
+                key &= (1 << bits) - 1
+                np.minimum(key, width - 1, out=key)  # the padding: any entry, dropped below
+                block = np.take_along_axis(v_run[at], key, axis=1)
+        if block is None:
+            block = _by_time_then_row(r.rows[at], real, by_row, t_by_row)
         step = np.abs(np.diff(block, axis=1))
         keep = real[:, 1:]
         owner = np.broadcast_to(groups[:, None], keep.shape)[keep]
@@ -197,6 +204,19 @@ def run_jitter(r: Runs, by_row: F64, t_by_row: I64) -> F64:
     count = np.maximum(r.counts - 1, 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def _by_time_then_row(
+    rows: npt.NDArray[np.intp], real: npt.NDArray[np.bool_], by_row: F64, t_by_row: I64
+) -> F64:
+    """A block's values, each line sorted by time, ties by row (two stable sorts)."""
+    big = np.iinfo(np.int64).max
+    rows = np.where(real, rows, big)
+    rows.sort(axis=1)
+    rows = np.where(real, rows, rows[:, :1])
+    times = np.where(real, t_by_row[rows], big)
+    order = np.argsort(times, axis=1, kind="stable")
+    return by_row[np.take_along_axis(rows, order, axis=1)]
 
 
 def group_quantiles(values: F64, group: I64, n_groups: int, qs: tuple[float, ...]) -> list[F64]:

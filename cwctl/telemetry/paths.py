@@ -143,7 +143,7 @@ def _stats(
     if owd_in_run_order is None:
         owd_in_run_order = owd_by_row[r.rows]
     mn, p50, p90, p99, mx = run_quantiles(r, owd_in_run_order, QUANTILES)
-    jitter = run_jitter(r, owd_by_row, t_by_row)
+    jitter = run_jitter(r, owd_by_row, t_by_row, owd_in_run_order)
     return GroupStats(sent, received, mn, p50, p90, p99, mx, jitter)
 
 

@@ -95,15 +95,24 @@ class SSHRunner:
         accept_new_host_keys: bool = False,
         timeout_s: float = COMMAND_TIMEOUT_S,
     ) -> None:
-        from cwctl.transport.ssh import SSHLauncher
-
         self.inventory = inventory
-        self.launcher = SSHLauncher(
-            inventory, accept_new_host_keys=accept_new_host_keys, client_options=client_options
-        )
+        self._launcher_args: dict[str, Any] = {
+            "accept_new_host_keys": accept_new_host_keys,
+            "client_options": client_options,
+        }
+        self._launcher: Any = None  # built on the first remote command: a dry run of a
+        # plan that reads nothing remote needs no SSH settings at all
         self.local = LocalRunner(timeout_s)
         self.timeout_s = timeout_s
         self._conns: dict[str, Any] = {}
+
+    @property
+    def launcher(self) -> Any:
+        if self._launcher is None:
+            from cwctl.transport.ssh import SSHLauncher
+
+            self._launcher = SSHLauncher(self.inventory, **self._launcher_args)
+        return self._launcher
 
     def _endpoint(self, host: str) -> tuple[Any, Any]:
         """(Endpoint, explicit port) for an inventory host, or for a host only named in
@@ -154,7 +163,8 @@ class SSHRunner:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(conn.wait_closed(), 2.0)
         self._conns.clear()
-        await self.launcher.close()
+        if self._launcher is not None:
+            await self._launcher.close()
 
 
 class SimRunner:

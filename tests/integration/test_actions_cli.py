@@ -222,3 +222,16 @@ def test_drain_then_resume_in_the_sim(state: Path) -> None:
     assert "resume gpu-002 in the simulated scheduler" in resumed.stdout
     rows = json.loads(run("journal", "--format", "json").stdout)["entries"]
     assert [(r["kind"], r["status"]) for r in rows] == [("drain", "applied"), ("resume", "applied")]
+
+
+def test_a_dry_run_that_reads_nothing_needs_no_ssh(state: Path, tmp_path: Path) -> None:
+    path = tmp_path / "remote.toml"
+    path.write_text(
+        '[ssh]\nidentity = "no-such-key"\n\n[scheduler]\nkind = "k8s"\nhost = "k8s-ctl"\n\n'
+        '[[host]]\nname = "gpu-001"\naddress = "10.0.1.1"\n'
+    )
+    result = run("drain", "gpu-001", "-i", str(path), "--evict", "--sudo")
+    assert result.exit_code == 0, result.output
+    assert "[k8s-ctl] kubernetes: cordon gpu-001" in result.stdout
+    assert "run:  sudo -n -- kubectl drain gpu-001 --ignore-daemonsets" in result.stdout
+    assert "undo: (cannot be undone)" in result.stdout

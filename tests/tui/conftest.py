@@ -13,7 +13,7 @@ from cwctl.transport.sim import forget_kept_models
 
 
 @pytest.fixture
-def snapshot() -> FabricSnapshot:
+def known() -> FabricSnapshot:
     return known_snapshot()
 
 

@@ -60,8 +60,8 @@ async def test_simulated_fleet_scans_twice_and_names_the_fault(sim_request: Scan
         assert app.dashboard.query_one(HostsTable).row_count == 16
 
 
-async def test_heatmap_draws_each_cell_in_its_bin_colour(snapshot: FabricSnapshot) -> None:
-    app = fixed_app(snapshot)
+async def test_heatmap_draws_each_cell_in_its_bin_colour(known: FabricSnapshot) -> None:
+    app = fixed_app(known)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.scans == 1)
         heatmap = app.dashboard.query_one(Heatmap)
@@ -71,7 +71,7 @@ async def test_heatmap_draws_each_cell_in_its_bin_colour(snapshot: FabricSnapsho
         def cell_colour(src: str, dst: str) -> str | None:
             strip = heatmap.render_line(1 + labels.index(src))
             x = 0
-            target = heatmap._label_width_for(snapshot) + 1 + 2 * labels.index(dst)
+            target = heatmap._label_width_for(known) + 1 + 2 * labels.index(dst)
             for segment in strip:
                 if x <= target < x + segment.cell_length:
                     colour = segment.style.bgcolor if segment.style else None

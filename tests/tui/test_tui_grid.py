@@ -11,12 +11,12 @@ from cwctl.snapshot import FabricSnapshot, HostReport, PathReport
 from cwctl.tui.grid import NO_DATA, build_grid, host_order, legend_labels
 
 
-def test_hosts_are_ordered_by_leaf_then_name(snapshot: FabricSnapshot) -> None:
-    assert host_order(snapshot) == ["gpu-001", "gpu-002", "gpu-003", "gpu-004"]
+def test_hosts_are_ordered_by_leaf_then_name(known: FabricSnapshot) -> None:
+    assert host_order(known) == ["gpu-001", "gpu-002", "gpu-003", "gpu-004"]
 
 
-def test_each_path_lands_in_its_cell_and_bin(snapshot: FabricSnapshot) -> None:
-    grid = build_grid(snapshot, "delay")
+def test_each_path_lands_in_its_cell_and_bin(known: FabricSnapshot) -> None:
+    grid = build_grid(known, "delay")
     assert grid.level == "host" and grid.labels == ["gpu-001", "gpu-002", "gpu-003", "gpu-004"]
     at = {name: i for i, name in enumerate(grid.labels)}
     assert grid.values[at["gpu-001"], at["gpu-003"]] == 2_000.0
@@ -35,8 +35,8 @@ def test_each_path_lands_in_its_cell_and_bin(snapshot: FabricSnapshot) -> None:
     assert (grid.bins == NO_DATA).sum() == 16 - 5
 
 
-def test_loss_metric(snapshot: FabricSnapshot) -> None:
-    grid = build_grid(snapshot, "loss")
+def test_loss_metric(known: FabricSnapshot) -> None:
+    grid = build_grid(known, "loss")
     at = {name: i for i, name in enumerate(grid.labels)}
     assert grid.values[at["gpu-004"], at["gpu-001"]] == 0.5
     assert grid.bins[at["gpu-004"], at["gpu-001"]] == 4
@@ -44,8 +44,8 @@ def test_loss_metric(snapshot: FabricSnapshot) -> None:
     assert legend_labels("loss")[0] == "0" and legend_labels("delay")[-1] == "≥64µs"
 
 
-def test_aggregates_by_leaf_keeping_the_worst_path(snapshot: FabricSnapshot) -> None:
-    grid = build_grid(snapshot, "delay", fit=3)
+def test_aggregates_by_leaf_keeping_the_worst_path(known: FabricSnapshot) -> None:
+    grid = build_grid(known, "delay", fit=3)
     assert grid.level == "leaf" and grid.labels == ["leaf1", "leaf2"]
     assert grid.members == [["gpu-001", "gpu-002"], ["gpu-003", "gpu-004"]]
     # leaf1 -> leaf2 holds 2 µs (001->003) and 8 µs (002->004): the worst is 8 µs.

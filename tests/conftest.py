@@ -1,0 +1,18 @@
+"""Fixtures for the whole suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _isolated_state_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Every test gets its own cwctl state dir: no test reads or writes the operator's
+    journal or a simulated fabric's saved actions (``$CWCTL_STATE_DIR``)."""
+    directory = tmp_path_factory.mktemp("cwctl-state")
+    monkeypatch.setenv("CWCTL_STATE_DIR", str(directory))
+    return directory

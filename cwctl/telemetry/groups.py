@@ -181,22 +181,22 @@ def run_jitter(r: Runs, by_row: F64, t_by_row: I64, in_run_order: F64 | None = N
     for groups, at, real in r.blocks():
         width = at.shape[1]
         bits = max(int(width - 1).bit_length(), 1)
-        block = None
-        if not span >> (62 - bits):
+        if span >> (62 - bits):
+            block = _by_time_then_row(r.rows[at], real, by_row, t_by_row)
+        else:
             key = np.left_shift(t_run[at] - t0, bits)
             key |= np.arange(width)
             key[~real] = big
             key.sort(axis=1)
-            tie = False
-            if not r.ascending:
+            tied = np.zeros(0, np.intp)
+            if not r.ascending:  # equal times: position order may not be row order
                 t_sorted = key >> bits
-                tie = bool(np.any((t_sorted[:, 1:] == t_sorted[:, :-1]) & real[:, 1:]))
-            if not tie:
-                key &= (1 << bits) - 1
-                np.minimum(key, width - 1, out=key)  # the padding: any entry, dropped below
-                block = np.take_along_axis(v_run[at], key, axis=1)
-        if block is None:
-            block = _by_time_then_row(r.rows[at], real, by_row, t_by_row)
+                tied = np.flatnonzero(((t_sorted[:, 1:] == t_sorted[:, :-1]) & real[:, 1:]).any(1))
+            key &= (1 << bits) - 1
+            np.minimum(key, width - 1, out=key)  # the padding: any entry, dropped below
+            block = np.take_along_axis(v_run[at], key, axis=1)
+            if len(tied):
+                block[tied] = _by_time_then_row(r.rows[at[tied]], real[tied], by_row, t_by_row)
         step = np.abs(np.diff(block, axis=1))
         keep = real[:, 1:]
         owner = np.broadcast_to(groups[:, None], keep.shape)[keep]

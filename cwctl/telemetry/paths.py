@@ -200,36 +200,58 @@ def _lists(stats: GroupStats, names: tuple[str, ...]) -> dict[str, list[Any]]:
 
 def path_reports(pt: PathTable) -> list[PathReport]:
     """One ``PathReport`` per directed path, with the per-source-port split in ``extra``."""
+    n_paths = len(pt.path_key)
+    if not n_paths:
+        return []
     by_path = np.argsort(pt.port_path, kind="stable")
-    bounds = np.searchsorted(pt.port_path[by_path], np.arange(len(pt.path_key) + 1)).tolist()
-    order = by_path.tolist()
-    q = _lists(pt.port, ("sent", "received", "owd_p50_ns", "owd_p99_ns"))
-    q_loss = np.round(pt.port.loss, 6).tolist()
-    sports = pt.port_key[:, 2].tolist()
+    bounds = np.searchsorted(pt.port_path[by_path], np.arange(n_paths + 1))
+    q_loss = np.round(pt.port.loss, 6)[by_path]
+    q = {name: getattr(pt.port, name)[by_path] for name in ("sent", "received", "owd_p99_ns")}
+    q_p50 = pt.port.owd_p50_ns[by_path]
+    ports_all = [
+        {
+            "sport": sport,
+            "sent": sent,
+            "received": received,
+            "loss": loss,
+            "owd_p50_ns": p50,
+            "owd_p99_ns": p99,
+        }
+        for sport, sent, received, loss, p50, p99 in zip(
+            pt.port_key[by_path, 2].tolist(),
+            q["sent"].tolist(),
+            q["received"].tolist(),
+            q_loss.tolist(),
+            _none_for_nan(q_p50),
+            _none_for_nan(q["owd_p99_ns"]),
+            strict=True,
+        )
+    ]
+    # per path over its ports: the spread of the p50s (those known) and of the losses
+    n_ports = np.diff(bounds)
+    starts = np.minimum(bounds[:-1], max(len(by_path) - 1, 0))
+    with np.errstate(invalid="ignore"):
+        known = np.add.reduceat(~np.isnan(q_p50), starts) if len(by_path) else n_ports
+        p50_spread = (np.fmax.reduceat(q_p50, starts) - np.fmin.reduceat(q_p50, starts)).tolist()
+        loss_spread = (
+            np.maximum.reduceat(q_loss, starts) - np.minimum.reduceat(q_loss, starts)
+        ).tolist()
+    known, n_ports_l, b = (
+        np.where(n_ports > 0, known, 0).tolist(),
+        n_ports.tolist(),
+        bounds.tolist(),
+    )
     p = _lists(
         pt.path,
         ("sent", "received", "owd_min_ns", "owd_p50_ns", "owd_p99_ns", "owd_max_ns", "jitter_ns"),
     )
     out = []
     for i, (s, d) in enumerate(pt.path_key.tolist()):
-        ports = [
-            {
-                "sport": sports[j],
-                "sent": q["sent"][j],
-                "received": q["received"][j],
-                "loss": q_loss[j],
-                "owd_p50_ns": q["owd_p50_ns"][j],
-                "owd_p99_ns": q["owd_p99_ns"][j],
-            }
-            for j in order[bounds[i] : bounds[i + 1]]
-        ]
-        extra: dict[str, Any] = {"ports": ports}
-        p50s = [x["owd_p50_ns"] for x in ports if x["owd_p50_ns"] is not None]
-        if len(p50s) > 1:
-            extra["port_p50_spread_ns"] = max(p50s) - min(p50s)
-        if len(ports) > 1:
-            losses = [x["loss"] for x in ports]
-            extra["port_loss_spread"] = round(max(losses) - min(losses), 6)
+        extra: dict[str, Any] = {"ports": ports_all[b[i] : b[i + 1]]}
+        if known[i] > 1:
+            extra["port_p50_spread_ns"] = p50_spread[i]
+        if n_ports_l[i] > 1:
+            extra["port_loss_spread"] = round(loss_spread[i], 6)
         out.append(
             PathReport(
                 src=pt.hosts[s],
@@ -245,3 +267,7 @@ def path_reports(pt: PathTable) -> list[PathReport]:
             )
         )
     return out
+
+
+def _none_for_nan(col: F64) -> list[float | None]:
+    return np.where(np.isnan(col), None, col).tolist()  # type: ignore[no-any-return]

@@ -24,22 +24,25 @@ from typing import Final
 
 import numpy as np
 
-from cwctl.sync.pairfit import F64, IntP, PairFits, PairPoints, median_per_group
+from cwctl.sync.pairfit import F64, IntP, PairFits, PairPoints
 
-STEPS: Final = 3  # Fisher-scoring steps (converged after 2-3 on the simulator)
+STEPS: Final = (
+    3  # Fisher-scoring steps from the least-squares intercepts (2 suffice on the simulator)
+)
 BINS: Final = 100  # histogram bins of the pooled residuals (fewer: smoother score)
 SMOOTH_BINS: Final = 2.0  # Gaussian smoothing of the histogram, in bins
 MIN_POOLED: Final = 2_000  # fewer pooled points: the score function is too noisy
 MIN_PAIR_POINTS: Final = 40  # a pair with fewer keeps its envelope slope
 MIN_SPREAD_NS: Final = 50.0  # pooled residual IQR below this: stamps are good, keep envelope
+TABLE_PER_BIN: Final = 16  # slots of the score's lookup table per histogram bin
 CENTRAL_PCT: Final = (0.5, 99.5)  # the histogram's range; beyond the top: score 0
 
 
 class _Score:
-    """``psi = -f'/f`` of the smoothed density of pooled residuals, on a regular grid."""
+    """``psi = -f'/f`` of the smoothed density of pooled residuals, as a lookup table."""
 
-    def __init__(self, lo: float, width: float, psi: F64) -> None:
-        self.lo, self.width, self.psi = lo, width, psi
+    def __init__(self, lo: float, step: float, table: F64) -> None:
+        self.lo, self.step, self.table = lo, step, table
 
     @classmethod
     def of(cls, r: F64) -> _Score | None:
@@ -54,19 +57,18 @@ class _Score:
         taps = np.arange(-3 * SMOOTH_BINS, 3 * SMOOTH_BINS + 1)
         kernel = np.exp(-0.5 * (taps / SMOOTH_BINS) ** 2)
         density = np.convolve(counts + 0.5, kernel / kernel.sum(), mode="same")
+        centres = lo + width * (np.arange(BINS) + 0.5)
         psi = -np.gradient(np.log(density), width)
-        return cls(float(lo) + width / 2, float(width), psi)
+        # a fine table (linear between bin centres, flat below the first); one slot past
+        # the last centre holds 0: the queueing tail says nothing about the line
+        fine = np.linspace(centres[0], centres[-1], BINS * TABLE_PER_BIN)
+        table = np.append(np.interp(fine, centres, psi), 0.0)
+        return cls(float(centres[0]), float(fine[1] - fine[0]), table)
 
     def __call__(self, r: F64) -> F64:
-        """The score at each residual: linear between bin centres, constant below the
-        first, 0 beyond the last (the queueing tail says nothing about the line)."""
-        pos = (r - self.lo) / self.width
-        k = np.clip(pos, 0.0, BINS - 1.000001)
-        i = k.astype(np.intp)
-        frac = k - i
-        out = self.psi[i] * (1.0 - frac) + self.psi[i + 1] * frac
-        out[pos > BINS - 1] = 0.0
-        return out
+        """The score at each residual (nearest slot of the fine table)."""
+        slot = np.clip((r - self.lo) * (1.0 / self.step) + 0.5, 0.0, len(self.table) - 1)
+        return self.table[slot.astype(np.intp)]
 
 
 def score_slopes(points: PairPoints, fits: PairFits, source_codes: tuple[int, ...]) -> PairFits:
@@ -85,8 +87,8 @@ def score_slopes(points: PairPoints, fits: PairFits, source_codes: tuple[int, ..
         return fits
     x, y, upper = points.x_ns[sel], points.y_ns[sel], points.upper[sel]
     pair = pair[sel]
-    src = points.source[pair]
     codes = np.unique(points.source[eligible])
+    src = points.source[pair] if len(codes) > 1 else None
     sign = np.where(upper, 1.0, -1.0)  # residual > 0: delayed (the skewed side)
     group: IntP = pair * 2 + (~upper)
     n_groups = n_pairs * 2
@@ -95,32 +97,24 @@ def score_slopes(points: PairPoints, fits: PairFits, source_codes: tuple[int, ..
     dx = x - mx[group]
     sxx = np.bincount(pair, dx * dx, n_pairs)
     slope = fits.drift_ppb * 1e-9
-    centre = median_per_group(y - slope[pair] * dx, group, n_groups)  # line value at mx
-    info = np.zeros(n_pairs)
+    centre = np.bincount(group, y - slope[pair] * dx, n_groups) / size  # line value at mx
+    info = np.ones(n_pairs)  # per pair: the Fisher information of its source's score
     for _ in range(STEPS):
-        r = sign * (y - centre[group] - slope[pair] * dx)
-        score = np.zeros(len(r))
-        fisher = np.ones(len(r))
+        r = y - centre[group] - slope[pair] * dx
+        r *= sign
+        u = np.zeros(len(r))
         for code in codes:
-            on = slice(None) if len(codes) == 1 else src == code
+            on = slice(None) if src is None else src == code
             psi = _Score.of(r[on])
             if psi is None:
-                eligible[np.unique(pair[on])] = False
+                eligible[np.isin(points.source, code)] = False
                 continue
-            s = psi(r[on])
-            score[on] = s
-            fisher[on] = max(float(np.mean(s * s)), 1e-30)
-        u = sign * score
-        step_b = np.bincount(pair, u * dx, n_pairs) / (
-            np.bincount(pair, fisher * dx * dx, n_pairs) + 1e-30
-        )
-        centre = centre + np.bincount(group, u, n_groups) / np.maximum(
-            np.bincount(group, fisher, n_groups), 1e-30
-        )
-        slope = slope + np.where(sxx > 0, step_b, 0.0)
-        info = np.bincount(pair, fisher, n_pairs) / np.maximum(
-            np.bincount(pair, minlength=n_pairs), 1
-        )
+            score = psi(r[on])
+            info[points.source == code] = max(float(np.mean(score * score)), 1e-30)
+            u[on] = score
+        u *= sign
+        slope = slope + np.bincount(pair, u * dx, n_pairs) / np.maximum(info * sxx, 1e-30)
+        centre = centre + np.bincount(group, u, n_groups) / (np.repeat(info, 2) * size)
     out = PairFits(**{k: getattr(fits, k) for k in fits.__dataclass_fields__})
     use = eligible & (sxx > 0)
     sigma = np.sqrt(1.0 / np.maximum(info * sxx, 1e-30)) * 1e9

@@ -145,7 +145,7 @@ async def test_help_pauses_scans_and_q_quits() -> None:
         assert isinstance(app.screen, HelpScreen)
         text = str(app.screen.query_one("#help-text").render())
         assert "reroute" in text and "filter" in text
-        await pilot.pause(0.05)
+        await wait_for(pilot, lambda: not app.scanning)  # a scan already under way ends
         calls = source.calls
         await pilot.pause(0.2)
         assert source.calls == calls  # nothing scanned behind the dialog

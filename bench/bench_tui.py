@@ -1,0 +1,98 @@
+"""TUI frame time vs fabric size: the heatmap's ``render_line`` for every line.
+
+For 64, 256 and 1024 simulated hosts, one snapshot each (the pipeline on a short
+window), then the time to build the grid and to draw every line of the heatmap at
+120 x 40 (aggregated by leaf when the hosts do not fit) and, for reference, at a size
+where every host gets its own cell. Ratios are against the 64-host fabric.
+
+    .venv/bin/python -m bench tui
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from typing import Any
+
+from cwctl.pipeline import ScanRequest, SimOptions, scan
+from cwctl.snapshot import FabricSnapshot
+from cwctl.tui.grid import build_grid
+from cwctl.tui.widgets.heatmap import Heatmap
+
+SIZES = (64, 256, 1024)
+REPEATS = 5
+DURATION_S = 0.2
+
+
+def make_snapshot(hosts: int) -> FabricSnapshot:
+    request = ScanRequest(
+        sim=SimOptions(hosts=hosts, seed=1, faults=("link:leaf1-spine2:lossy=0.05",)),
+        duration_s=DURATION_S,
+    )
+    return asyncio.run(scan(request))
+
+
+async def frame_times(snapshot: FabricSnapshot, size: tuple[int, int]) -> dict[str, Any]:
+    """Median seconds to rebuild the grid and to draw every line, in a running app."""
+    from textual.app import App, ComposeResult
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield Heatmap()
+
+    app = One()
+    async with app.run_test(size=size) as pilot:
+        heatmap = app.query_one(Heatmap)
+        heatmap.update_snapshot(snapshot)
+        await pilot.pause()
+        lines = heatmap.size.height
+        builds, draws = [], []
+        for _ in range(REPEATS + 1):
+            started = time.perf_counter()
+            heatmap._rebuild()  # the grid, as after each scan
+            builds.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            for y in range(lines):
+                heatmap.render_line(y)  # cold: the strip cache was just cleared
+            draws.append(time.perf_counter() - started)
+        builds, draws = builds[1:], draws[1:]  # the first round warms the style caches
+        grid = heatmap.grid
+        assert grid is not None
+        return {
+            "cells": f"{grid.size}x{grid.size} {grid.level}",
+            "build_s": statistics.median(builds),
+            "draw_s": statistics.median(draws),
+        }
+
+
+def main() -> None:
+    rows = []
+    for hosts in SIZES:
+        snapshot = make_snapshot(hosts)
+        started = time.perf_counter()
+        build_grid(snapshot, "delay")  # full host x host, no widget
+        full_s = time.perf_counter() - started
+        fit = asyncio.run(frame_times(snapshot, (120, 40)))
+        rows.append((hosts, len(snapshot.paths), full_s, fit))
+    base = rows[0]
+    print(
+        f"{'hosts':>6} {'paths':>7} {'grid 120x40':>18} {'build ms':>9} {'draw ms':>8} "
+        f"{'frame ms':>9} {'x64':>6} {'full grid ms':>13} {'x64':>6}"
+    )
+    for hosts, n_paths, full_s, fit in rows:
+        frame = fit["build_s"] + fit["draw_s"]
+        base_frame = base[3]["build_s"] + base[3]["draw_s"]
+        print(
+            f"{hosts:>6} {n_paths:>7} {fit['cells']:>18} {fit['build_s'] * 1e3:>9.2f} "
+            f"{fit['draw_s'] * 1e3:>8.2f} {frame * 1e3:>9.2f} {frame / base_frame:>6.1f} "
+            f"{full_s * 1e3:>13.2f} {full_s / base[2]:>6.1f}"
+        )
+    print(
+        "frame = grid build + render_line for every line of a 120x40 terminal; "
+        "full grid = host x host matrix without aggregation"
+    )
+
+
+if __name__ == "__main__":
+    main()

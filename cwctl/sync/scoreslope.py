@@ -41,14 +41,20 @@ CENTRAL_PCT: Final = (0.5, 99.5)  # the histogram's range; beyond the top: score
 class _Score:
     """``psi = -f'/f`` of the smoothed density of pooled residuals, as a lookup table."""
 
-    def __init__(self, lo: float, step: float, table: F64) -> None:
-        self.lo, self.step, self.table = lo, step, table
+    def __init__(self, lo: float, step: float, table: F64, span: tuple[float, float]) -> None:
+        self.lo, self.step, self.table, self.span = lo, step, table, span
 
     @classmethod
-    def of(cls, r: F64) -> _Score | None:
-        lo, q25, q75, hi = np.percentile(r, (CENTRAL_PCT[0], 25.0, 75.0, CENTRAL_PCT[1]))
-        if len(r) < MIN_POOLED or q75 - q25 < MIN_SPREAD_NS or hi <= lo:
-            return None
+    def of(cls, r: F64, span: tuple[float, float] | None = None) -> _Score | None:
+        """From residuals ``r``; ``span`` (the range of an earlier step) saves the sort."""
+        if span is None:
+            if len(r) < MIN_POOLED:
+                return None
+            lo, q25, q75, hi = np.percentile(r, (CENTRAL_PCT[0], 25.0, 75.0, CENTRAL_PCT[1]))
+            if q75 - q25 < MIN_SPREAD_NS or hi <= lo:
+                return None
+        else:
+            lo, hi = span
         width = (hi - lo) / BINS
         inside = r[(r >= lo) & (r <= hi)]
         counts = np.bincount(
@@ -63,7 +69,7 @@ class _Score:
         # the last centre holds 0: the queueing tail says nothing about the line
         fine = np.linspace(centres[0], centres[-1], BINS * TABLE_PER_BIN)
         table = np.append(np.interp(fine, centres, psi), 0.0)
-        return cls(float(centres[0]), float(fine[1] - fine[0]), table)
+        return cls(float(centres[0]), float(fine[1] - fine[0]), table, (float(lo), float(hi)))
 
     def __call__(self, r: F64) -> F64:
         """The score at each residual (nearest slot of the fine table)."""
@@ -99,16 +105,18 @@ def score_slopes(points: PairPoints, fits: PairFits, source_codes: tuple[int, ..
     slope = fits.drift_ppb * 1e-9
     centre = np.bincount(group, y - slope[pair] * dx, n_groups) / size  # line value at mx
     info = np.ones(n_pairs)  # per pair: the Fisher information of its source's score
+    spans: dict[int, tuple[float, float]] = {}
     for _ in range(STEPS):
         r = y - centre[group] - slope[pair] * dx
         r *= sign
         u = np.zeros(len(r))
         for code in codes:
             on = slice(None) if src is None else src == code
-            psi = _Score.of(r[on])
+            psi = _Score.of(r[on], spans.get(int(code)))
             if psi is None:
                 eligible[np.isin(points.source, code)] = False
                 continue
+            spans[int(code)] = psi.span  # the bulk barely moves between steps
             score = psi(r[on])
             info[points.source == code] = max(float(np.mean(score * score)), 1e-30)
             u[on] = score

@@ -238,25 +238,46 @@ class CwctlApp(App[None]):
             what = "a suspect" if kind == "reroute" else "a host"
             self.notify(f"select {what} first", title=kind, severity="warning")
             return
-        plan = plan_action(kind, target, self.source)
+        self.notify(f"planning {kind} {target}…", timeout=2)
+        self.plan_worker(kind, target)
+
+    @work(exclusive=True, group="action")
+    async def plan_worker(self, kind: ActionKind, target: str) -> None:
+        """Plan off the UI (a reroute reads routes over SSH), then ask."""
+        try:
+            plan = await plan_action(kind, target, self.source)
+        except Exception as exc:
+            self.notify(f"{type(exc).__name__}: {exc}", title=f"{kind} failed", severity="error")
+            return
         if not plan.available:
             self.push_screen(NoticeScreen(plan.title, plan.text))
             return
 
-        async def decided(yes: bool | None) -> None:
-            if not yes or plan.apply is None:
+        def decided(yes: bool | None) -> None:
+            if yes:
+                self.apply_worker(plan)
+            else:
                 self.notify(f"{kind} {target}: cancelled, nothing applied")
-                return
-            try:
-                outcome = await plan.apply()
-            except CwctlError as exc:
-                self.notify(str(exc), title=f"{kind} failed", severity="error")
-                return
-            self.applied.append(plan)
-            self.notify(outcome, title=f"{kind} applied")
-            self.start_scan()
+                self.run_worker(plan.discard(), group="action-close")
 
         self.push_screen(ConfirmScreen(plan.title, plan.text), decided)
+
+    @work(exclusive=True, group="action")
+    async def apply_worker(self, plan: PlannedAction) -> None:
+        assert plan.apply is not None
+        try:
+            outcome = await plan.apply()
+        except CwctlError as exc:
+            self.notify(str(exc), title=f"{plan.kind} failed", severity="error")
+            return
+        except Exception as exc:
+            self.notify(
+                f"{type(exc).__name__}: {exc}", title=f"{plan.kind} failed", severity="error"
+            )
+            return
+        self.applied.append(plan)
+        self.notify(outcome, title=f"{plan.kind} applied")
+        self.start_scan()  # the next scan shows the effect
 
     def action_reroute(self) -> None:
         self._plan("reroute")

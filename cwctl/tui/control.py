@@ -1,7 +1,10 @@
 """The TUI's bridge to ``cwctl.actions``: plan a reroute or a drain, apply it on yes.
 
-When ``cwctl.actions`` offers no planning API, ``plan_action`` says so in a plan whose
-``apply`` is ``None``: the TUI shows the text and applies nothing.
+``plan_action`` prepares the plan with ``cwctl.actions.api.prepare`` on the hosts the
+source scans (for ``--sim``, on the very model the source probes, so the next scan shows
+the change). When no plan can be made (no actions API, a source without hosts, an
+element the planner refuses), the ``PlannedAction`` says why and its ``apply`` is
+``None``: the TUI shows the text and applies nothing.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ import importlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from cwctl.errors import CwctlError
 
 ActionKind = Literal["reroute", "drain"]
 
@@ -21,10 +26,15 @@ class PlannedAction:
     title: str
     text: str
     apply: Callable[[], Awaitable[str]] | None  # None: cannot be applied from here
+    close: Callable[[], Awaitable[None]] | None = None  # release what planning opened
 
     @property
     def available(self) -> bool:
         return self.apply is not None
+
+    async def discard(self) -> None:
+        if self.close is not None:
+            await self.close()
 
 
 def unavailable(kind: ActionKind, target: str, why: str) -> PlannedAction:
@@ -34,23 +44,50 @@ def unavailable(kind: ActionKind, target: str, why: str) -> PlannedAction:
     }[kind]
     text = (
         f"Actions are unavailable: {why}.\n"
-        "Nothing was planned and nothing will be applied.\n\n"
+        "Nothing will be applied.\n\n"
         f"What was asked: {asked}.\n"
         f"From a shell: cwctl {kind} {target}  (prints the plan; --apply carries it out)"
     )
     return PlannedAction(kind, target, f"{kind} {target}: unavailable", text, None)
 
 
-def _planner() -> Any:
+def _actions_api() -> Any:
     try:
-        return importlib.import_module("cwctl.actions.planner")
+        return importlib.import_module("cwctl.actions.api")
     except ImportError:
         return None
 
 
-def plan_action(kind: ActionKind, target: str, source: Any) -> PlannedAction:
+async def plan_action(kind: ActionKind, target: str, source: Any) -> PlannedAction:
     """The plan for ``kind`` on ``target`` with the hosts ``source`` scans."""
-    planner = _planner()
-    if planner is None:
+    api = _actions_api()
+    if api is None:
         return unavailable(kind, target, "cwctl.actions offers no planning API in this build")
-    return unavailable(kind, target, "the TUI does not yet drive cwctl.actions.planner")
+    request = getattr(source, "request", None)
+    if request is None:
+        return unavailable(kind, target, "these snapshots come from no hosts to act on")
+    model = getattr(source, "model", None)
+    if request.sim is not None and model is None:
+        from cwctl.transport.sim import kept_model
+
+        model = kept_model(request)  # the model the source's scans probe
+    try:
+        prepared = await api.prepare(kind, target, request, model=model)
+    except CwctlError as exc:
+        return PlannedAction(kind, target, f"{kind} {target}: no plan", str(exc), None)
+
+    async def apply() -> str:
+        try:
+            outcome = await prepared.apply()
+        finally:
+            await prepared.close()
+        if not outcome.ok:
+            raise ActionFailed(outcome.message)
+        return str(outcome.message)
+
+    title = f"{kind} {target}: apply this plan?"
+    return PlannedAction(kind, target, title, prepared.text, apply, prepared.close)
+
+
+class ActionFailed(CwctlError):
+    """A step failed; what ran before it was rolled back (the message says which)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,8 +10,9 @@ from textual.widgets import Button, DataTable, Input
 from textual.widgets._footer import FooterKey
 from tui_fixtures import known_snapshot
 
-from cwctl.pipeline import ScanRequest
+from cwctl.pipeline import ScanRequest, SimOptions
 from cwctl.snapshot import FabricSnapshot
+from cwctl.transport.sim import forget_kept_models
 from cwctl.tui import app as app_module
 from cwctl.tui.app import CwctlApp, make_app
 from cwctl.tui.control import PlannedAction
@@ -177,12 +179,12 @@ async def test_readonly_hides_every_action() -> None:
 async def test_actions_without_a_planner_say_so_and_apply_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("cwctl.tui.control._planner", lambda: None)
+    monkeypatch.setattr("cwctl.tui.control._actions_api", lambda: None)
     app = fixed_app()
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.scans == 1)
         await pilot.press("r")
-        assert isinstance(app.screen, NoticeScreen)
+        await wait_for(pilot, lambda: isinstance(app.screen, NoticeScreen))
         text = str(app.screen.query_one("#notice-text").render())
         assert "Actions are unavailable" in text and "leaf2" in text
         await pilot.press("escape")
@@ -190,7 +192,7 @@ async def test_actions_without_a_planner_say_so_and_apply_nothing(
 
 
 def recording_plan(applied: list[str]) -> Any:
-    def plan(kind: str, target: str, source: Any) -> PlannedAction:
+    async def plan(kind: str, target: str, source: Any) -> PlannedAction:
         async def apply() -> str:
             applied.append(f"{kind} {target}")
             return "done"
@@ -208,18 +210,21 @@ async def test_confirmation_applies_only_on_yes(monkeypatch: pytest.MonkeyPatch)
         await wait_for(pilot, lambda: app.scans == 1)
         for answer in ("n", "escape", "enter", "y"):  # enter presses the focused Cancel
             await pilot.press("r")
-            assert isinstance(app.screen, ConfirmScreen)
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
             assert "step 1: reroute leaf2" in str(app.screen.query_one("#plan-text").render())
             focused = app.screen.focused
             assert isinstance(focused, Button) and focused.id == "no"  # focus on Cancel
             await pilot.press(answer)
+            await app.workers.wait_for_complete()
             await pilot.pause()
             assert app.screen is app.dashboard
             assert done == (["reroute leaf2"] if answer == "y" else []), answer
         await wait_for(pilot, lambda: app.scans == 2)  # an applied plan is followed by a scan
         # d drains the host under the heatmap's cursor (third row: gpu-003)
-        await pilot.press("down", "down", "d", "y")
-        await pilot.pause()
+        await pilot.press("down", "down", "d")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: len(done) == 2)
         assert done == ["reroute leaf2", "drain gpu-003"]
 
 
@@ -236,3 +241,41 @@ async def test_a_failed_scan_is_shown_and_the_app_stays_up() -> None:
         await wait_for(pilot, lambda: app._last_error is not None)
         status = str(app.dashboard.query_one("#status").render())
         assert "network unreachable" in status and app.is_running
+        await pilot.press("d")  # a host source without hosts to act on: no plan, no crash
+        await pilot.pause()
+        assert app.screen is app.dashboard
+
+
+async def test_reroute_on_the_simulator_changes_the_next_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CWCTL_STATE_DIR", str(tmp_path))
+    forget_kept_models()
+    request = ScanRequest(
+        sim=SimOptions(hosts=16, hosts_per_leaf=4, seed=3, faults=("switch:spine3:down",)),
+        duration_s=0.3,
+    )
+    source = PipelineSource(request)
+    app = make_app(source, interval_s=0.01)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.snapshot is not None and app.snapshot.suspects)
+            assert app.dashboard.query_one(SuspectsTable).selected_element == "spine3"
+            await pilot.press("r")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 20)
+            assert "ECMP weight of spine3 1 -> 0" in str(
+                app.screen.query_one("#plan-text").render()
+            )
+            await pilot.press("n")
+            await pilot.pause()
+            assert source.model.state.ecmp_weight == {}  # cancelled: the fabric is untouched
+            await pilot.press("r")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 20)
+            await pilot.press("y")
+            await wait_for(pilot, lambda: bool(app.applied), 20)
+            applied_at = app.scans
+            assert all(w == 0 for w in source.model.state.ecmp_weight.values())
+            await wait_for(pilot, lambda: app.scans > applied_at + 1, 20)
+            assert "spine3" not in {s.element for s in app.snapshot.suspects}
+    finally:
+        forget_kept_models()

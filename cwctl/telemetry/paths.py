@@ -158,6 +158,7 @@ class PathTable:
     port: GroupStats
     port_path: I64  # the path id of each (path, port) group
     port_id: I64 | None = None  # the (path, port) group of each observation
+    port_runs: Runs | None = None  # the observations with a delay, grouped by port
 
 
 def path_table(obs: Observations) -> PathTable:
@@ -183,6 +184,7 @@ def path_table(obs: Observations) -> PathTable:
         port=_stats(obs, qid, n_ports, by_port, owd, t, in_order),
         port_path=port_path,
         port_id=qid,
+        port_runs=by_port,
     )
 
 
@@ -251,7 +253,8 @@ def path_reports(pt: PathTable) -> list[PathReport]:
         if known[i] > 1:
             extra["port_p50_spread_ns"] = p50_spread[i]
         if n_ports_l[i] > 1:
-            extra["port_loss_spread"] = round(loss_spread[i], 6)
+            spread = loss_spread[i]
+            extra["port_loss_spread"] = round(spread, 6) if spread else spread
         out.append(
             PathReport(
                 src=pt.hosts[s],

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cwctl.records import ProbeTable
 from cwctl.sim import FabricModel, SimParams
@@ -11,7 +13,7 @@ from cwctl.sync.coded import coded_filter
 from cwctl.sync.pairfit import PairFits, PairPoints, fit_pairs, pair_points
 from cwctl.sync.scoreslope import score_slopes
 from cwctl.sync.solve import SCORE_SLOPE_SOURCES, window_middle
-from tests.unit.sync_helpers import errors, make
+from tests.unit.sync_helpers import errors, make, permute_hosts, shift_host
 
 
 def _envelope(table: ProbeTable) -> tuple[PairPoints, PairFits]:
@@ -59,3 +61,37 @@ def test_few_points_per_pair_keep_the_envelope_slope() -> None:
     points, envelope = _envelope(table)
     scored = score_slopes(points, envelope, SCORE_SLOPE_SOURCES)
     assert np.array_equal(scored.drift_ppb, envelope.drift_ppb)
+
+
+kernel_noise = {"ts": "sw", "noise_ns": 800.0, "queue_mean_ns": 600.0, "queue_prob": 0.4}
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 10_000), perm_seed=st.integers(0, 10_000))
+def test_kernel_stamps_host_order_changes_nothing(seed: int, perm_seed: int) -> None:
+    table, _, _ = make(12, 4, seed=seed, **kernel_noise)
+    perm = np.random.default_rng(perm_seed).permutation(12)
+    a = solve(table)
+    b = solve(permute_hosts(table, perm))
+    order = [b.hosts.index(h) for h in a.hosts]
+    assert a.reference == b.reference
+    assert np.allclose(a.drift_ppb, b.drift_ppb[order], atol=1e-3)
+    assert np.allclose(a.offset_ns, b.offset_ns[order], atol=1e-3)
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    host=st.integers(1, 11),
+    shift_ns=st.integers(-10_000_000, 10_000_000),
+)
+def test_kernel_stamps_a_constant_on_one_clock_moves_only_that_host(
+    seed: int, host: int, shift_ns: int
+) -> None:
+    table, _, _ = make(12, 4, seed=seed, **kernel_noise)
+    before = solve(table, reference="h000")
+    after = solve(shift_host(table, host, shift_ns), reference="h000")
+    expected = np.zeros(12)
+    expected[host] = shift_ns
+    assert np.allclose(after.offset_ns - before.offset_ns, expected, atol=0.05)
+    assert np.allclose(after.drift_ppb, before.drift_ppb, atol=1e-3)

@@ -94,12 +94,15 @@ class Runs:
     starts: I64
     ascending: bool = True  # each run's rows ascend (row order is run order)
 
-    def blocks(self) -> Iterator[tuple[I64, npt.NDArray[np.intp], npt.NDArray[np.bool_]]]:
+    def blocks(
+        self, only: npt.NDArray[np.bool_] | None = None
+    ) -> Iterator[tuple[I64, npt.NDArray[np.intp], npt.NDArray[np.bool_]]]:
         """Groups of similar size (within 2x) as padded 2-D blocks: (group ids, positions
-        in run order one group per line, padded with the group's last; mask of real ones)."""
+        in run order one group per line, padded with the group's last; mask of real ones).
+        ``only``: just the groups it marks."""
         counts = self.counts
         size_class = np.zeros(len(counts), np.int64)
-        nonempty = counts > 0
+        nonempty = counts > 0 if only is None else (counts > 0) & only
         size_class[nonempty] = np.ceil(np.log2(counts[nonempty])).astype(np.int64) + 1
         for c in np.unique(size_class[nonempty]).tolist():
             groups = np.flatnonzero(size_class == c)
@@ -177,9 +180,21 @@ def run_jitter(r: Runs, by_row: F64, t_by_row: I64, in_run_order: F64 | None = N
     t0, span = int(t_by_row.min()), int(t_by_row.max()) - int(t_by_row.min())
     t_run = t_by_row[r.rows]
     v_run = by_row[r.rows] if in_run_order is None else in_run_order
+    only = None
+    if r.ascending:  # runs already in time order need no sort: one flat pass
+        owner = np.repeat(np.arange(n_groups), r.counts)
+        same = owner[1:] == owner[:-1]
+        late = same & (t_run[1:] < t_run[:-1])
+        only = np.zeros(n_groups, bool)
+        only[owner[1:][late]] = True
+        flat = same & ~only[owner[1:]]
+        step = np.abs(np.diff(v_run))
+        total += np.bincount(owner[1:][flat], weights=step[flat], minlength=n_groups)
     big = np.iinfo(np.int64).max
-    for groups, at, real in r.blocks():
+    for groups, at, real in r.blocks(only):
         width = at.shape[1]
+        if width < 2:
+            continue
         bits = max(int(width - 1).bit_length(), 1)
         if span >> (62 - bits):
             block = _by_time_then_row(r.rows[at], real, by_row, t_by_row)
@@ -198,9 +213,9 @@ def run_jitter(r: Runs, by_row: F64, t_by_row: I64, in_run_order: F64 | None = N
             if len(tied):
                 block[tied] = _by_time_then_row(r.rows[at[tied]], real[tied], by_row, t_by_row)
         step = np.abs(np.diff(block, axis=1))
-        keep = real[:, 1:]
-        owner = np.broadcast_to(groups[:, None], keep.shape)[keep]
-        total += np.bincount(owner, weights=step[keep], minlength=n_groups)
+        step[~real[:, 1:]] = 0.0
+        # a running sum adds each line's steps in order, as one bincount over them would
+        total[groups] = np.cumsum(step, axis=1)[:, -1]
     count = np.maximum(r.counts - 1, 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(count > 0, total / np.maximum(count, 1), np.nan)

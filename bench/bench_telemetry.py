@@ -1,0 +1,119 @@
+"""Telemetry speed: ``build_snapshot`` time vs fabric size, against a per-path loop.
+
+``python -m bench telemetry`` (about half a minute): for the default simulated leaf-spine
+fabric at 64, 256 and 1024 hosts (seed 1, spine2 congested, the simulator's defaults), the
+time of ``build_snapshot`` (clocks solved beforehand, not timed) and its time per million
+probe records; and, on the 64-host scan, the per-path statistics computed the plain way
+(one Python iteration per directed path, numpy within it) next to ``path_table``, with the
+ratio. ``CWCTL_BENCH_TELEMETRY_HOSTS=64,256`` picks the sizes.
+
+``per_path_loop`` is also the reference the tests hold ``path_table`` to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from cwctl.collection import Collection
+from cwctl.pipeline import ScanRequest, SimOptions, collect
+from cwctl.sync import ClockSolution, one_way_delays, solve
+from cwctl.telemetry import build_snapshot
+from cwctl.telemetry.paths import Observations, observations, path_table
+
+SIZES = tuple(
+    int(x) for x in os.environ.get("CWCTL_BENCH_TELEMETRY_HOSTS", "64,256,1024").split(",")
+)
+FAULTS = ("switch:spine2:congested",)
+
+
+@dataclass
+class LoopStats:
+    """One directed path's statistics, computed on its own."""
+
+    sent: int
+    received: int
+    owd_ns: tuple[float, float, float, float, float]  # min, p50, p90, p99, max (NaN: none)
+    jitter_ns: float
+
+
+def per_path_loop(obs: Observations) -> dict[tuple[int, int], LoopStats]:
+    """Per-path statistics the plain way: rows split by path once, then one Python
+    iteration per path (np.quantile, a stable sort by send time, np.mean)."""
+    order = np.lexsort((obs.dst, obs.src))
+    src, dst = obs.src[order], obs.dst[order]
+    cut = np.flatnonzero((src[1:] != src[:-1]) | (dst[1:] != dst[:-1])) + 1
+    out = {}
+    for rows in np.split(order, cut):
+        if not len(rows):
+            continue
+        owd = obs.owd_ns[rows]
+        known = ~np.isnan(owd)
+        qs = np.quantile(owd[known], (0.0, 0.5, 0.9, 0.99, 1.0)) if known.any() else [np.nan] * 5
+        by_time = np.sort(rows[known])  # row order, then stable by send time
+        by_time = by_time[np.argsort(obs.t_ns[by_time], kind="stable")]
+        steps = np.abs(np.diff(obs.owd_ns[by_time]))
+        jitter = float(np.mean(steps)) if len(steps) else float("nan")
+        key = (int(obs.src[rows[0]]), int(obs.dst[rows[0]]))
+        out[key] = LoopStats(
+            len(rows),
+            int(obs.received[rows].sum()),
+            tuple(map(float, qs)),
+            jitter,  # type: ignore[arg-type]
+        )
+    return out
+
+
+def scan(hosts: int) -> tuple[Collection, ClockSolution]:
+    request = ScanRequest(sim=SimOptions(hosts=hosts, seed=1, faults=FAULTS))
+    collection = asyncio.run(collect(request))
+    return collection, solve(collection.table)
+
+
+def _best_of(fn: object, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()  # type: ignore[operator]
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def main() -> None:
+    print(f"build_snapshot, default sim fabric, seed 1, faults {', '.join(FAULTS)}")
+    print(f"{'hosts':>6} {'records':>10} {'obs':>10} {'paths':>7} {'build s':>8} {'s/M rec':>8}")
+    loop_case = None
+    for hosts in SIZES:
+        collection, solution = scan(hosts)
+        repeat = 3 if hosts <= 256 else 1
+        snap = build_snapshot(collection, solution)
+        took = _best_of(lambda c=collection, s=solution: build_snapshot(c, s), repeat)
+        n = len(collection.table)
+        fwd, rev = one_way_delays(collection.table, solution)
+        obs = observations(collection.table, fwd, rev)
+        print(
+            f"{hosts:>6} {n:>10} {len(obs):>10} {len(snap.paths):>7} {took:>8.3f} "
+            f"{took / (n / 1e6):>8.3f}",
+            flush=True,
+        )
+        if loop_case is None:
+            loop_case = obs
+    if loop_case is None:
+        return
+    obs = loop_case
+    vectorised = _best_of(lambda: path_table(obs), 3)
+    loop = _best_of(lambda: per_path_loop(obs), 1)
+    n_paths = len(per_path_loop(obs))
+    print(
+        f"per-path stats at {SIZES[0]} hosts ({len(obs)} observations, {n_paths} paths): "
+        f"path_table {vectorised:.3f} s, per-path loop {loop:.3f} s, "
+        f"ratio {loop / vectorised:.1f}x"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -63,25 +63,58 @@ def host_order(snapshot: FabricSnapshot) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class PathColumns:
+    """A snapshot's paths as arrays over ``order`` (one Python pass, then numpy)."""
+
+    order: tuple[str, ...]
+    rows: npt.NDArray[np.intp]  # source's position in order, -1 if not a listed host
+    cols: npt.NDArray[np.intp]
+    excess_ns: npt.NDArray[np.float64]  # NaN: unknown
+    loss: npt.NDArray[np.float64]  # NaN: nothing sent
+
+
+_last_columns: tuple[FabricSnapshot, PathColumns] | None = None
+
+
+def path_columns(snapshot: FabricSnapshot, order: Sequence[str]) -> PathColumns:
+    """The columns of ``snapshot``'s paths; the last one is kept, so a redraw after a
+    resize, a filter or a metric toggle does not walk the paths again."""
+    global _last_columns
+    key = tuple(order)
+    if _last_columns is not None and _last_columns[0] is snapshot:
+        kept = _last_columns[1]
+        if kept.order == key and kept.rows.size == len(snapshot.paths):
+            return kept
+    index = {name: i for i, name in enumerate(order)}
+    n = len(snapshot.paths)
+    rows = np.empty(n, np.intp)
+    cols = np.empty(n, np.intp)
+    excess = np.empty(n)
+    loss = np.empty(n)
+    for k, p in enumerate(snapshot.paths):
+        rows[k] = index.get(p.src, -1)
+        cols[k] = index.get(p.dst, -1)
+        lo, hi = p.owd_min_ns, p.owd_p99_ns
+        excess[k] = np.nan if lo is None or hi is None else hi - lo
+        loss[k] = 1.0 - p.received / p.sent if p.sent else np.nan
+    columns = PathColumns(key, rows, cols, excess, loss)
+    _last_columns = (snapshot, columns)
+    return columns
+
+
 def path_matrix(
     snapshot: FabricSnapshot, metric: Metric, order: Sequence[str]
 ) -> npt.NDArray[np.float64]:
     """``order`` × ``order`` matrix of the metric, NaN where no path was probed."""
-    index = {name: i for i, name in enumerate(order)}
     n = len(order)
     out = np.full((n, n), np.nan)
     if not snapshot.paths:
         return out
-    rows = np.array([index.get(p.src, -1) for p in snapshot.paths])
-    cols = np.array([index.get(p.dst, -1) for p in snapshot.paths])
-    if metric == "delay":
-        vals = np.array(
-            [np.nan if p.excess_ns is None else p.excess_ns for p in snapshot.paths], float
-        )
-    else:
-        vals = np.array([p.loss if p.sent else np.nan for p in snapshot.paths], float)
-    keep = (rows >= 0) & (cols >= 0)
-    out[rows[keep], cols[keep]] = vals[keep]
+    c = path_columns(snapshot, order)
+    vals = c.excess_ns if metric == "delay" else c.loss
+    keep = (c.rows >= 0) & (c.cols >= 0)
+    out[c.rows[keep], c.cols[keep]] = vals[keep]
     return out
 
 
@@ -118,28 +151,29 @@ def _label(level: str, members: list[str], leaf_of: dict[str, str | None]) -> st
 def build_grid(snapshot: FabricSnapshot, metric: Metric = "delay", fit: int = 10**9) -> Grid:
     """The heatmap for ``snapshot``: hosts if at most ``fit`` of them, else aggregated."""
     order = host_order(snapshot)
-    full = path_matrix(snapshot, metric, order)
     level, members = _groups(snapshot, order, max(fit, 1))
     if level == "host":
-        values = full
+        values = path_matrix(snapshot, metric, order)
     else:
         group_of = np.empty(len(order), np.intp)
         position = {name: i for i, name in enumerate(order)}
         for g, names in enumerate(members):
             group_of[[position[n] for n in names]] = g
-        values = aggregate_worst(full, group_of, len(members))
+        values = aggregate_worst(path_columns(snapshot, order), metric, group_of, len(members))
     leaf_of = {h.name: h.leaf for h in snapshot.hosts}
     labels = [_label(level, m, leaf_of) for m in members]
     return Grid(metric, level, labels, members, values, value_bins(values, metric))
 
 
 def aggregate_worst(
-    full: npt.NDArray[np.float64], group_of: npt.NDArray[np.intp], n_groups: int
+    columns: PathColumns, metric: Metric, group_of: npt.NDArray[np.intp], n_groups: int
 ) -> npt.NDArray[np.float64]:
-    """Group × group matrix of the largest value among the cells of each block (NaN: none)."""
+    """Group × group matrix of the largest value among the paths of each block (NaN: none)."""
+    vals = columns.excess_ns if metric == "delay" else columns.loss
+    keep = (columns.rows >= 0) & (columns.cols >= 0) & ~np.isnan(vals)
     out = np.full((n_groups, n_groups), -np.inf)
-    r, c = np.nonzero(~np.isnan(full))
-    np.maximum.at(out, (group_of[r], group_of[c]), full[r, c])
+    where = (group_of[columns.rows[keep]], group_of[columns.cols[keep]])
+    np.maximum.at(out, where, vals[keep])
     out[np.isneginf(out)] = np.nan
     return out
 

@@ -92,6 +92,11 @@ async def test_heatmap_draws_each_cell_in_its_bin_colour(known: FabricSnapshot) 
         assert "gpu-001 → gpu-002: 500 ns" in heatmap.render_line(1 + 4 + 1).text
         await pilot.press("m")
         assert heatmap.metric == "loss" and "loss" in heatmap.render_line(0).text
+        # Leaving the heatmap redraws its background (the line cache is not stale).
+        focused_bg = next(iter(heatmap.render_line(0))).style.bgcolor
+        app.dashboard.query_one(HostsTable).focus()
+        await pilot.pause()
+        assert next(iter(heatmap.render_line(0))).style.bgcolor != focused_bg
 
 
 async def test_enter_opens_host_detail_and_escape_returns() -> None:

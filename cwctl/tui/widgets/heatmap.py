@@ -36,6 +36,9 @@ def bin_style(b: int) -> Style:
 
 _BIN_STYLES = {b: bin_style(b) for b in (NO_DATA, *range(len(BIN_COLORS)))}
 _CURSOR = Style(bold=True, color="#ffffff", reverse=False)
+_CURSOR_ROW = Style(reverse=True, bold=True)
+_PLAIN = Style()
+_BOLD = Style(bold=True)
 
 
 class Heatmap(Widget, can_focus=True):
@@ -70,11 +73,13 @@ class Heatmap(Widget, can_focus=True):
         self.rows: list[int] = []  # grid rows shown (the filter hides some)
         self.cursor = (0, 0)  # (index into rows, grid column)
         self._strips: dict[int, Strip] = {}
+        self._label_w = 8
 
     # -- data ------------------------------------------------------------------------
 
     def update_snapshot(self, snapshot: FabricSnapshot) -> None:
         self.snapshot = snapshot
+        self._label_w = self._label_width_for(snapshot)
         self._rebuild()
 
     def fit(self) -> int:
@@ -82,7 +87,7 @@ class Heatmap(Widget, can_focus=True):
         width, height = self.size.width, self.size.height
         if width <= 0 or height <= 0:
             return 10**9  # not laid out yet: no aggregation until it is
-        label_w = self._label_width_for(self.snapshot)
+        label_w = self._label_w
         across = max(1, (width - label_w - 1) // CELL_W)
         down = max(1, height - HEADER_LINES - FOOTER_LINES)
         return min(across, down)
@@ -152,27 +157,29 @@ class Heatmap(Widget, can_focus=True):
 
     # -- drawing ---------------------------------------------------------------------
 
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()  # focus, blur and theme changes recolour the background
+
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return HEADER_LINES + max(len(self.rows), 1) + FOOTER_LINES
 
     def render_line(self, y: int) -> Strip:
         strip = self._strips.get(y)
         if strip is None:
-            strip = self._strips[y] = self._line(y).adjust_cell_length(
-                self.size.width, self.rich_style
-            )
+            base = self.rich_style
+            strip = self._strips[y] = self._line(y, base).adjust_cell_length(self.size.width, base)
         return strip
 
-    def _line(self, y: int) -> Strip:
-        base = self.rich_style
+    def _line(self, y: int, base: Style) -> Strip:
         grid = self.grid
         if grid is None:
             return Strip([Segment("waiting for the first scan…", base)]) if y == 0 else Strip([])
-        label_w = self._label_width_for(self.snapshot)
+        label_w = self._label_w
         n_rows = len(self.rows)
         if y == 0:
             title = f"{METRIC_TITLES[grid.metric]} · {grid.level} × {grid.level}, src ↓ dst →"
-            return Strip([Segment(title, base + Style(bold=True))])
+            return Strip([Segment(title, base + _BOLD)])
         row = y - HEADER_LINES
         if 0 <= row < n_rows:
             return self._row_strip(row, label_w, base)
@@ -187,7 +194,7 @@ class Heatmap(Widget, can_focus=True):
         g = self.rows[row]
         on_row = row == self.cursor[0]
         label = self.grid.labels[g][:label_w].ljust(label_w) + " "
-        segments = [Segment(label, base + Style(reverse=on_row, bold=on_row))]
+        segments = [Segment(label, base + (_CURSOR_ROW if on_row else _PLAIN))]
         bins = self.grid.bins[g]
         c_cursor = self.cursor[1] if on_row else -1
         # Run-length: neighbours of one bin share a segment.

@@ -23,6 +23,7 @@ I64 = npt.NDArray[np.int64]
 
 _DENSE_KEYS = 1 << 24  # keys below this are numbered through a lookup table, not a sort
 _SMALL_RANGE = 1 << 20  # a column spanning fewer values is offset, not ranked
+_BLOCK_CELLS = 1 << 17  # cells per padded block: its temporaries stay in cache
 
 
 def group_ids(*columns: npt.NDArray[Any]) -> tuple[I64, npt.NDArray[Any]]:
@@ -105,12 +106,16 @@ class Runs:
         nonempty = counts > 0 if only is None else (counts > 0) & only
         size_class[nonempty] = np.ceil(np.log2(counts[nonempty])).astype(np.int64) + 1
         for c in np.unique(size_class[nonempty]).tolist():
-            groups = np.flatnonzero(size_class == c)
-            n = counts[groups]
-            col = np.arange(int(n.max()))
-            real = col[None, :] < n[:, None]
-            at = self.starts[groups][:, None] + np.minimum(col[None, :], (n - 1)[:, None])
-            yield groups, at, real
+            in_class = np.flatnonzero(size_class == c)
+            width = int(counts[in_class].max())
+            lines = max(_BLOCK_CELLS // width, 1)
+            for first in range(0, len(in_class), lines):
+                groups = in_class[first : first + lines]
+                n = counts[groups]
+                col = np.arange(int(n.max()))
+                real = col[None, :] < n[:, None]
+                at = self.starts[groups][:, None] + np.minimum(col[None, :], (n - 1)[:, None])
+                yield groups, at, real
 
 
 def runs(group: I64, n_groups: int) -> Runs:
@@ -167,10 +172,11 @@ def run_jitter(r: Runs, by_row: F64, t_by_row: I64, in_run_order: F64 | None = N
     and times indexed by row (``r.rows`` indexes them); ``in_run_order``: the values
     gathered by ``r.rows`` when already at hand.
 
-    Each block of runs is sorted row-wise by one packed key, time above position in the
-    run. Equal times within a run are ordered by position, which is row order when the
-    runs' rows ascend (``Runs.ascending``); otherwise such a block is re-sorted by time
-    above row index. Times spanning too much to pack (not a scan) fall back to argsort.
+    Runs whose rows ascend with their times are read as they are. Each block of the
+    other runs is sorted row-wise by one packed key, time above position in the run.
+    Equal times within a run are ordered by position, which is row order when the runs'
+    rows ascend (``Runs.ascending``); otherwise the lines with equal times are re-sorted
+    by time above row index. Times spanning too much to pack fall back to argsort.
     """
     n_groups = len(r.counts)
     total = np.zeros(n_groups)
@@ -180,45 +186,60 @@ def run_jitter(r: Runs, by_row: F64, t_by_row: I64, in_run_order: F64 | None = N
     t0, span = int(t_by_row.min()), int(t_by_row.max()) - int(t_by_row.min())
     t_run = t_by_row[r.rows]
     v_run = by_row[r.rows] if in_run_order is None else in_run_order
-    only = None
-    if r.ascending:  # runs already in time order need no sort: one flat pass
-        owner = np.repeat(np.arange(n_groups), r.counts)
-        same = owner[1:] == owner[:-1]
-        late = same & (t_run[1:] < t_run[:-1])
-        only = np.zeros(n_groups, bool)
-        only[owner[1:][late]] = True
-        flat = same & ~only[owner[1:]]
-        step = np.abs(np.diff(v_run))
-        total += np.bincount(owner[1:][flat], weights=step[flat], minlength=n_groups)
+    # runs whose rows ascend and whose times never step back are in order already
+    unsorted = np.ones(n_groups, bool)
+    if r.ascending:
+        late = np.flatnonzero(t_run[1:] < t_run[:-1]) + 1
+        late_run = np.searchsorted(r.starts, late, side="right") - 1
+        unsorted[:] = False
+        unsorted[late_run[late != r.starts[late_run]]] = True
     big = np.iinfo(np.int64).max
-    for groups, at, real in r.blocks(only):
+    for groups, at, real, in_order in _blocks_by(r, unsorted):
         width = at.shape[1]
         if width < 2:
             continue
+        pad = ~real
         bits = max(int(width - 1).bit_length(), 1)
-        if span >> (62 - bits):
+        if in_order:
+            block = v_run[at]
+        elif span >> (62 - bits):
             block = _by_time_then_row(r.rows[at], real, by_row, t_by_row)
         else:
-            key = np.left_shift(t_run[at] - t0, bits)
+            key = t_run[at]
+            key -= t0
+            key <<= bits
             key |= np.arange(width)
-            key[~real] = big
+            key[pad] = big
             key.sort(axis=1)
             tied = np.zeros(0, np.intp)
             if not r.ascending:  # equal times: position order may not be row order
-                t_sorted = key >> bits
-                tied = np.flatnonzero(((t_sorted[:, 1:] == t_sorted[:, :-1]) & real[:, 1:]).any(1))
+                same_t = np.diff(key >> bits, axis=1) == 0
+                same_t &= real[:, 1:]
+                tied = np.flatnonzero(same_t.any(axis=1))
             key &= (1 << bits) - 1
-            np.minimum(key, width - 1, out=key)  # the padding: any entry, dropped below
-            block = np.take_along_axis(v_run[at], key, axis=1)
+            # the position in run order of each sorted entry (padding: the run's last)
+            np.minimum(key, (r.counts[groups] - 1)[:, None], out=key)
+            key += r.starts[groups][:, None]
+            block = v_run[key]
             if len(tied):
                 block[tied] = _by_time_then_row(r.rows[at[tied]], real[tied], by_row, t_by_row)
         step = np.abs(np.diff(block, axis=1))
-        step[~real[:, 1:]] = 0.0
+        step[pad[:, 1:]] = 0.0
         # a running sum adds each line's steps in order, as one bincount over them would
         total[groups] = np.cumsum(step, axis=1)[:, -1]
     count = np.maximum(r.counts - 1, 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def _blocks_by(
+    r: Runs, unsorted: npt.NDArray[np.bool_]
+) -> Iterator[tuple[I64, npt.NDArray[np.intp], npt.NDArray[np.bool_], bool]]:
+    """``r.blocks()`` of the runs in order, then of those that need sorting."""
+    for groups, at, real in r.blocks(~unsorted):
+        yield groups, at, real, True
+    for groups, at, real in r.blocks(unsorted):
+        yield groups, at, real, False
 
 
 def _by_time_then_row(

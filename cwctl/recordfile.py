@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import time
 import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Final
 
+from cwctl import atomic
 from cwctl.collection import Collection, HostInfo, HostStatus
 from cwctl.errors import InputError, RecordError
 from cwctl.records import ProbeTableBuilder, encode_line, parse_line
@@ -106,17 +106,13 @@ def write_collection(
     Probe rows go as ``probes`` batches of ``batch_rows`` rows (0: one ``probe`` line each).
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    if path.name.endswith(".gz"):
-        tmp = tmp.with_name(tmp.name + ".gz")
+    suffix = ".gz" if path.name.endswith(".gz") else ""
     try:
-        with _open_text(tmp, "w") as f:
+        with atomic.replacing(path, suffix=suffix) as tmp, _open_text(tmp, "w") as f:
             f.write(encode_line(header_of(collection, _count(collection, batch_rows))) + "\n")
             for rec in _records(collection, batch_rows):
                 f.write(encode_line(rec) + "\n")
-        os.replace(tmp, path)
     except (OSError, ValueError, TypeError) as exc:  # TypeError: a value JSON cannot hold
-        tmp.unlink(missing_ok=True)
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise InputError(f"cannot write records to {path}: {why}") from None
 

@@ -151,15 +151,18 @@ def _excess_p50(
     """The median excess delay per flow. Flows split routes only by NIC and direction;
     when the path table's runs (by route, rows ascending: probes before replies) already
     list each flow's rows together, those runs serve, without a second sort."""
-    r = pt.port_runs
-    if r is not None and usable.all():
-        ok = ~np.isnan(obs.owd_ns)
-        if np.array_equal(has, ok):
-            in_order = fid[ok][r.rows]
-            if not len(in_order) or bool(np.all(in_order[1:] >= in_order[:-1])):
-                counts = np.bincount(in_order, minlength=n).astype(np.int64)
-                by_flow = Runs(r.rows, counts, np.cumsum(counts) - counts)
-                return run_quantiles(by_flow, excess[ok][r.rows], (0.5,))
+    r, rows = pt.port_runs, pt.port_rows
+    if (
+        r is not None
+        and rows is not None
+        and usable.all()
+        and np.array_equal(has, ~np.isnan(obs.owd_ns))
+    ):
+        in_order = fid[rows]
+        if not len(in_order) or bool(np.all(in_order[1:] >= in_order[:-1])):
+            counts = np.bincount(in_order, minlength=n).astype(np.int64)
+            by_flow = Runs(r.rows, counts, np.cumsum(counts) - counts)
+            return run_quantiles(by_flow, excess[rows], (0.5,))
     return sorted_quantiles(excess, fid, n, (0.5,))
 
 

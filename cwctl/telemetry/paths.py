@@ -124,22 +124,21 @@ def group_stats(obs: Observations, group: I64, n_groups: int) -> GroupStats:
     """Statistics of the observations grouped by ``group`` (ids ``0..n_groups-1``)."""
     ok = ~np.isnan(obs.owd_ns)
     r = runs(group[ok], n_groups)
-    return _stats(obs, group, n_groups, r, obs.owd_ns[ok], obs.t_ns[ok])
+    sent = np.bincount(group, minlength=n_groups).astype(np.int64)
+    received = np.bincount(group, weights=obs.received, minlength=n_groups).astype(np.int64)
+    return _stats(sent, received, r, obs.owd_ns[ok], obs.t_ns[ok])
 
 
 def _stats(
-    obs: Observations,
-    group: I64,
-    n_groups: int,
+    sent: I64,
+    received: I64,
     r: Runs,
     owd_by_row: F64,
     t_by_row: I64,
     owd_in_run_order: F64 | None = None,
 ) -> GroupStats:
-    """``r``: the runs of ``group`` over the rows with a delay, whose delays and send
-    times are ``owd_by_row`` and ``t_by_row`` (the delays in run order if known)."""
-    sent = np.bincount(group, minlength=n_groups).astype(np.int64)
-    received = np.bincount(group, weights=obs.received, minlength=n_groups).astype(np.int64)
+    """``r``: the runs over the rows with a delay, whose delays and send times are
+    ``owd_by_row`` and ``t_by_row`` (the delays in run order if known)."""
     if owd_in_run_order is None:
         owd_in_run_order = owd_by_row[r.rows]
     mn, p50, p90, p99, mx = run_quantiles(r, owd_in_run_order, QUANTILES)
@@ -159,6 +158,7 @@ class PathTable:
     port_path: I64  # the path id of each (path, port) group
     port_id: I64 | None = None  # the (path, port) group of each observation
     port_runs: Runs | None = None  # the observations with a delay, grouped by port
+    port_rows: I64 | None = None  # those observations' indices, in the runs' order
 
 
 def path_table(obs: Observations) -> PathTable:
@@ -170,21 +170,29 @@ def path_table(obs: Observations) -> PathTable:
     qid, qkeys = group_ids(obs.src, obs.dst, obs.sport)
     port_path, pkeys = group_ids(qkeys[:, 0], qkeys[:, 1])
     n_ports, n_paths = len(qkeys), len(pkeys)
-    pid = port_path[qid]
+    sent = np.bincount(qid, minlength=n_ports).astype(np.int64)
+    received = np.bincount(qid, weights=obs.received, minlength=n_ports).astype(np.int64)
+    path_sent = np.bincount(port_path, weights=sent, minlength=n_paths).astype(np.int64)
+    path_received = np.bincount(port_path, weights=received, minlength=n_paths).astype(np.int64)
     ok = ~np.isnan(obs.owd_ns)
-    by_port = runs(qid[ok], n_ports)
+    if ok.all():  # (no copies)
+        by_port = runs(qid, n_ports)
+        owd, t, obs_rows = obs.owd_ns, obs.t_ns, by_port.rows
+    else:
+        by_port = runs(qid[ok], n_ports)
+        owd, t, obs_rows = obs.owd_ns[ok], obs.t_ns[ok], np.flatnonzero(ok)[by_port.rows]
     by_path = merged_runs(by_port, port_path, n_paths)  # the same run order
-    owd, t = obs.owd_ns[ok], obs.t_ns[ok]
     in_order = owd[by_port.rows]
     return PathTable(
         hosts=obs.hosts,
         path_key=pkeys,
-        path=_stats(obs, pid, n_paths, by_path, owd, t, in_order),
+        path=_stats(path_sent, path_received, by_path, owd, t, in_order),
         port_key=qkeys,
-        port=_stats(obs, qid, n_ports, by_port, owd, t, in_order),
+        port=_stats(sent, received, by_port, owd, t, in_order),
         port_path=port_path,
         port_id=qid,
         port_runs=by_port,
+        port_rows=obs_rows,
     )
 
 

@@ -205,6 +205,10 @@ class CwctlApp(App[None]):
     def action_details(self) -> None:
         if self.snapshot is None or self._covered():
             return
+        heatmap = self.dashboard.query_one(Heatmap)
+        if self.focused is heatmap and heatmap.grid is not None and heatmap.grid.level == "leaf":
+            self._drill_into_leaf(heatmap)
+            return
         host = self.selected_host()
         if isinstance(self.focused, SuspectsTable):
             element = self.focused.selected_element
@@ -212,6 +216,16 @@ class CwctlApp(App[None]):
                 host = element
         if host is not None:
             self.push_screen(HostDetailScreen(self.snapshot, host))
+
+    def _drill_into_leaf(self, heatmap: Heatmap) -> None:
+        """Enter on a leaf row: filter to that leaf's hosts, then pick one in the table."""
+        cell = heatmap.cursor_cell()
+        if cell is None or heatmap.grid is None:
+            return
+        leaf = heatmap.grid.labels[heatmap.rows[heatmap.cursor[0]]]
+        self.host_filter = f"={leaf}"
+        self.dashboard.set_filter(self.host_filter)
+        self.dashboard.query_one(HostsTable).focus()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         # DataTable takes enter for itself; selecting a host row opens its detail.

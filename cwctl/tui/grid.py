@@ -9,6 +9,7 @@ an aggregated cell holds the worst value of the paths it covers.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -49,18 +50,29 @@ class Grid:
 
 
 def host_matches(host: HostReport, needle: str) -> bool:
-    """The ``/`` filter: a case-insensitive substring of the name, leaf or status."""
+    """The ``/`` filter: a case-insensitive substring of the name, leaf or status;
+    ``=word`` matches one of them exactly (``=leaf1`` is not ``leaf10``)."""
     needle = needle.lower()
-    return not needle or any(
-        needle in (field or "").lower() for field in (host.name, host.leaf, host.status)
-    )
+    fields = [(f or "").lower() for f in (host.name, host.leaf, host.status)]
+    if needle.startswith("="):
+        return needle[1:] in fields
+    return not needle or any(needle in f for f in fields)
 
 
 def host_order(snapshot: FabricSnapshot) -> list[str]:
-    """Hosts ordered by leaf (hosts without one last), then by name."""
-    return [
-        h.name for h in sorted(snapshot.hosts, key=lambda h: (h.leaf is None, h.leaf or "", h.name))
-    ]
+    """Hosts ordered by leaf (hosts without one last), then by name; numbers in names
+    count as numbers (``leaf2`` before ``leaf10``)."""
+    ordered = sorted(
+        snapshot.hosts, key=lambda h: (h.leaf is None, natural(h.leaf or ""), natural(h.name))
+    )
+    return [h.name for h in ordered]
+
+
+def natural(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key: runs of digits compare as numbers."""
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part
+    )
 
 
 @dataclass(frozen=True)

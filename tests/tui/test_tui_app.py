@@ -284,3 +284,38 @@ async def test_reroute_on_the_simulator_changes_the_next_scan(
             assert "spine3" not in {s.element for s in app.snapshot.suspects}
     finally:
         forget_kept_models()
+
+
+def leafy_snapshot(leaves: int = 12, per_leaf: int = 4) -> FabricSnapshot:
+    """More hosts than the heatmap has rows at 120 x 40: it shows leaves."""
+    from cwctl.snapshot import HostReport, PathReport
+
+    names = [f"gpu-{i + 1:03d}" for i in range(leaves * per_leaf)]
+    hosts = [HostReport(name=n, leaf=f"leaf{i // per_leaf + 1}") for i, n in enumerate(names)]
+    paths = [
+        PathReport(a, b, 10, 10, 1_000.0, 1_000.0, 1_000.0 + 100.0 * i)
+        for i, (a, b) in enumerate(zip(names, names[per_leaf:] + names[:per_leaf], strict=True))
+    ]
+    return FabricSnapshot(
+        source="sim", reference=names[0], duration_s=1.0, hosts=hosts, paths=paths
+    )
+
+
+async def test_enter_on_a_leaf_row_drills_into_its_hosts() -> None:
+    app = fixed_app(leafy_snapshot())
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.scans == 1)
+        heatmap = app.dashboard.query_one(Heatmap)
+        assert heatmap.grid is not None and heatmap.grid.level == "leaf"
+        assert heatmap.grid.labels[:3] == ["leaf1", "leaf2", "leaf3"]  # natural order
+        await pilot.press("down", "enter")
+        hosts = app.dashboard.query_one(HostsTable)
+        assert hosts.shown_hosts == ["gpu-005", "gpu-006", "gpu-007", "gpu-008"]
+        assert app.focused is hosts
+        await pilot.press("enter")
+        assert isinstance(app.screen, HostDetailScreen) and app.screen.host_name == "gpu-005"
+        await pilot.press("escape")
+        await pilot.press("slash")
+        app.screen.query_one(Input).value = "=leaf1"  # exactly leaf1, not leaf10..leaf12
+        await pilot.press("enter")
+        assert hosts.shown_hosts == ["gpu-001", "gpu-002", "gpu-003", "gpu-004"]

@@ -12,8 +12,8 @@ from textual.widgets import Label, Static
 
 KEYS = [
     ("?", "this help"),
-    ("/", "filter hosts (name, leaf or status); empty clears"),
-    ("enter", "details of the host under the cursor"),
+    ("/", "filter hosts (part of name, leaf or status; =word: exact); empty clears"),
+    ("enter", "details of the host under the cursor; on a leaf row: that leaf's hosts"),
     ("tab", "next panel: heatmap, suspects, hosts"),
     ("arrows, h j k l", "move the heatmap's cursor"),
     ("m", "heatmap metric: excess delay / loss"),

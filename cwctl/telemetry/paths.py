@@ -281,4 +281,4 @@ def path_reports(pt: PathTable) -> list[PathReport]:
 
 
 def _none_for_nan(col: F64) -> list[float | None]:
-    return np.where(np.isnan(col), None, col).tolist()  # type: ignore[no-any-return]
+    return [None if x != x else x for x in col.tolist()]  # NaN != NaN

@@ -19,11 +19,16 @@ def known() -> FabricSnapshot:
 
 @pytest.fixture
 def sim_request() -> Iterator[ScanRequest]:
-    """16 simulated hosts, a lossy link, 0.3 s windows; a fresh kept model per test."""
+    """16 simulated hosts, 0.3 s windows, a link that turns lossy at 0.3 s (the second
+    window); a fresh kept model per test."""
     forget_kept_models()
     yield ScanRequest(
         sim=SimOptions(
-            hosts=16, hosts_per_leaf=4, spines=2, seed=7, faults=("link:leaf1-spine2:lossy=0.2",)
+            hosts=16,
+            hosts_per_leaf=4,
+            spines=2,
+            seed=7,
+            faults=("link:leaf1-spine2:lossy=0.2@0.3",),
         ),
         duration_s=0.3,
     )

@@ -48,12 +48,22 @@ def footer_keys(app: CwctlApp) -> set[str]:
 
 async def test_simulated_fleet_scans_twice_and_names_the_fault(sim_request: ScanRequest) -> None:
     source = PipelineSource(sim_request)
+    seen: list[FabricSnapshot] = []
+    scan_once = source.next_snapshot
+
+    async def recording() -> FabricSnapshot:
+        seen.append(await scan_once())
+        return seen[-1]
+
+    source.next_snapshot = recording  # type: ignore[method-assign]
     app = make_app(source, interval_s=0.01, max_scans=2)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.scans >= 2, timeout_s=30)
         # The timer re-armed once after the first scan: two scans, one model, two windows.
         assert source.calls == 2
         assert source.model is not None and source.model.windows == 2
+        # The fault starts at 0.3 s: the first window is clean, the second is not.
+        assert seen[0].suspects == []
         suspects = app.dashboard.query_one(SuspectsTable)
         elements = [str(key.value) for key in suspects.rows]
         assert elements[0] == "leaf1-spine2"
@@ -92,11 +102,16 @@ async def test_heatmap_draws_each_cell_in_its_bin_colour(known: FabricSnapshot) 
         assert "gpu-001 → gpu-002: 500 ns" in heatmap.render_line(1 + 4 + 1).text
         await pilot.press("m")
         assert heatmap.metric == "loss" and "loss" in heatmap.render_line(0).text
+
         # Leaving the heatmap redraws its background (the line cache is not stale).
-        focused_bg = next(iter(heatmap.render_line(0))).style.bgcolor
+        def title_bg() -> object:
+            style = next(iter(heatmap.render_line(0))).style
+            return None if style is None else style.bgcolor
+
+        focused_bg = title_bg()
         app.dashboard.query_one(HostsTable).focus()
         await pilot.pause()
-        assert next(iter(heatmap.render_line(0))).style.bgcolor != focused_bg
+        assert title_bg() != focused_bg
 
 
 async def test_enter_opens_host_detail_and_escape_returns() -> None:
@@ -281,6 +296,7 @@ async def test_reroute_on_the_simulator_changes_the_next_scan(
             applied_at = app.scans
             assert all(w == 0 for w in source.model.state.ecmp_weight.values())
             await wait_for(pilot, lambda: app.scans > applied_at + 1, 20)
+            assert app.snapshot is not None
             assert "spine3" not in {s.element for s in app.snapshot.suspects}
     finally:
         forget_kept_models()

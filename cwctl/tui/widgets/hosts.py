@@ -6,7 +6,7 @@ from textual.widgets import DataTable
 
 from cwctl.report.units import fmt_ns, fmt_ppb
 from cwctl.snapshot import FabricSnapshot
-from cwctl.tui.grid import host_matches
+from cwctl.tui.grid import host_matches, host_order
 
 
 class HostsTable(DataTable[str]):
@@ -32,7 +32,9 @@ class HostsTable(DataTable[str]):
             return
         selected = self.selected_host
         self.clear()
-        for h in self.snapshot.hosts:
+        by_name = {h.name: h for h in self.snapshot.hosts}
+        for name in host_order(self.snapshot):  # the heatmap's order: by leaf, then name
+            h = by_name[name]
             if not host_matches(h, self.host_filter):
                 continue
             self.add_row(

@@ -34,6 +34,9 @@ def group_ids(*columns: npt.NDArray[Any]) -> tuple[I64, npt.NDArray[Any]]:
     n = len(columns[0]) if columns else 0
     if not n:
         return np.zeros(0, np.int64), np.zeros((0, len(columns)), np.int64)
+    ranges = [(int(np.min(c)), int(np.max(c))) for c in columns]
+    if np.prod([float(hi - lo + 1) for lo, hi in ranges]) < _DENSE_KEYS:
+        return _dense_group_ids(columns, ranges)
     # mixed-radix key over the columns' dense ranks (1-D, no np.unique(axis=0))
     key = np.zeros(n, np.int64)
     digits: list[tuple[int, int, npt.NDArray[Any] | None]] = []  # radix, offset, values
@@ -82,6 +85,35 @@ def group_ids(*columns: npt.NDArray[Any]) -> tuple[I64, npt.NDArray[Any]]:
         rest, digit = np.divmod(rest, radix)
         keys[:, j] = digit + lo if values is None else values[digit]
     return ids, keys
+
+
+def _dense_group_ids(
+    columns: tuple[npt.NDArray[Any], ...], ranges: list[tuple[int, int]]
+) -> tuple[I64, npt.NDArray[Any]]:
+    """``group_ids`` when the mixed-radix key has fewer than ``_DENSE_KEYS`` values: an
+    int32 key and a lookup table of the keys present, no sort."""
+    key = np.zeros(len(columns[0]), np.int32)
+    for col, (lo, hi) in zip(columns, ranges, strict=True):
+        key *= hi - lo + 1
+        col = np.asarray(col)
+        if lo >= -(2**31) and hi < 2**31:
+            key += col if col.dtype == np.int32 else col.astype(np.int32)
+            key -= lo
+        else:  # small range, large values: offset first
+            key += (col.astype(np.int64) - lo).astype(np.int32)
+    size = int(np.prod([hi - lo + 1 for lo, hi in ranges]))
+    present = np.zeros(size, bool)
+    present[key] = True
+    unique = np.flatnonzero(present)
+    lookup = np.zeros(size, np.int64)
+    lookup[unique] = np.arange(len(unique))
+    keys = np.empty((len(unique), len(columns)), np.int64)
+    rest = unique
+    for j in range(len(columns) - 1, -1, -1):
+        lo, hi = ranges[j]
+        rest, digit = np.divmod(rest, hi - lo + 1)
+        keys[:, j] = digit + lo
+    return lookup[key], keys
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import ClassVar
 from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.timer import Timer
 from textual.widgets import DataTable
 
 from cwctl.errors import CwctlError
@@ -73,6 +74,7 @@ class CwctlApp(App[None]):
         self.host_filter = ""
         self.applied: list[PlannedAction] = []
         self._scan_due = False
+        self._next_scan: Timer | None = None
         self._last_elapsed_s: float | None = None
         self._last_finished: float | None = None
         self._last_error: str | None = None
@@ -115,6 +117,9 @@ class CwctlApp(App[None]):
         if self.scanning or self._dashboard() is None:
             return
         self._scan_due = False
+        if self._next_scan is not None:  # a scan asked for early replaces the armed one
+            self._next_scan.stop()
+            self._next_scan = None
         self.scanning = True
         self.run_scan(self.scans + 1)
 
@@ -150,14 +155,20 @@ class CwctlApp(App[None]):
             return
         dashboard.show(message.snapshot)
         self._refresh_status()
-        self.set_timer(self.interval_s, self.start_scan)  # re-arm after, never pile up
+        self._arm(self.interval_s)
 
     def on_scan_failed(self, message: ScanFailed) -> None:
         self.scanning = False
         self._last_error = message.error
         self._refresh_status()
         self.notify(message.error, title="scan failed", severity="error")
-        self.set_timer(max(self.interval_s, RETRY_INTERVAL_S), self.start_scan)
+        self._arm(max(self.interval_s, RETRY_INTERVAL_S))
+
+    def _arm(self, delay_s: float) -> None:
+        """One timer at a time, armed after a scan is handled: scans never pile up."""
+        if self._next_scan is not None:
+            self._next_scan.stop()
+        self._next_scan = self.set_timer(delay_s, self.start_scan)
 
     def _refresh_status(self) -> None:
         dashboard = self._dashboard()

@@ -335,3 +335,21 @@ async def test_enter_on_a_leaf_row_drills_into_its_hosts() -> None:
         app.screen.query_one(Input).value = "=leaf1"  # exactly leaf1, not leaf10..leaf12
         await pilot.press("enter")
         assert hosts.shown_hosts == ["gpu-001", "gpu-002", "gpu-003", "gpu-004"]
+
+
+async def test_scan_now_replaces_the_armed_scan_instead_of_adding_one() -> None:
+    source = FixedSource([known_snapshot()], label="SIMULATED")
+    app = make_app(source, interval_s=60)  # the armed scans never fire during the test
+
+    def armed() -> int:
+        """Live timers that will call start_scan (set_timer wraps it in a partial)."""
+        calls = [getattr(t._callback, "args", (t._callback,)) for t in app._timers if t._task]
+        return sum(1 for args in calls if app.start_scan in args)
+
+    async with app.run_test(size=SIZE) as pilot:
+        for n in (1, 2, 3):
+            await wait_for(pilot, lambda n=n: app.scans == n)  # type: ignore[misc]
+            assert armed() == 1, n
+            await pilot.press("s")
+        await wait_for(pilot, lambda: app.scans == 4)
+        assert armed() == 1

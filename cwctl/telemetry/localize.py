@@ -88,10 +88,15 @@ def flow_counts(
     # loss: one trial per exchange (the observations open with the table's rows, the
     # probes), failed when the reply never came back
     rows = usable_rows
-    xid, xkeys = group_ids(port_id[: len(table)][rows], table.nic[rows])
+    if rows.all():  # (no copies)
+        xid, xkeys = group_ids(port_id[: len(table)], table.nic)
+        no_reply = table.t4 == 0
+    else:
+        xid, xkeys = group_ids(port_id[: len(table)][rows], table.nic[rows])
+        no_reply = table.t4[rows] == 0
     nx = len(xkeys)
     sent = np.bincount(xid, minlength=nx).astype(np.float64)
-    lost = np.bincount(xid, weights=table.t4[rows] == 0, minlength=nx)
+    lost = _count(xid, no_reply, nx)
     xports = pt.port_key[xkeys[:, 0]]
     exchanges = Flows(
         hosts=table.hosts,
@@ -121,8 +126,8 @@ def flow_counts(
     excess = owd - floor[fid]
     threshold = float(DELAY_FACTOR * typical) if np.isfinite(typical) else float("nan")
     has = ~np.isnan(excess)
-    samples = np.bincount(fid, weights=has, minlength=n)
-    delayed = np.bincount(fid, weights=has & (excess > threshold), minlength=n)
+    samples = _count(fid, has, n)
+    delayed = _count(fid, excess > threshold, n)  # (NaN > x is False)
     (p50,) = _excess_p50(excess, fid, n, has, obs, pt, u)
     fports = pt.port_key[qid]
     flows = Flows(
@@ -137,6 +142,17 @@ def flow_counts(
     floors = port.owd_min_ns[enough]
     floor_ns = float(np.median(floors)) if len(floors) else float("nan")
     return FlowCounts(exchanges, sent, lost, flows, samples, delayed, p50, threshold, floor_ns)
+
+
+def _count(group: I64, mask: npt.NDArray[np.bool_], n: int) -> F64:
+    """How many rows of each group the mask marks (as floats), indexing only the marked
+    rows or only the others, whichever are fewer."""
+    marked = int(np.count_nonzero(mask))
+    if marked <= len(mask) // 2:
+        return np.bincount(group[mask], minlength=n).astype(np.float64)
+    return (np.bincount(group, minlength=n) - np.bincount(group[~mask], minlength=n)).astype(
+        np.float64
+    )
 
 
 def _excess_p50(

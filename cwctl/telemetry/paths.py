@@ -171,7 +171,7 @@ def path_table(obs: Observations) -> PathTable:
     port_path, pkeys = group_ids(qkeys[:, 0], qkeys[:, 1])
     n_ports, n_paths = len(qkeys), len(pkeys)
     sent = np.bincount(qid, minlength=n_ports).astype(np.int64)
-    received = np.bincount(qid, weights=obs.received, minlength=n_ports).astype(np.int64)
+    received = sent - np.bincount(qid[~obs.received], minlength=n_ports)
     path_sent = np.bincount(port_path, weights=sent, minlength=n_paths).astype(np.int64)
     path_received = np.bincount(port_path, weights=received, minlength=n_paths).astype(np.int64)
     ok = ~np.isnan(obs.owd_ns)

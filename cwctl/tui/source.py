@@ -104,9 +104,10 @@ class PipelineSource:
         ):
             return analyse(collection, reference=self.request.reference)  # raises InputError
         if self._solver is None:
-            # The window spans this scan and the one before: clocks stay warm.
+            # The window is this scan's probes (offsets are reported at its middle, as
+            # the truth is); the graph, the Huber weights and the offsets stay warm.
             self._solver = SlidingSolver(
-                window_s=2 * collection.duration_s, reference=self.request.reference
+                window_s=collection.duration_s, reference=self.request.reference
             )
         solution = self._solver.update(collection.table)
         return build_snapshot(collection, solution)

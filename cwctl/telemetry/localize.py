@@ -128,7 +128,7 @@ def flow_counts(
     has = ~np.isnan(excess)
     samples = _count(fid, has, n)
     delayed = _count(fid, excess > threshold, n)  # (NaN > x is False)
-    (p50,) = _excess_p50(excess, fid, n, has, obs, pt, u)
+    (p50,) = _excess_p50(excess, floor, fid, n, has, obs, pt, u)
     fports = pt.port_key[qid]
     flows = Flows(
         hosts=obs.hosts,
@@ -157,6 +157,7 @@ def _count(group: I64, mask: npt.NDArray[np.bool_], n: int) -> F64:
 
 def _excess_p50(
     excess: F64,
+    excess_floor: F64,
     fid: I64,
     n: int,
     has: npt.NDArray[np.bool_],
@@ -168,16 +169,21 @@ def _excess_p50(
     when the path table's runs (by route, rows ascending: probes before replies) already
     list each flow's rows together, those runs serve, without a second sort."""
     r, rows = pt.port_runs, pt.port_rows
-    if (
-        r is not None
-        and rows is not None
-        and usable.all()
-        and np.array_equal(has, ~np.isnan(obs.owd_ns))
-    ):
+    if r is None or rows is None or not usable.all():
+        return sorted_quantiles(excess, fid, n, (0.5,))
+    everything = bool(has.all())
+    counts = np.bincount(fid if everything else fid[has], minlength=n).astype(np.int64)
+    by_flow = Runs(r.rows, counts, np.cumsum(counts) - counts)
+    one_nic = np.min(obs.nic) == np.max(obs.nic)
+    probes_first = bool(np.all(obs.reverse[1:] >= obs.reverse[:-1]))
+    if everything and one_nic and probes_first and pt.port_owd is not None:
+        # flows split routes only into probes and replies, which each run (rows
+        # ascending, probes first) already lists in turn: the runs' delays serve as they are
+        floor = np.repeat(excess_floor, counts)
+        return run_quantiles(by_flow, pt.port_owd - floor, (0.5,))
+    if np.array_equal(has, ~np.isnan(obs.owd_ns)):
         in_order = fid[rows]
         if not len(in_order) or bool(np.all(in_order[1:] >= in_order[:-1])):
-            counts = np.bincount(in_order, minlength=n).astype(np.int64)
-            by_flow = Runs(r.rows, counts, np.cumsum(counts) - counts)
             return run_quantiles(by_flow, excess[rows], (0.5,))
     return sorted_quantiles(excess, fid, n, (0.5,))
 

@@ -159,6 +159,7 @@ class PathTable:
     port_id: I64 | None = None  # the (path, port) group of each observation
     port_runs: Runs | None = None  # the observations with a delay, grouped by port
     port_rows: I64 | None = None  # those observations' indices, in the runs' order
+    port_owd: F64 | None = None  # their one-way delays, in the runs' order
 
 
 def path_table(obs: Observations) -> PathTable:
@@ -193,6 +194,7 @@ def path_table(obs: Observations) -> PathTable:
         port_id=qid,
         port_runs=by_port,
         port_rows=obs_rows,
+        port_owd=in_order,
     )
 
 

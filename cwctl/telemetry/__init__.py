@@ -94,8 +94,11 @@ def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSna
         paths = path_reports(pt)
         down = {h.name for h in hosts if h.status != "ok"}
         bad_host = np.array([name in down for name in table.hosts] + [False])
-        usable_obs = ~bad_host[obs.src] & ~bad_host[obs.dst]
-        usable_rows = ~bad_host[table.src] & ~bad_host[table.dst]
+        if bad_host.any():
+            usable_obs = ~bad_host[obs.src] & ~bad_host[obs.dst]
+            usable_rows = ~bad_host[table.src] & ~bad_host[table.dst]
+        else:
+            usable_obs, usable_rows = np.ones(len(obs), bool), np.ones(len(table), bool)
         counts = flow_counts(table, obs, pt, usable_rows, usable_obs)
         host_nics = {h.name: h.nics for h in collection.hosts if h.nics}
         if collection.topology is not None:

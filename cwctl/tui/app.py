@@ -218,22 +218,34 @@ class CwctlApp(App[None]):
             return
         heatmap = self.dashboard.query_one(Heatmap)
         if self.focused is heatmap and heatmap.grid is not None and heatmap.grid.level == "leaf":
-            self._drill_into_leaf(heatmap)
+            leaf = heatmap.grid.labels[heatmap.rows[heatmap.cursor[0]]] if heatmap.rows else None
+            if leaf is not None:
+                self._show_leaf(leaf)
+            return
+        if isinstance(self.focused, SuspectsTable):
+            self._suspect_details(self.focused.selected_element)
             return
         host = self.selected_host()
-        if isinstance(self.focused, SuspectsTable):
-            element = self.focused.selected_element
-            if element is not None and element in {h.name for h in self.snapshot.hosts}:
-                host = element
         if host is not None:
             self.push_screen(HostDetailScreen(self.snapshot, host))
 
-    def _drill_into_leaf(self, heatmap: Heatmap) -> None:
-        """Enter on a leaf row: filter to that leaf's hosts, then pick one in the table."""
-        cell = heatmap.cursor_cell()
-        if cell is None or heatmap.grid is None:
+    def _suspect_details(self, element: str | None) -> None:
+        """Enter on a suspect: a host (or a NIC's host) opens; a leaf shows its hosts."""
+        assert self.snapshot is not None
+        if element is None:
             return
-        leaf = heatmap.grid.labels[heatmap.rows[heatmap.cursor[0]]]
+        hosts = {h.name for h in self.snapshot.hosts}
+        leaves = {h.leaf for h in self.snapshot.hosts if h.leaf}
+        host = element.split("/", 1)[0]
+        if host in hosts:
+            self.push_screen(HostDetailScreen(self.snapshot, host))
+        elif element in leaves:
+            self._show_leaf(element)
+        else:
+            self.notify(f"{element}: its evidence is under the table; r plans a reroute")
+
+    def _show_leaf(self, leaf: str) -> None:
+        """Filter to one leaf's hosts and move to the hosts table to pick one."""
         self.host_filter = f"={leaf}"
         self.dashboard.set_filter(self.host_filter)
         self.dashboard.query_one(HostsTable).focus()

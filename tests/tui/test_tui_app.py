@@ -134,6 +134,12 @@ async def test_enter_opens_host_detail_and_escape_returns() -> None:
         hosts.move_cursor(row=hosts.get_row_index("gpu-004"))
         await pilot.press("enter")
         assert isinstance(app.screen, HostDetailScreen) and app.screen.host_name == "gpu-004"
+        await pilot.press("escape")
+        # enter on a leaf suspect shows that leaf's hosts
+        app.dashboard.query_one(SuspectsTable).focus()
+        await pilot.press("enter")
+        assert app.screen is app.dashboard and hosts.shown_hosts == ["gpu-003", "gpu-004"]
+        assert app.focused is hosts
 
 
 async def test_slash_filters_hosts_and_heatmap_rows() -> None:

@@ -8,14 +8,26 @@ probe records; and, on the 64-host scan, the per-path statistics computed the pl
 ratio. ``CWCTL_BENCH_TELEMETRY_HOSTS=64,256`` picks the sizes.
 
 ``per_path_loop`` is also the reference the tests hold ``path_table`` to.
+
+``python -m bench.bench_telemetry --compare REV`` checks that the telemetry code of git
+revision REV and the working tree give the same snapshot JSON (every path, statistic,
+suspect and score) on seeded simulator scenarios with faults: the check behind a
+"no result changed" speed-up.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
+import json
 import os
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -115,5 +127,63 @@ def main() -> None:
     )
 
 
+COMPARE_SCENARIOS: tuple[tuple[int, int, tuple[str, ...]], ...] = (
+    (32, 5, ()),
+    (64, 1, ("switch:spine2:congested",)),
+    (64, 2, ("link:leaf2-spine1:lossy=0.05",)),
+    (64, 3, ("host:gpu-003:down",)),
+    (128, 4, ("switch:spine1:lossy=0.02", "nic:gpu-010/mlx5_0:down")),
+)
+
+
+def _old_build_snapshot(rev: str, into: Path) -> Any:
+    """``build_snapshot`` of revision ``rev``, imported as package ``telemetry_<rev>``."""
+    name = "telemetry_" + "".join(ch for ch in rev if ch.isalnum())
+    root = into / name
+    root.mkdir()
+    listing = subprocess.run(
+        ["git", "ls-tree", "--name-only", rev, "cwctl/telemetry/"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    for path in listing:
+        if path.endswith(".py"):
+            text = subprocess.run(
+                ["git", "show", f"{rev}:{path}"], check=True, capture_output=True, text=True
+            ).stdout
+            (root / Path(path).name).write_text(text.replace("cwctl.telemetry.", f"{name}."))
+    sys.path.insert(0, str(into))
+    return importlib.import_module(name).build_snapshot
+
+
+def compare(rev: str) -> int:
+    """Snapshot JSON of ``rev``'s telemetry vs the working tree's; the number of scenarios
+    that differ (each difference printed)."""
+    differing = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        old = _old_build_snapshot(rev, Path(tmp))
+        for hosts, seed, faults in COMPARE_SCENARIOS:
+            request = ScanRequest(sim=SimOptions(hosts=hosts, seed=seed, faults=faults))
+            collection = asyncio.run(collect(request))
+            solution = solve(collection.table)
+            before = json.dumps(old(collection, solution).to_json(), sort_keys=True)
+            after = json.dumps(build_snapshot(collection, solution).to_json(), sort_keys=True)
+            same = before == after
+            differing += not same
+            print(
+                f"{hosts:>4} hosts seed {seed} {', '.join(faults) or 'healthy':<52} "
+                f"{'same' if same else 'DIFFERENT'}"
+            )
+            if not same:
+                a, b = json.loads(before), json.loads(after)
+                for key in sorted(set(a) | set(b)):
+                    if a.get(key) != b.get(key):
+                        print(f"  differs in {key!r}")
+    return differing
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--compare":
+        sys.exit(1 if compare(sys.argv[2]) else 0)
     main()

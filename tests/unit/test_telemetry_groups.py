@@ -110,7 +110,7 @@ def test_group_ids_wide_columns_and_order() -> None:
     # a small key space (the int32 lookup table) with values far from zero
     c = rng.integers(2**40, 2**40 + 9, 500)
     d = rng.integers(-(2**31), -(2**31) + 3, 500)
-    ids, keys = group_ids(c, d, b.astype(bool))
+    ids, keys = group_ids(c, d, b)
     want, inverse = np.unique(np.stack([c, d, b], 1), axis=0, return_inverse=True)
     assert np.array_equal(keys, want)
     assert np.array_equal(ids, inverse.reshape(-1))

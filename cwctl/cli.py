@@ -17,7 +17,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 
 from cwctl import __version__, atomic
-from cwctl.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, CwctlError, NotBuiltError
+from cwctl.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, CwctlError
 
 app = typer.Typer(
     name="cwctl",
@@ -698,13 +698,6 @@ def inventory_check(inventory: InventoryOpt = None) -> None:
         typer.echo(summarize(load_inventory(path)))
 
     run_guarded(body)
-
-
-def _not_built(command: str) -> Callable[[], None]:
-    def body() -> None:
-        raise NotBuiltError(f"'cwctl {command}' is not built yet")
-
-    return body
 
 
 def main() -> None:

@@ -27,9 +27,5 @@ class InputError(CwctlError):
     """Bad input: a file, a flag value, a record that cannot be used."""
 
 
-class NotBuiltError(CwctlError):
-    """A command whose implementation has not landed yet."""
-
-
 class RecordError(InputError):
     """A malformed probe record or record file; the message names the line."""

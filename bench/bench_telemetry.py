@@ -101,7 +101,7 @@ def main() -> None:
     loop_case = None
     for hosts in SIZES:
         collection, solution = scan(hosts)
-        repeat = 3 if hosts <= 256 else 1
+        repeat = 3 if hosts <= 256 else 2
         snap = build_snapshot(collection, solution)
         took = _best_of(lambda c=collection, s=solution: build_snapshot(c, s), repeat)
         n = len(collection.table)

@@ -7,8 +7,11 @@ reverse delay). A record with ``t2 == 0`` is a lost probe (forward loss; no repl
 ever sent); ``t2 != 0`` with ``t4 == 0`` is a lost reply (reverse loss).
 
 Statistics are grouped by directed path (src, dst) and by directed path and source port
-(the ECMP flow: the source port picks the spine), all vectorised: one lexsort, then
-quantiles read off each group's sorted run. No Python loop per probe or per path.
+(the ECMP flow: the source port picks the spine), all vectorised (``groups.py``): the
+observations are grouped once, by port, with one sort of a packed key; a path's rows are
+its ports' runs together; quantiles and jitter sort each group as a row of a padded
+block. Every figure is exact (the same as sorting each group on its own). No Python loop
+per probe; one per path only to build the reports.
 """
 
 from __future__ import annotations

@@ -2,10 +2,11 @@
 
 ``python -m bench telemetry`` (about half a minute): for the default simulated leaf-spine
 fabric at 64, 256 and 1024 hosts (seed 1, spine2 congested, the simulator's defaults), the
-time of ``build_snapshot`` (clocks solved beforehand, not timed) and its time per million
-probe records; and, on the 64-host scan, the per-path statistics computed the plain way
-(one Python iteration per directed path, numpy within it) next to ``path_table``, with the
-ratio. ``CWCTL_BENCH_TELEMETRY_HOSTS=64,256`` picks the sizes.
+time of ``build_snapshot`` (clocks solved beforehand, not timed; best of 2 or 3 runs after
+a first) and its time per million probe records; and, on the 64-host scan, the per-path
+statistics computed the plain way (one Python iteration per directed path, numpy within
+it) next to ``path_table``, with the ratio. ``CWCTL_BENCH_TELEMETRY_HOSTS=64,256`` picks
+the sizes.
 
 ``per_path_loop`` is also the reference the tests hold ``path_table`` to.
 

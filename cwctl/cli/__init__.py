@@ -1,0 +1,23 @@
+"""The typer shell: parse flags, call the core, print. Nothing else lives here.
+
+``app`` is the typer application; importing this package registers every command
+(``scan``, ``tui``, the control commands, ``inventory check``) on it.
+"""
+
+from __future__ import annotations
+
+# Importing the command modules registers their commands, in the order --help lists them.
+# isort: off
+from cwctl.cli import scan  # noqa: F401
+from cwctl.cli import tui  # noqa: F401
+from cwctl.cli import actions  # noqa: F401
+
+# isort: on
+from cwctl.cli.app import app, run_guarded
+
+__all__ = ["app", "main", "run_guarded"]
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,5 @@
+"""``python -m cwctl.cli``."""
+
+from cwctl.cli import main
+
+main()

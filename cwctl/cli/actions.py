@@ -1,0 +1,354 @@
+"""The control commands: ``reroute``, ``drain``, ``resume``, ``rollback``, ``journal``."""
+
+from __future__ import annotations
+
+import asyncio
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from cwctl.cli.app import STATE, app, fail, run_guarded
+from cwctl.cli.options import (
+    DurationOpt,
+    FaultOpt,
+    HostsOpt,
+    HostsPerLeafOpt,
+    InventoryOpt,
+    SeedOpt,
+    SimOpt,
+    SpinesOpt,
+)
+
+ApplyOpt = Annotated[
+    bool, typer.Option("--apply", help="Carry the plan out (asks first, unless --yes).")
+]
+YesOpt = Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")]
+VerifyOpt = Annotated[
+    bool, typer.Option("--verify", help="After applying, rescan: exit 3 if the suspect remains.")
+]
+
+
+class PlanFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
+SudoOpt = Annotated[
+    bool, typer.Option("--sudo", help="Run each command through 'sudo -n' on its host.")
+]
+PlanFormatOpt = Annotated[
+    PlanFormat,
+    typer.Option("--format", help="table (the plan as text) or json (cwctl.action/1)."),
+]
+
+
+def _action_request(
+    *,
+    inventory: Path | None,
+    sim: bool,
+    hosts: int,
+    hosts_per_leaf: int,
+    spines: int,
+    seed: int,
+    faults: list[str] | None,
+    duration: float | None,
+) -> Any:
+    """The ScanRequest an action plans against (and --verify rescans)."""
+    from cwctl.pipeline import ScanRequest, SimOptions
+
+    if faults and not sim:
+        fail("--fault needs --sim")
+    options = None
+    if sim:
+        options = SimOptions(
+            hosts=hosts,
+            hosts_per_leaf=hosts_per_leaf,
+            spines=spines,
+            seed=seed,
+            faults=tuple(faults or ()),
+        )
+    elif inventory is None:
+        inventory = Path("inventory.toml")
+    return ScanRequest(inventory=inventory, sim=options, duration_s=duration)
+
+
+def _shell(yes: bool, fmt: PlanFormat = PlanFormat.table) -> Any:
+    """Plans to stdout, messages to stderr, confirmation with typer.confirm."""
+    from cwctl.actions.session import Shell
+
+    def confirm(plan: Any) -> bool:
+        if yes:
+            return True
+        n = len(plan.steps)
+        try:
+            return typer.confirm(
+                f"apply {plan.kind} {plan.element} ({n} step{'s' if n != 1 else ''})?",
+                err=True,
+            )
+        except typer.Abort:
+            typer.echo("", err=True)
+            return False
+
+    return Shell(
+        show=lambda text: typer.echo(text, nl=False),
+        say=lambda text: typer.echo(f"cwctl: {text}" if "\n" not in text else text, err=True),
+        confirm=confirm,
+        full=STATE.verbose,
+        as_json=fmt is PlanFormat.json,
+    )
+
+
+@app.command()
+def reroute(
+    element: Annotated[str, typer.Argument(help="The suspect to steer around.")],
+    inventory: InventoryOpt = None,
+    sim: SimOpt = False,
+    hosts: HostsOpt = 64,
+    hosts_per_leaf: HostsPerLeafOpt = 8,
+    spines: SpinesOpt = 4,
+    seed: SeedOpt = 1,
+    fault: FaultOpt = None,
+    duration: DurationOpt = None,
+    prefix: Annotated[
+        str | None, typer.Option("--prefix", help="TCP: the destination prefix to reweight.")
+    ] = None,
+    gateway: Annotated[
+        list[str] | None,
+        typer.Option("--gateway", help="TCP: SWITCH=ADDRESS, the next hop to SWITCH (repeatable)."),
+    ] = None,
+    nccl_conf: Annotated[
+        str, typer.Option("--nccl-conf", help="NIC: the NCCL config file on the host.")
+    ] = "/etc/nccl.conf",
+    apply: ApplyOpt = False,
+    yes: YesOpt = False,
+    fmt: PlanFormatOpt = PlanFormat.table,
+    sudo: SudoOpt = False,
+    verify: VerifyOpt = False,
+) -> None:
+    """Plan steering traffic around a suspect; --apply carries it out."""
+
+    def body() -> int:
+        from cwctl.actions.plan import with_sudo
+        from cwctl.actions.planner import RouteOptions, plan_reroute
+        from cwctl.actions.route import parse_gateways
+        from cwctl.actions.session import act
+
+        options = RouteOptions(prefix=prefix, gateways=parse_gateways(gateway), nccl_conf=nccl_conf)
+        request = _action_request(
+            inventory=inventory,
+            sim=sim,
+            hosts=hosts,
+            hosts_per_leaf=hosts_per_leaf,
+            spines=spines,
+            seed=seed,
+            faults=fault,
+            duration=duration,
+        )
+
+        async def make(target: Any, runner: Any) -> Any:
+            plan = await plan_reroute(element, target, runner, options)
+            return with_sudo(plan) if sudo else plan
+
+        return asyncio.run(act(make, request, _shell(yes, fmt), apply=apply, check=verify))
+
+    raise typer.Exit(run_guarded(body))
+
+
+def _scheduler_action(
+    kind: str,
+    host: str,
+    request: Any,
+    *,
+    reason: str,
+    evict: bool,
+    apply: bool,
+    yes: bool,
+    verify: bool,
+    fmt: PlanFormat = PlanFormat.table,
+    sudo: bool = False,
+) -> int:
+    from cwctl.actions.plan import with_sudo
+    from cwctl.actions.planner import plan_drain, plan_resume
+    from cwctl.actions.session import act
+
+    async def make(target: Any, runner: Any) -> Any:
+        if kind == "drain":
+            plan = plan_drain(host, target, reason=reason, evict=evict)
+        else:
+            plan = plan_resume(host, target, reason=reason)
+        return with_sudo(plan) if sudo else plan
+
+    return asyncio.run(act(make, request, _shell(yes, fmt), apply=apply, check=verify))
+
+
+@app.command()
+def drain(
+    host: Annotated[str, typer.Argument(help="The host to take out of the scheduler.")],
+    inventory: InventoryOpt = None,
+    sim: SimOpt = False,
+    hosts: HostsOpt = 64,
+    hosts_per_leaf: HostsPerLeafOpt = 8,
+    spines: SpinesOpt = 4,
+    seed: SeedOpt = 1,
+    fault: FaultOpt = None,
+    duration: DurationOpt = None,
+    reason: Annotated[str, typer.Option("--reason", help="Why, for the scheduler.")] = "cwctl",
+    evict: Annotated[
+        bool, typer.Option("--evict", help="Kubernetes: also evict its pods (kubectl drain).")
+    ] = False,
+    apply: ApplyOpt = False,
+    yes: YesOpt = False,
+    fmt: PlanFormatOpt = PlanFormat.table,
+    sudo: SudoOpt = False,
+    verify: VerifyOpt = False,
+) -> None:
+    """Take a host out of the scheduler (Slurm drain, Kubernetes cordon)."""
+
+    def body() -> int:
+        request = _action_request(
+            inventory=inventory,
+            sim=sim,
+            hosts=hosts,
+            hosts_per_leaf=hosts_per_leaf,
+            spines=spines,
+            seed=seed,
+            faults=fault,
+            duration=duration,
+        )
+        return _scheduler_action(
+            "drain",
+            host,
+            request,
+            reason=reason,
+            evict=evict,
+            apply=apply,
+            yes=yes,
+            verify=verify,
+            fmt=fmt,
+            sudo=sudo,
+        )
+
+    raise typer.Exit(run_guarded(body))
+
+
+@app.command()
+def resume(
+    host: Annotated[str, typer.Argument(help="The host to put back into the scheduler.")],
+    inventory: InventoryOpt = None,
+    sim: SimOpt = False,
+    hosts: HostsOpt = 64,
+    hosts_per_leaf: HostsPerLeafOpt = 8,
+    spines: SpinesOpt = 4,
+    seed: SeedOpt = 1,
+    apply: ApplyOpt = False,
+    yes: YesOpt = False,
+    fmt: PlanFormatOpt = PlanFormat.table,
+    sudo: SudoOpt = False,
+) -> None:
+    """Put a drained host back into the scheduler."""
+
+    def body() -> int:
+        request = _action_request(
+            inventory=inventory,
+            sim=sim,
+            hosts=hosts,
+            hosts_per_leaf=hosts_per_leaf,
+            spines=spines,
+            seed=seed,
+            faults=None,
+            duration=None,
+        )
+        return _scheduler_action(
+            "resume",
+            host,
+            request,
+            reason="cwctl",
+            evict=False,
+            apply=apply,
+            yes=yes,
+            verify=False,
+            fmt=fmt,
+            sudo=sudo,
+        )
+
+    raise typer.Exit(run_guarded(body))
+
+
+@app.command()
+def rollback(
+    action_id: Annotated[str | None, typer.Argument(help="Journal entry to undo.")] = None,
+    apply: Annotated[bool, typer.Option("--apply", help="Carry the undo out.")] = False,
+    yes: YesOpt = False,
+    fmt: PlanFormatOpt = PlanFormat.table,
+) -> None:
+    """Undo an applied action (the latest, or the one named)."""
+
+    def body() -> int:
+        from cwctl.actions.session import roll_back
+
+        return asyncio.run(roll_back(action_id, _shell(yes, fmt), apply=apply))
+
+    raise typer.Exit(run_guarded(body))
+
+
+class JournalFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
+@app.command()
+def journal(
+    fmt: Annotated[JournalFormat, typer.Option("--format", help="table or json.")] = (
+        JournalFormat.table
+    ),
+) -> None:
+    """List the actions cwctl has applied."""
+
+    def body() -> None:
+        import json as jsonlib
+
+        from cwctl.actions.journal import Journal, iter_rows
+
+        read = Journal().read()
+        for line in read.skipped:
+            typer.echo(f"cwctl: {line}", err=True)
+        rows = list(iter_rows(read.entries))
+        if fmt is JournalFormat.json:
+            typer.echo(jsonlib.dumps({"schema": "cwctl.journal/1", "entries": rows}, indent=1))
+            return
+        if not rows:
+            typer.echo("cwctl: the journal is empty", err=True)
+            return
+        header = ("ID", "TIME", "EVENT", "KIND", "ELEMENT", "STATUS", "STEPS", "NOTE")
+        table: list[tuple[str, ...]] = [header]
+        for r in rows:
+            note = ""
+            if r["rollback_of"]:
+                note = f"undoes {r['rollback_of']}"
+            elif r["rolled_back_by"]:
+                note = f"rolled back by {r['rolled_back_by']}"
+            if r["verify"]:
+                note = f"{note}; verify: {r['verify']}".lstrip("; ")
+            steps = f"{r['steps_ok']}/{r['steps']}"
+            table.append(
+                tuple(
+                    str(x or "")
+                    for x in (
+                        r["id"],
+                        r["time"],
+                        r["event"],
+                        r["kind"],
+                        r["element"],
+                        r["status"],
+                        steps,
+                        note,
+                    )
+                )
+            )
+        widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+        for row in table:
+            typer.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+    run_guarded(body)

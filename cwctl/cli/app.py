@@ -1,0 +1,116 @@
+"""The typer app itself, its global options, and how errors and output leave it.
+
+Data goes to stdout, messages and progress to stderr. Every ``CwctlError`` becomes one
+line on stderr and its exit code (docs/cli.md); a traceback only with ``--verbose``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, NoReturn, TypeVar
+
+import typer
+
+from cwctl import __version__, atomic
+from cwctl.errors import EXIT_OK, EXIT_USAGE, CwctlError
+
+app = typer.Typer(
+    name="cwctl",
+    help="Clock sync, fabric telemetry and control for GPU clusters.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+inventory_app = typer.Typer(help="Inspect and validate an inventory file.", no_args_is_help=True)
+app.add_typer(inventory_app, name="inventory")
+
+
+class _State:
+    verbose: bool = False
+    color: bool = True
+
+
+STATE = _State()
+T = TypeVar("T")
+
+
+class Format(StrEnum):
+    table = "table"
+    json = "json"
+    prom = "prom"
+
+
+class Timestamps(StrEnum):
+    hw = "hw"
+    sw = "sw"
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    typer.echo(f"cwctl: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def run_guarded(fn: Callable[[], T]) -> T:
+    """Run a command body; domain errors become one line on stderr and their exit code."""
+    try:
+        return fn()
+    except CwctlError as exc:
+        if STATE.verbose:
+            import traceback
+
+            traceback.print_exc()
+        lines = str(exc).splitlines() or [exc.__class__.__name__]
+        for line in lines:
+            typer.echo(f"cwctl: {line}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo("cwctl: interrupted", err=True)
+        raise typer.Exit(130) from None
+    except (typer.Exit, SystemExit):
+        raise
+    except Exception as exc:  # a bug: say so in one line, keep the traceback for -v
+        if STATE.verbose:
+            raise
+        typer.echo(
+            f"cwctl: internal error: {exc.__class__.__name__}: {exc} (a bug; -v shows where)",
+            err=True,
+        )
+        raise typer.Exit(1) from None
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"cwctl {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def main_options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print version.")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("-v", "--verbose", help="More detail; tracebacks on errors.")
+    ] = False,
+    no_color: Annotated[bool, typer.Option("--no-color", help="No colour in output.")] = False,
+) -> None:
+    """cwctl: measure the fabric, then steer it."""
+    STATE.verbose = verbose
+    STATE.color = not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
+
+
+def write_output(text: str, out: Path | None) -> None:
+    """To stdout, or atomically to ``out`` (write a sibling, then rename over)."""
+    if out is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        atomic.write_text(out, text)
+    except OSError as exc:
+        fail(f"cannot write {out}: {exc.strerror}")

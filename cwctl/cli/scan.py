@@ -1,0 +1,119 @@
+"""``cwctl scan`` and ``cwctl inventory check``: measure the fabric, or check its description."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from cwctl.cli.app import STATE, Format, Timestamps, app, inventory_app, run_guarded, write_output
+from cwctl.cli.options import (
+    AcceptKeysOpt,
+    ConcurrencyOpt,
+    DurationOpt,
+    FaultOpt,
+    FormatOpt,
+    HeatmapOpt,
+    HostsOpt,
+    HostsPerLeafOpt,
+    InventoryOpt,
+    LoadOpt,
+    LocalOpt,
+    OutOpt,
+    ReferenceOpt,
+    ReplayOpt,
+    SaveOpt,
+    SeedOpt,
+    SimOpt,
+    SpinesOpt,
+    TimestampsOpt,
+    build_request,
+)
+from cwctl.errors import EXIT_OK, EXIT_PROBLEMS
+
+
+@app.command()
+def scan(
+    inventory: InventoryOpt = None,
+    local: LocalOpt = None,
+    sim: SimOpt = False,
+    hosts: HostsOpt = 64,
+    hosts_per_leaf: HostsPerLeafOpt = 8,
+    spines: SpinesOpt = 4,
+    seed: SeedOpt = 1,
+    fault: FaultOpt = None,
+    timestamps: TimestampsOpt = Timestamps.hw,
+    load: LoadOpt = 0.2,
+    duration: DurationOpt = None,
+    fmt: FormatOpt = Format.table,
+    out: OutOpt = None,
+    save_records: SaveOpt = None,
+    replay: ReplayOpt = None,
+    reference: ReferenceOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    accept_new_host_keys: AcceptKeysOpt = False,
+    heatmap: HeatmapOpt = None,
+) -> None:
+    """One scan: probe, solve clocks, measure paths, report. Exit 3 if problems found."""
+
+    def body() -> int:
+        from cwctl.pipeline import scan as run_scan
+        from cwctl.report import render
+
+        request = build_request(
+            inventory=inventory,
+            local=local,
+            sim=sim,
+            replay=replay,
+            hosts=hosts,
+            hosts_per_leaf=hosts_per_leaf,
+            spines=spines,
+            seed=seed,
+            faults=fault,
+            timestamps=timestamps,
+            load=load,
+            duration=duration,
+            save_records=save_records,
+            reference=reference,
+            concurrency=concurrency,
+            accept_new_host_keys=accept_new_host_keys,
+        )
+        snapshot = asyncio.run(run_scan(request, _progress_printer()))
+        color = STATE.color and out is None and fmt is Format.table
+        write_output(render(snapshot, fmt.value, color=color), out)
+        if heatmap is not None:
+            from cwctl.report.heatmap import write_heatmap
+
+            write_heatmap(snapshot, heatmap)
+        return EXIT_OK if snapshot.healthy else EXIT_PROBLEMS
+
+    raise typer.Exit(run_guarded(body))
+
+
+def _progress_printer() -> Callable[[str, dict[str, Any]], None] | None:
+    """Progress lines on stderr when it is a terminal or with --verbose."""
+    if not (STATE.verbose or sys.stderr.isatty()):
+        return None
+
+    def progress(event: str, fields: dict[str, Any]) -> None:
+        detail = " ".join(f"{k}={v}" for k, v in fields.items())
+        typer.echo(f"cwctl: {event} {detail}".rstrip(), err=True)
+
+    return progress
+
+
+@inventory_app.command("check")
+def inventory_check(inventory: InventoryOpt = None) -> None:
+    """Validate an inventory file and print what it describes. Exit 2 if invalid."""
+
+    def body() -> None:
+        from cwctl.inventory import load_inventory, summarize
+
+        path = inventory or Path("inventory.toml")
+        typer.echo(summarize(load_inventory(path)))
+
+    run_guarded(body)

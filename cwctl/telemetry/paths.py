@@ -256,32 +256,38 @@ def path_reports(pt: PathTable) -> list[PathReport]:
         n_ports.tolist(),
         bounds.tolist(),
     )
-    p = _lists(
-        pt.path,
-        ("sent", "received", "owd_min_ns", "owd_p50_ns", "owd_p99_ns", "owd_max_ns", "jitter_ns"),
+    names = (
+        "sent",
+        "received",
+        "owd_min_ns",
+        "owd_p50_ns",
+        "owd_p99_ns",
+        "owd_max_ns",
+        "jitter_ns",
     )
+    p = _lists(pt.path, names)
+    columns = [p[name] for name in names]
+    hosts = pt.hosts
     out = []
-    for i, (s, d) in enumerate(pt.path_key.tolist()):
-        extra: dict[str, Any] = {"ports": ports_all[b[i] : b[i + 1]]}
-        if known[i] > 1:
-            extra["port_p50_spread_ns"] = p50_spread[i]
-        if n_ports_l[i] > 1:
-            spread = loss_spread[i]
-            extra["port_loss_spread"] = round(spread, 6) if spread else spread
-        out.append(
-            PathReport(
-                src=pt.hosts[s],
-                dst=pt.hosts[d],
-                sent=p["sent"][i],
-                received=p["received"][i],
-                owd_min_ns=p["owd_min_ns"][i],
-                owd_p50_ns=p["owd_p50_ns"][i],
-                owd_p99_ns=p["owd_p99_ns"][i],
-                owd_max_ns=p["owd_max_ns"][i],
-                jitter_ns=p["jitter_ns"][i],
-                extra=extra,
-            )
-        )
+    for (s, d), lo, hi, n_known, n_here, p50_wide, loss_wide, *stats in zip(
+        pt.path_key.tolist(),
+        b[:-1],
+        b[1:],
+        known,
+        n_ports_l,
+        p50_spread,
+        loss_spread,
+        *columns,
+        strict=True,
+    ):
+        extra: dict[str, Any] = {"ports": ports_all[lo:hi]}
+        if n_known > 1:
+            extra["port_p50_spread_ns"] = p50_wide
+        if n_here > 1:
+            extra["port_loss_spread"] = round(loss_wide, 6) if loss_wide else loss_wide
+        # positional, in PathReport's field order: src, dst, sent, received, owd min,
+        # p50, p99, max, jitter, extra
+        out.append(PathReport(hosts[s], hosts[d], *stats, extra=extra))
     return out
 
 

@@ -50,7 +50,7 @@ class LoopStats:
 
     sent: int
     received: int
-    owd_ns: tuple[float, float, float, float, float]  # min, p50, p90, p99, max (NaN: none)
+    owd_ns: tuple[float, ...]  # min, p50, p90, p99, max (NaN: none)
     jitter_ns: float
 
 

@@ -20,13 +20,14 @@ import numpy.typing as npt
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+Ids = npt.NDArray[np.signedinteger[Any]]  # group ids: int32 or int64
 
 _DENSE_KEYS = 1 << 24  # keys below this are numbered through a lookup table, not a sort
 _SMALL_RANGE = 1 << 20  # a column spanning fewer values is offset, not ranked
 _BLOCK_CELLS = 1 << 18  # cells per padded block: its temporaries stay in cache
 
 
-def group_ids(*columns: npt.NDArray[Any]) -> tuple[I64, npt.NDArray[Any]]:
+def group_ids(*columns: npt.NDArray[Any]) -> tuple[Ids, npt.NDArray[Any]]:
     """Dense group ids of rows by several integer columns, and each group's key tuple.
 
     Ids follow the lexicographic order of the key tuples.
@@ -89,7 +90,7 @@ def group_ids(*columns: npt.NDArray[Any]) -> tuple[I64, npt.NDArray[Any]]:
 
 def _dense_group_ids(
     columns: tuple[npt.NDArray[Any], ...], ranges: list[tuple[int, int]]
-) -> tuple[I64, npt.NDArray[Any]]:
+) -> tuple[Ids, npt.NDArray[Any]]:
     """``group_ids`` when the mixed-radix key has fewer than ``_DENSE_KEYS`` values: an
     int32 key and a lookup table of the keys present, no sort (ids come as int32)."""
     key = np.zeros(len(columns[0]), np.int32)

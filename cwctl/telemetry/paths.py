@@ -207,7 +207,7 @@ def _lists(stats: GroupStats, names: tuple[str, ...]) -> dict[str, list[Any]]:
     for name in names:
         col = getattr(stats, name)
         if col.dtype.kind == "f":
-            out[name] = np.where(np.isnan(col), None, col).tolist()
+            out[name] = _none_for_nan(col)
         else:
             out[name] = col.tolist()
     return out
@@ -269,7 +269,7 @@ def path_reports(pt: PathTable) -> list[PathReport]:
     columns = [p[name] for name in names]
     hosts = pt.hosts
     out = []
-    for (s, d), lo, hi, n_known, n_here, p50_wide, loss_wide, *stats in zip(
+    for (s, d), lo, hi, n_known, n_here, p50_wide, loss_wide, *c in zip(
         pt.path_key.tolist(),
         b[:-1],
         b[1:],
@@ -285,9 +285,21 @@ def path_reports(pt: PathTable) -> list[PathReport]:
             extra["port_p50_spread_ns"] = p50_wide
         if n_here > 1:
             extra["port_loss_spread"] = round(loss_wide, 6) if loss_wide else loss_wide
-        # positional, in PathReport's field order: src, dst, sent, received, owd min,
-        # p50, p99, max, jitter, extra
-        out.append(PathReport(hosts[s], hosts[d], *stats, extra=extra))
+        sent, received, owd_min, owd_p50, owd_p99, owd_max, jitter = c
+        out.append(
+            PathReport(
+                hosts[s],
+                hosts[d],
+                sent,
+                received,
+                owd_min,
+                owd_p50,
+                owd_p99,
+                owd_max,
+                jitter,
+                extra,
+            )
+        )
     return out
 
 

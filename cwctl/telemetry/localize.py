@@ -85,15 +85,21 @@ def flow_counts(
     as grouping by the full tuple, over much smaller keys.
     """
     port_id = pt.port_id if pt.port_id is not None else group_ids(obs.src, obs.dst, obs.sport)[0]
-    # loss: one trial per exchange (the observations open with the table's rows, the
-    # probes), failed when the reply never came back
-    rows = usable_rows
-    if rows.all():  # (no copies)
-        xid, xkeys = group_ids(port_id[: len(table)], table.nic)
+    u = usable_obs
+    derived = _derived_ids(table, obs, pt, port_id) if usable_rows.all() and u.all() else None
+    if derived is not None:
+        (xid, xkeys), (fid, keys) = derived
         no_reply = table.t4 == 0
+        owd = obs.owd_ns
     else:
+        # loss: one trial per exchange (the observations open with the table's rows,
+        # the probes), failed when the reply never came back
+        rows = usable_rows
         xid, xkeys = group_ids(port_id[: len(table)][rows], table.nic[rows])
         no_reply = table.t4[rows] == 0
+        # delay: per directed flow
+        fid, keys = group_ids(port_id[u], obs.nic[u], obs.reverse[u])
+        owd = obs.owd_ns[u]
     nx = len(xkeys)
     sent = np.bincount(xid, minlength=nx).astype(np.float64)
     lost = _count(xid, no_reply, nx)
@@ -107,14 +113,7 @@ def flow_counts(
         nic=xkeys[:, 1],
         reverse=np.zeros(nx, bool),
     )
-    # delay: per directed flow, the share of delays above the threshold over the floor
-    u = usable_obs
-    if u.all():  # (no copies)
-        fid, keys = group_ids(port_id, obs.nic, obs.reverse)
-        owd = obs.owd_ns
-    else:
-        fid, keys = group_ids(port_id[u], obs.nic[u], obs.reverse[u])
-        owd = obs.owd_ns[u]
+    # delay: the share of delays above the threshold over the floor
     n = len(keys)
     # the floor is per route (path and source port): ECMP siblings differ in cable length
     qid = keys[:, 0]
@@ -142,6 +141,36 @@ def flow_counts(
     floors = port.owd_min_ns[enough]
     floor_ns = float(np.median(floors)) if len(floors) else float("nan")
     return FlowCounts(exchanges, sent, lost, flows, samples, delayed, p50, threshold, floor_ns)
+
+
+def _derived_ids(
+    table: ProbeTable, obs: Observations, pt: PathTable, port_id: npt.NDArray[np.integer]
+) -> tuple[tuple[I64, I64], tuple[I64, I64]] | None:
+    """Exchange and flow ids and keys (as ``group_ids`` of (port, nic) over the probes and
+    of (port, nic, reverse) over all observations would give them) read off the port ids,
+    when every observation is usable, one NIC is seen and the observations are the probes
+    then the replies; else None."""
+    nt, n_ports = len(table), len(pt.port_key)
+    if not nt or len(obs) < nt or np.min(obs.nic) != np.max(obs.nic):
+        return None
+    if obs.reverse[:nt].any() or not obs.reverse[nt:].all():
+        return None
+    nic = int(obs.nic[0])
+    probes, replies = port_id[:nt], port_id[nt:]
+    has_probe = np.bincount(probes, minlength=n_ports) > 0
+    has_reply = np.bincount(replies, minlength=n_ports) > 0
+    # exchanges: the ports probes were sent on, in port order
+    x_port = np.flatnonzero(has_probe)
+    xid = (np.cumsum(has_probe) - 1)[probes]
+    xkeys = np.stack([x_port, np.full(len(x_port), nic)], axis=1)
+    # flows: each port's probes, then its replies
+    per_port = has_probe.astype(np.int64) + has_reply
+    first = np.cumsum(per_port) - per_port
+    fid = np.concatenate([first[probes], first[replies] + has_probe[replies]])
+    flow_port = np.repeat(np.arange(n_ports), per_port)
+    reverse = np.arange(len(flow_port)) - first[flow_port] + ~has_probe[flow_port]
+    keys = np.stack([flow_port, np.full(len(flow_port), nic), reverse], axis=1)
+    return (xid, xkeys), (fid, keys)
 
 
 def _count(group: I64, mask: npt.NDArray[np.bool_], n: int) -> F64:

@@ -176,7 +176,9 @@ def merged_runs(inner: Runs, parent: I64, n_parents: int) -> Runs:
     return Runs(inner.rows, counts, np.cumsum(counts) - counts, ascending=False)
 
 
-def run_quantiles(r: Runs, ordered: F64, qs: tuple[float, ...]) -> list[F64]:
+def run_quantiles(
+    r: Runs, ordered: F64, qs: tuple[float, ...], offset: F64 | None = None
+) -> list[F64]:
     """Linear-interpolated quantiles of each run of ``ordered`` (values in run order, no
     NaNs): each run sorted, then read at ``q * (count - 1)`` (numpy's default method)."""
     n_groups = len(r.counts)
@@ -185,6 +187,8 @@ def run_quantiles(r: Runs, ordered: F64, qs: tuple[float, ...]) -> list[F64]:
     last = r.starts + np.maximum(r.counts - 1, 0)
     for groups, at, real in r.blocks():
         block = ordered[at]
+        if offset is not None:  # the quantiles of ordered - offset[group]
+            block -= offset[groups][:, None]
         block[~real] = np.inf
         block.sort(axis=1)
         start, end = r.starts[groups], last[groups]
@@ -199,11 +203,17 @@ def run_quantiles(r: Runs, ordered: F64, qs: tuple[float, ...]) -> list[F64]:
     return out
 
 
-def run_jitter(r: Runs, by_row: F64, t_by_row: I64, in_run_order: F64 | None = None) -> F64:
+def run_jitter(
+    r: Runs,
+    by_row: F64,
+    t_by_row: I64,
+    in_run_order: F64 | None = None,
+    t_in_run_order: I64 | None = None,
+) -> F64:
     """Mean |difference| of consecutive values of each run in ``t`` order, ties in row
     order; NaN for runs with fewer than two values. ``by_row``/``t_by_row``: the values
-    and times indexed by row (``r.rows`` indexes them); ``in_run_order``: the values
-    gathered by ``r.rows`` when already at hand.
+    and times indexed by row (``r.rows`` indexes them); ``in_run_order`` and
+    ``t_in_run_order``: them gathered by ``r.rows``, when already at hand.
 
     Runs whose rows ascend with their times are read as they are. Each block of the
     other runs is sorted row-wise by one packed key, time above position in the run.
@@ -217,7 +227,7 @@ def run_jitter(r: Runs, by_row: F64, t_by_row: I64, in_run_order: F64 | None = N
     if not n:
         return np.full(n_groups, np.nan)
     t0, span = int(t_by_row.min()), int(t_by_row.max()) - int(t_by_row.min())
-    t_run = t_by_row[r.rows]
+    t_run = t_by_row[r.rows] if t_in_run_order is None else t_in_run_order
     v_run = by_row[r.rows] if in_run_order is None else in_run_order
     # runs whose rows ascend and whose times never step back are in order already
     unsorted = np.ones(n_groups, bool)

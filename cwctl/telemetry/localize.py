@@ -208,8 +208,7 @@ def _excess_p50(
     if everything and one_nic and probes_first and pt.port_owd is not None:
         # flows split routes only into probes and replies, which each run (rows
         # ascending, probes first) already lists in turn: the runs' delays serve as they are
-        floor = np.repeat(excess_floor, counts)
-        return run_quantiles(by_flow, pt.port_owd - floor, (0.5,))
+        return run_quantiles(by_flow, pt.port_owd, (0.5,), offset=excess_floor)
     if np.array_equal(has, ~np.isnan(obs.owd_ns)):
         in_order = fid[rows]
         if not len(in_order) or bool(np.all(in_order[1:] >= in_order[:-1])):

@@ -139,13 +139,14 @@ def _stats(
     owd_by_row: F64,
     t_by_row: I64,
     owd_in_run_order: F64 | None = None,
+    t_in_run_order: I64 | None = None,
 ) -> GroupStats:
     """``r``: the runs over the rows with a delay, whose delays and send times are
     ``owd_by_row`` and ``t_by_row`` (the delays in run order if known)."""
     if owd_in_run_order is None:
         owd_in_run_order = owd_by_row[r.rows]
     mn, p50, p90, p99, mx = run_quantiles(r, owd_in_run_order, QUANTILES)
-    jitter = run_jitter(r, owd_by_row, t_by_row, owd_in_run_order)
+    jitter = run_jitter(r, owd_by_row, t_by_row, owd_in_run_order, t_in_run_order)
     return GroupStats(sent, received, mn, p50, p90, p99, mx, jitter)
 
 
@@ -186,13 +187,13 @@ def path_table(obs: Observations) -> PathTable:
         by_port = runs(qid[ok], n_ports)
         owd, t, obs_rows = obs.owd_ns[ok], obs.t_ns[ok], np.flatnonzero(ok)[by_port.rows]
     by_path = merged_runs(by_port, port_path, n_paths)  # the same run order
-    in_order = owd[by_port.rows]
+    in_order, t_in_order = owd[by_port.rows], t[by_port.rows]
     return PathTable(
         hosts=obs.hosts,
         path_key=pkeys,
-        path=_stats(path_sent, path_received, by_path, owd, t, in_order),
+        path=_stats(path_sent, path_received, by_path, owd, t, in_order, t_in_order),
         port_key=qkeys,
-        port=_stats(sent, received, by_port, owd, t, in_order),
+        port=_stats(sent, received, by_port, owd, t, in_order, t_in_order),
         port_path=port_path,
         port_id=qid,
         port_runs=by_port,

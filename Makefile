@@ -34,6 +34,7 @@ lint: $(STAMP_TEST)
 	$(BIN)/ruff check cwctl tests bench
 	$(BIN)/ruff format --check cwctl tests bench
 	$(BIN)/lint-imports
+	$(BIN)/mypy cwctl
 
 completions: $(STAMP_RUN)
 	$(BIN)/python -m cwctl.completions_gen completions

@@ -78,6 +78,7 @@ def accuracy(
     table = window.table
     runs: list[tuple[str, Callable[[ProbeTable], ClockSolution]]] = [
         ("cwctl", solve),
+        ("cwctl score", lambda t: solve(t, method="score")),
         ("pairwise-only", lambda t: solve(t, network=False)),
         ("ntp-style", ntp_solve),
     ]

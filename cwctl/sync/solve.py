@@ -33,7 +33,7 @@ from cwctl.sync.scoreslope import score_slopes
 from cwctl.sync.solution import ClockSolution
 
 F64 = npt.NDArray[np.float64]
-Method = Literal["envelope", "margin", "hybrid"]
+Method = Literal["envelope", "margin", "hybrid", "score"]
 UNCERTAINTY_SIGMAS = 3.0
 ROBUST_ROUNDS = 4  # Huber IRLS rounds of the offset solve
 ROBUST_K = 1.5
@@ -91,9 +91,11 @@ def fit_table(
     filt = coded_filter(table)
     points = pair_points(table, filt, t_prov, by_flow=by_flow)
     fits = fit_pairs(points, windows=windows)
-    if method == "hybrid":
+    if method == "score":
+        # opt-in: better sw drifts (docs/sync.md), but not exactly invariant to a constant
+        # added to one clock (tests/unit/test_sync_scoreslope.py shows tens of ns)
         fits = score_slopes(points, fits, SCORE_SLOPE_SOURCES)
-    if method in ("margin", "hybrid"):
+    if method in ("margin", "hybrid", "score"):
         fits = max_margin_refine(points, fits, search=method == "margin")
     return filt, fits.select(fits.ok), t_prov
 

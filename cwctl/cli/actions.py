@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cwctl.cli.app import STATE, app, fail, run_guarded
+from cwctl.cli.app import STATE, Timestamps, app, run_guarded
 from cwctl.cli.options import (
     DurationOpt,
     FaultOpt,
@@ -19,6 +19,7 @@ from cwctl.cli.options import (
     SeedOpt,
     SimOpt,
     SpinesOpt,
+    build_request,
 )
 
 ApplyOpt = Annotated[
@@ -56,22 +57,26 @@ def _action_request(
     duration: float | None,
 ) -> Any:
     """The ScanRequest an action plans against (and --verify rescans)."""
-    from cwctl.pipeline import ScanRequest, SimOptions
+    from cwctl.pipeline import SimOptions
 
-    if faults and not sim:
-        fail("--fault needs --sim")
-    options = None
-    if sim:
-        options = SimOptions(
-            hosts=hosts,
-            hosts_per_leaf=hosts_per_leaf,
-            spines=spines,
-            seed=seed,
-            faults=tuple(faults or ()),
-        )
-    elif inventory is None:
-        inventory = Path("inventory.toml")
-    return ScanRequest(inventory=inventory, sim=options, duration_s=duration)
+    return build_request(
+        inventory=inventory,
+        local=None,
+        sim=sim,
+        replay=None,
+        hosts=hosts,
+        hosts_per_leaf=hosts_per_leaf,
+        spines=spines,
+        seed=seed,
+        faults=faults,
+        timestamps=Timestamps.hw,
+        load=SimOptions.load,
+        duration=duration,
+        save_records=None,
+        reference=None,
+        concurrency=None,
+        accept_new_host_keys=False,
+    )
 
 
 def _shell(yes: bool, fmt: PlanFormat = PlanFormat.table) -> Any:

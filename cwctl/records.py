@@ -199,41 +199,6 @@ _BATCH_COLUMNS: Final = (
 _ColumnSpec = tuple[str, int, int, bool]
 
 
-@dataclass(frozen=True, slots=True)
-class ProbeBatch:
-    """One decoded ``probes`` record: ``n`` exchanges as numpy columns.
-
-    ``src`` and ``dst`` index ``hosts``; ``nic`` indexes ``nics`` (-1: unnamed); ``ts``
-    holds ``TS_CODE`` codes; missing timestamps are 0.
-    """
-
-    hosts: list[str]
-    src: npt.NDArray[np.int32]
-    dst: npt.NDArray[np.int32]
-    sport: npt.NDArray[np.int32]
-    pair: I64
-    idx: npt.NDArray[np.int8]
-    gap_ns: I64
-    ts: npt.NDArray[np.int8]
-    t1: I64
-    t2: I64
-    t3: I64
-    t4: I64
-    nic: npt.NDArray[np.int16]
-    nics: list[str]
-    sender: str | None = None  # the one sender, when ``src`` named it (an agent's batch)
-
-    def __len__(self) -> int:
-        return len(self.t1)
-
-    @property
-    def src_names(self) -> set[str]:
-        """The names of every sender in the batch (one, for an agent's batch)."""
-        if self.sender is not None:
-            return {self.sender} if len(self) else set()
-        return {self.hosts[i] for i in np.unique(self.src).tolist()}
-
-
 def _column_error(where: str, key: str, message: str) -> RecordError:
     return RecordError(f"{where}: probes column {key!r}: {message}")
 
@@ -541,6 +506,24 @@ class ProbeTable:
         return builder.build()
 
 
+@dataclass
+class ProbeBatch(ProbeTable):
+    """One decoded ``probes`` record: ``n`` exchanges as numpy columns.
+
+    ``src`` and ``dst`` index ``hosts``; ``nic`` indexes ``nics`` (-1: unnamed); ``ts``
+    holds ``TS_CODE`` codes; missing timestamps are 0.
+    """
+
+    sender: str | None = None  # the one sender, when ``src`` named it (an agent's batch)
+
+    @property
+    def src_names(self) -> set[str]:
+        """The names of every sender in the batch (one, for an agent's batch)."""
+        if self.sender is not None:
+            return {self.sender} if len(self) else set()
+        return {self.hosts[i] for i in np.unique(self.src).tolist()}
+
+
 def _one_or_all(column: np.ndarray) -> int | list[int]:
     """One value when the whole column holds it (a scalar column), else the list."""
     if len(column) and (column == column[0]).all():
@@ -624,13 +607,7 @@ class ProbeTableBuilder:
         A malformed batch raises ``RecordError`` and adds nothing.
         """
         batch = rec if isinstance(rec, ProbeBatch) else decode_probes(rec, where=where)
-        host_map = np.array([self.host_code(h) for h in batch.hosts], np.int32)
-        nic_map = np.array([self._nic(n) for n in batch.nics] + [-1], np.int16)
-        chunk = {name: getattr(batch, name) for name in _COLUMNS}
-        chunk["src"] = host_map[batch.src] if len(batch) else batch.src
-        chunk["dst"] = host_map[batch.dst] if len(batch) else batch.dst
-        chunk["nic"] = nic_map[batch.nic]  # -1 indexes the trailing -1
-        self._append_chunk(chunk)
+        self.extend_table(batch)
         return len(batch)
 
     def extend_table(self, table: ProbeTable) -> None:

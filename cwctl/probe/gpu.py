@@ -303,21 +303,29 @@ _GPU_SMI_NVLINK_NAMES = {
 }
 
 
-def smi_parse_nvlink_errors(text):
-    """``nvidia-smi nvlink -e``: ``{gpu index: {link: {"replay", "recovery", "crc"}}}``.
+def _gpu_smi_link_lines(text, pattern, out):
+    """``nvidia-smi nvlink`` output: (the current GPU's dict in ``out``, link line match).
 
-    Older drivers split CRC errors into flit and data counters; they are summed.
+    A ``GPU N: ...`` header starts GPU N's dict; link lines before any header are skipped.
     """
-    out = {}
     gpu = None
     for line in text.splitlines():
         header = _GPU_SMI_GPU_HEADER.match(line)
         if header:
             gpu = out.setdefault(int(header.group(1)), {})
             continue
-        match = _GPU_SMI_LINK_COUNTER.match(line)
-        if gpu is None or not match:
-            continue
+        match = pattern.match(line)
+        if gpu is not None and match:
+            yield gpu, match
+
+
+def smi_parse_nvlink_errors(text):
+    """``nvidia-smi nvlink -e``: ``{gpu index: {link: {"replay", "recovery", "crc"}}}``.
+
+    Older drivers split CRC errors into flit and data counters; they are summed.
+    """
+    out = {}
+    for gpu, match in _gpu_smi_link_lines(text, _GPU_SMI_LINK_COUNTER, out):
         name = _GPU_SMI_NVLINK_NAMES.get(match.group(2).strip().lower())
         if name is None:
             continue
@@ -329,15 +337,7 @@ def smi_parse_nvlink_errors(text):
 def smi_parse_nvlink_status(text):
     """``nvidia-smi nvlink -s``: ``{gpu index: {link: active}}`` (a speed means active)."""
     out = {}
-    gpu = None
-    for line in text.splitlines():
-        header = _GPU_SMI_GPU_HEADER.match(line)
-        if header:
-            gpu = out.setdefault(int(header.group(1)), {})
-            continue
-        match = _GPU_SMI_LINK_STATUS.match(line)
-        if gpu is None or not match:
-            continue
+    for gpu, match in _gpu_smi_link_lines(text, _GPU_SMI_LINK_STATUS, out):
         state = match.group(2).lower()
         gpu[int(match.group(1))] = not ("inactive" in state or "down" in state)
     return out

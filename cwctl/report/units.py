@@ -1,38 +1,68 @@
-"""Human-readable numbers for the reports: nanoseconds, ppb and ratios with their units."""
+"""Human-readable numbers for every report (table, TUI, PNG, Prometheus help text).
+
+One formatter per quantity, so "1.00 us" reads the same everywhere: durations in ns, us,
+ms or s with three significant figures, never "-0"; drift in ppb or ppm; ratios in %.
+Plain ASCII ("us", not the micro sign): the PNG's bitmap font, Prometheus help text and
+any terminal show it alike.
+"""
 
 from __future__ import annotations
 
 import math
+
+_UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "us"), (1.0, "ns"))
 
 
 def _missing(x: float | None) -> bool:
     return x is None or (isinstance(x, float) and not math.isfinite(x))
 
 
+def _places(a: float) -> int:
+    """Decimal places of three significant figures (negative: tens, hundreds, ...),
+    never finer than hundredths."""
+    return min(2, 2 - math.floor(math.log10(a))) if a else 0
+
+
+def _sig3(a: float) -> str:
+    """A non-negative number with three significant figures, trailing zeros kept."""
+    return f"{a:.{max(0, _places(a))}f}"
+
+
+def _round_sig3(a: float) -> float:
+    return round(a, _places(a))
+
+
 def fmt_ns(x: float | None, *, signed: bool = False) -> str:
-    """``12 ns``, ``3.4 µs``, ``1.23 ms``, ``2.0 s``; ``-`` when unknown."""
+    """A duration given in nanoseconds: ``999 ns``, ``1.00 us``, ``12.3 ms``, ``2.50 s``.
+
+    Three significant figures in the largest unit that keeps the number at 1 or more
+    (rounding first, so 999.7 ns is ``1.00 us``), never finer than 0.01 ns; seconds above 1000 show no decimals (``1230 s``).
+    Zero and anything that rounds to it is ``0 ns``, never ``-0 ns``; ``signed`` puts a
+    ``+`` on positive values. ``-`` when unknown (None, NaN, infinite).
+    """
     if _missing(x):
         return "-"
     assert x is not None
-    sign = ("+" if x > 0 else "-" if x < 0 else " ") if signed else ("-" if x < 0 else "")
-    a = abs(x)
-    if a < 1_000:
-        body = f"{a:.0f} ns"
-    elif a < 1_000_000:
-        body = f"{a / 1e3:.1f} µs" if a < 100_000 else f"{a / 1e3:.0f} µs"
-    elif a < 1_000_000_000:
-        body = f"{a / 1e6:.2f} ms" if a < 100_000_000 else f"{a / 1e6:.0f} ms"
-    else:
-        body = f"{a / 1e9:.2f} s"
-    return sign + body
+    a = _round_sig3(abs(float(x)))
+    if a == 0:
+        return "0 ns"
+    sign = "-" if x < 0 else ("+" if signed else "")
+    for scale, unit in _UNITS:
+        if a >= scale or unit == "ns":
+            v = _round_sig3(a / scale)
+            body = f"{v:.0f}" if unit == "s" and v >= 1000 else _sig3(v)
+            return f"{sign}{body} {unit}"
+    raise AssertionError("unreachable")
 
 
 def fmt_ppb(x: float | None) -> str:
-    """Clock drift: ``+12 ppb`` below a ppm, ``-3.40 ppm`` above."""
+    """Clock drift: ``+12 ppb`` below a ppm, ``-3.40 ppm`` above; ``0 ppb``, never ``-0``."""
     if _missing(x):
         return "-"
     assert x is not None
-    if abs(x) < 1_000:
+    if round(x) == 0:
+        return "0 ppb"
+    if abs(x) < 999.5:
         return f"{x:+.0f} ppb"
     return f"{x / 1e3:+.2f} ppm"
 

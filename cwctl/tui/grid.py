@@ -198,11 +198,11 @@ def fmt_value(metric: Metric, value: float | None) -> str:
 
 def _compact(metric: Metric, value: float) -> str:
     text = fmt_ns(value) if metric == "delay" else fmt_ratio(value)
-    return text.replace(".0 ", " ").replace(".0%", "%").replace(" ", "")
+    return re.sub(r"\.0+(?=\D)", "", text).replace(" ", "")  # a legend edge: "1us", not "1.00 us"
 
 
 def legend_labels(metric: Metric) -> list[str]:
-    """One short label per bin: ``<1µs``, ``<4µs``, …, ``≥64µs``; loss starts at ``0``."""
+    """One short label per bin: ``<1us``, ``<4us``, …, ``≥64us``; loss starts at ``0``."""
     edges = BIN_EDGES[metric]
     first = "0" if metric == "loss" else f"<{_compact(metric, edges[0])}"
     return [

@@ -122,7 +122,7 @@ async def test_enter_opens_host_detail_and_escape_returns() -> None:
         assert isinstance(app.screen, HostDetailScreen)
         assert app.screen.host_name == "gpu-002"
         clock = str(app.screen.query_one("#clock").render())
-        assert "+3.0 µs" in clock and "gpu-003" in clock  # offset vs the reference
+        assert "+3.00 us" in clock and "gpu-003" in clock  # offset vs the reference
         assert "H100" in str(app.screen.query_one("#gpus").render())
         paths = app.screen.query_one("#paths", DataTable)
         assert paths.row_count == 2  # gpu-001 -> gpu-002 and gpu-002 -> gpu-004

@@ -41,7 +41,7 @@ def test_loss_metric(known: FabricSnapshot) -> None:
     assert grid.values[at["gpu-004"], at["gpu-001"]] == 0.5
     assert grid.bins[at["gpu-004"], at["gpu-001"]] == 4
     assert grid.bins[at["gpu-001"], at["gpu-002"]] == 0
-    assert legend_labels("loss")[0] == "0" and legend_labels("delay")[-1] == "≥64µs"
+    assert legend_labels("loss")[0] == "0" and legend_labels("delay")[-1] == "≥64us"
 
 
 def test_aggregates_by_leaf_keeping_the_worst_path(known: FabricSnapshot) -> None:

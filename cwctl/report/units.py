@@ -36,7 +36,8 @@ def fmt_ns(x: float | None, *, signed: bool = False) -> str:
     """A duration given in nanoseconds: ``999 ns``, ``1.00 us``, ``12.3 ms``, ``2.50 s``.
 
     Three significant figures in the largest unit that keeps the number at 1 or more
-    (rounding first, so 999.7 ns is ``1.00 us``), never finer than 0.01 ns; seconds above 1000 show no decimals (``1230 s``).
+    (rounding first, so 999.7 ns is ``1.00 us``), never finer than 0.01 ns; seconds
+    above 1000 show no decimals (``1230 s``).
     Zero and anything that rounds to it is ``0 ns``, never ``-0 ns``; ``signed`` puts a
     ``+`` on positive values. ``-`` when unknown (None, NaN, infinite).
     """

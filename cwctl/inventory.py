@@ -10,6 +10,7 @@ Indices in key names count from 0 in file order: ``host[0]`` is the first ``[[ho
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cwctl.errors import InputError
-from cwctl.tomlcheck import TomlChecker, did_you_mean, syntax_problem
+from cwctl.tomlcheck import TomlChecker, did_you_mean, syntax_problem, toml_type
 from cwctl.topology import Topology
 
 
@@ -56,6 +57,12 @@ class Switch:
     name: str
     role: str  # "leaf" | "spine"
     uplinks: tuple[str, ...] = ()
+    addresses: tuple[str, ...] = ()  # fabric interface addresses (canonical IP text)
+    kind: str | None = None  # how cwctl may act on it ("linux"); None = no access
+    address: str | None = None  # management (SSH) address; set whenever kind is
+    user: str | None = None
+    port: int | None = None
+    python: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,14 @@ class Host:
     leaf: str | None = None
     nics: tuple[str, ...] = ()
     gpus: int | None = None
+    probe_address: str | None = None  # fabric address the agent binds; None = address
+    probe_addresses: tuple[str, ...] = ()  # multi-rail: one per NIC, in the order of nics
+
+    def probe_binds(self) -> tuple[tuple[str | None, str], ...]:
+        """(NIC or None, address) for each socket set the agent binds on this host."""
+        if self.probe_addresses:
+            return tuple(zip(self.nics, self.probe_addresses, strict=True))
+        return ((None, self.probe_address or self.address),)
 
 
 @dataclass(frozen=True)
@@ -96,6 +111,33 @@ class Inventory:
                 return host
         raise InputError(f"{self.path or 'inventory'}: no host named {name!r}")
 
+    def switch(self, name: str) -> Switch:
+        for switch in self.switches:
+            if switch.name == name:
+                return switch
+        raise InputError(f"{self.path or 'inventory'}: no switch named {name!r}")
+
+    def switch_endpoint(self, switch: Switch | str) -> Endpoint:
+        """How to reach a switch cwctl may act on (``kind`` set), ``[ssh]`` filling gaps."""
+        s = self.switch(switch) if isinstance(switch, str) else switch
+        if s.kind is None or s.address is None:
+            raise InputError(f"{self.path or 'inventory'}: switch {s.name!r} has no kind/address")
+        return Endpoint(
+            name=s.name,
+            address=s.address,
+            port=s.port if s.port is not None else self.ssh.port,
+            user=s.user if s.user is not None else self.ssh.user,
+            python=s.python if s.python is not None else self.ssh.python,
+        )
+
+    def switch_of_address(self) -> dict[str, str]:
+        """Each switch fabric address (canonical IP text) -> the switch's name."""
+        return {a: s.name for s in self.switches for a in s.addresses}
+
+    def host_of_address(self) -> dict[str, tuple[str, str | None]]:
+        """Each host probe address -> (host, NIC or None): who sent or answered from it."""
+        return {a: (h.name, nic) for h in self.hosts for nic, a in h.probe_binds()}
+
     def endpoint(self, host: Host | str) -> Endpoint:
         """The host's address, port, user and python, with ``[ssh]`` filling the gaps."""
         h = self.host(host) if isinstance(host, str) else host
@@ -119,6 +161,8 @@ class Inventory:
             leaf_of={h.name: h.leaf for h in self.hosts if h.leaf is not None},
             uplinks=uplinks,
             nics={h.name: h.nics for h in self.hosts if h.nics},
+            switch_of_address=self.switch_of_address(),
+            host_of_address=self.host_of_address(),
         )
 
 
@@ -145,8 +189,19 @@ _SSH_KEYS = (
 )
 _PROBE_KEYS = ("duration", "rate", "peers", "port", "ports", "gap_us")
 _SCHEDULER_KEYS = ("kind", "host")
-_SWITCH_KEYS = ("name", "role", "uplinks")
-_HOST_KEYS = ("name", "address", "user", "port", "python", "leaf", "nics", "gpus")
+_SWITCH_KEYS = ("name", "role", "uplinks", "addresses", "kind", "address", "user", "port", "python")
+_HOST_KEYS = (
+    "name",
+    "address",
+    "user",
+    "port",
+    "python",
+    "leaf",
+    "nics",
+    "gpus",
+    "probe_address",
+    "probe_addresses",
+)
 _SECTIONS = {
     "[ssh]": _SSH_KEYS,
     "[probe]": _PROBE_KEYS,
@@ -168,6 +223,8 @@ def _homes(here: str) -> dict[str, str]:
 
 _SCHEDULER_KINDS = ("slurm", "k8s", "none")
 _SWITCH_ROLES = ("leaf", "spine")
+_SWITCH_KINDS = ("linux",)  # "linux": iproute2 over SSH
+_SWITCH_ACCESS_KEYS = ("address", "user", "port", "python")
 # Element names appear in fault specs (KIND:NAME:MODE) and NIC names (host/nic).
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 _NAME_WHAT = "a usable name (letters, digits, '_', '.', '-'; no spaces, '/' or ':')"
@@ -229,6 +286,51 @@ def _check_scheduler(c: TomlChecker, doc: Mapping[str, Any]) -> Scheduler:
     return Scheduler(**_kwargs(kind=kind, host=host))
 
 
+_IP_WHAT = "an IP address (ICMP answers name a hop by address, so no DNS names here)"
+
+
+def _canonical_ip(c: TomlChecker, key: str, value: Any) -> str | None:
+    if not isinstance(value, str):
+        c.problem(key, f"must be a string, not {toml_type(value)}")
+        return None
+    try:
+        return str(ipaddress.ip_address(value.strip()))
+    except ValueError:
+        c.problem(key, f"{value!r} is not {_IP_WHAT}")
+        return None
+
+
+def _literal_ip(text: str) -> str | None:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return None
+
+
+def _ip(c: TomlChecker, t: Mapping[str, Any], where: str, key: str) -> str | None:
+    return _canonical_ip(c, f"{where}.{key}", t[key]) if key in t else None
+
+
+def _ips(c: TomlChecker, t: Mapping[str, Any], where: str, key: str) -> tuple[str, ...] | None:
+    """An array of distinct IP addresses, each in canonical text; None after a problem."""
+    if key not in t:
+        return None
+    value = t[key]
+    if not isinstance(value, list):
+        c.problem(f"{where}.{key}", f"must be an array of IP addresses, not {toml_type(value)}")
+        return None
+    out: list[str] = []
+    for i, item in enumerate(value):
+        ip = _canonical_ip(c, f"{where}.{key}[{i}]", item)
+        if ip is None:
+            return None
+        if ip in out:
+            c.problem(f"{where}.{key}[{i}]", f"{ip} is listed twice")
+            return None
+        out.append(ip)
+    return tuple(out)
+
+
 def _at(c: TomlChecker, where: str) -> str:
     return f"{where} (line {c.line_of(where)})"
 
@@ -247,6 +349,8 @@ def _check_switches(c: TomlChecker, doc: Mapping[str, Any]) -> list[tuple[str, S
         uplinks = c.names(t, where, "uplinks", _NAME, "a switch name") or ()
         if role == "spine" and uplinks:
             c.problem(f"{where}.uplinks", "a spine has no uplinks (only a leaf lists its spines)")
+        access = _check_switch_access(c, t, where)
+        addresses = _ips(c, t, where, "addresses") or ()
         if name is not None and name in seen:
             c.problem(
                 f"{where}.name", f"switch {name!r} is already defined at {_at(c, seen[name])}"
@@ -254,7 +358,8 @@ def _check_switches(c: TomlChecker, doc: Mapping[str, Any]) -> list[tuple[str, S
             continue
         if name is not None and role is not None:
             seen[name] = where
-            switches.append((where, Switch(name=name, role=role, uplinks=uplinks)))
+            switch = Switch(name=name, role=role, uplinks=uplinks, addresses=addresses, **access)
+            switches.append((where, switch))
     roles = {s.name: s.role for _, s in switches}
     spines = [n for n, r in roles.items() if r == "spine"]
     for where, s in switches:
@@ -272,10 +377,103 @@ def _check_switches(c: TomlChecker, doc: Mapping[str, Any]) -> list[tuple[str, S
     return switches
 
 
+def _check_switch_access(c: TomlChecker, t: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``kind`` and the SSH keys that go with it; without a kind they mean nothing."""
+    kind = c.choice(t, where, "kind", _SWITCH_KINDS)
+    address = c.string(t, where, "address")
+    if address is not None and any(ch.isspace() for ch in address):
+        c.problem(f"{where}.address", f"{address!r} contains white space")
+    if "kind" in t and "address" not in t:
+        c.problem(
+            f"{where}.kind",
+            "is set, but the switch has no 'address' (its management SSH address) to reach it by",
+        )
+    if "kind" not in t:
+        for key in _SWITCH_ACCESS_KEYS:
+            if key in t:
+                c.problem(
+                    f"{where}.{key}",
+                    f"is set, but the switch has no 'kind' (one of {' | '.join(_SWITCH_KINDS)}) "
+                    "saying how cwctl may act on it",
+                )
+    return _kwargs(
+        kind=kind,
+        address=address,
+        user=c.string(t, where, "user"),
+        port=c.integer(t, where, "port", 1, 65535),
+        python=c.string(t, where, "python"),
+    )
+
+
+def _check_probe_addresses(
+    c: TomlChecker, t: Mapping[str, Any], where: str, nics: tuple[str, ...]
+) -> dict[str, Any]:
+    probe_address = _ip(c, t, where, "probe_address")
+    probe_addresses = _ips(c, t, where, "probe_addresses")
+    if "probe_address" in t and "probe_addresses" in t:
+        c.problem(
+            f"{where}.probe_addresses",
+            "and probe_address exclude each other (probe_addresses gives one per NIC)",
+        )
+        return {}
+    if probe_addresses is not None and len(probe_addresses) != len(nics):
+        c.problem(
+            f"{where}.probe_addresses",
+            f"has {len(probe_addresses)} addresses for {len(nics)} NICs "
+            "(one per entry of 'nics', in the same order)",
+        )
+        return {}
+    return _kwargs(probe_address=probe_address, probe_addresses=probe_addresses)
+
+
+def _check_shared_addresses(
+    c: TomlChecker,
+    switches: list[tuple[str, Switch]],
+    hosts: list[tuple[str, Host]],
+    ssh_port: int,
+) -> None:
+    """No fabric address is two things; no switch shares a host's SSH address and port.
+
+    A host without a probe address probes from its SSH address; two such hosts may share
+    it (containers behind one IP), but nothing else may.
+    """
+    owner: dict[str, tuple[str, bool]] = {}  # address -> (key, implicit host address)
+
+    def claim(key: str, address: str, implicit: bool) -> None:
+        if address in owner:
+            first, first_implicit = owner[address]
+            if not (implicit and first_implicit):
+                c.problem(key, f"{address} is already a fabric address of {_at(c, first)}")
+            return
+        owner[address] = (key, implicit)
+
+    for where, s in switches:
+        for i, a in enumerate(s.addresses):
+            claim(f"{where}.addresses[{i}]", a, False)
+    for where, h in hosts:
+        if h.probe_addresses:
+            for i, a in enumerate(h.probe_addresses):
+                claim(f"{where}.probe_addresses[{i}]", a, False)
+        elif h.probe_address is not None:
+            claim(f"{where}.probe_address", h.probe_address, False)
+        elif (ip := _literal_ip(h.address)) is not None:  # a DNS name: unknown until bound
+            claim(f"{where}.address", ip, True)
+    ssh_targets = {(h.address, h.port or ssh_port): where for where, h in hosts}
+    for where, s in switches:
+        if s.address is not None:
+            target = (s.address, s.port or ssh_port)
+            if target in ssh_targets:
+                c.problem(
+                    f"{where}.address",
+                    f"{s.address}:{target[1]} is already the address of "
+                    f"{_at(c, ssh_targets[target])}",
+                )
+
+
 def _check_hosts(
     c: TomlChecker, doc: Mapping[str, Any], switches: Mapping[str, Switch], ssh_port: int
-) -> list[Host]:
-    hosts: list[Host] = []
+) -> list[tuple[str, Host]]:
+    hosts: list[tuple[str, Host]] = []
     names: dict[str, str] = {}
     addresses: dict[tuple[str, int], str] = {}
     leaves = [n for n, s in switches.items() if s.role == "leaf"]
@@ -290,6 +488,7 @@ def _check_hosts(
         address = c.string(t, where, "address") if c.required(t, where, "address") else None
         port = c.integer(t, where, "port", 1, 65535)
         leaf = c.string(t, where, "leaf")
+        nics = c.names(t, where, "nics", _NAME, "a NIC name (no spaces, '/' or ':')") or ()
         host = Host(
             name=name or "",
             address=address or "",
@@ -297,8 +496,9 @@ def _check_hosts(
             port=port,
             python=c.string(t, where, "python"),
             leaf=leaf,
-            nics=c.names(t, where, "nics", _NAME, "a NIC name (no spaces, '/' or ':')") or (),
+            nics=nics,
             gpus=c.integer(t, where, "gpus", 0),
+            **_check_probe_addresses(c, t, where, nics),
         )
         if address is not None and any(ch.isspace() for ch in address):
             c.problem(f"{where}.address", f"{address!r} contains white space")
@@ -326,7 +526,7 @@ def _check_hosts(
                     f"{address}:{target[1]} is already the address of {_at(c, addresses[target])}",
                 )
             addresses.setdefault(target, where)
-        hosts.append(host)
+        hosts.append((where, host))
     return hosts
 
 
@@ -365,10 +565,11 @@ def parse_inventory(
     switches = _check_switches(c, doc)
     by_name = {s.name: s for _, s in switches}
     hosts = _check_hosts(c, doc, by_name, ssh.port)
+    _check_shared_addresses(c, switches, hosts, ssh.port)
     if c.problems:
         raise InventoryError(c.problems)
     return Inventory(
-        hosts=tuple(hosts),
+        hosts=tuple(h for _, h in hosts),
         switches=tuple(s for _, s in switches),
         ssh=ssh,
         probe=probe,

@@ -54,6 +54,10 @@ class Topology:
     leaf_of: Mapping[str, str]
     uplinks: Mapping[str, tuple[str, ...]]
     nics: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # fabric address -> switch name (an ICMP answer from it names that switch), and
+    # host probe address -> (host, NIC or None); both from the inventory, empty if unknown
+    switch_of_address: Mapping[str, str] = field(default_factory=dict)
+    host_of_address: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
 
     @property
     def leaves(self) -> list[str]:

@@ -176,6 +176,61 @@ def test_same_address_on_another_port_is_another_host() -> None:
     assert [inv.endpoint(h).port for h in inv.hosts] == [2201, 2202]
 
 
+def test_fabric_addresses_map_to_switches_and_host_nics() -> None:
+    inv = load_inventory(EXAMPLE)
+    switch_of = inv.switch_of_address()
+    assert switch_of["10.0.11.2"] == "spine1" and switch_of["10.0.22.2"] == "spine2"
+    assert switch_of["10.0.12.1"] == "leaf1" and switch_of["10.2.1.1"] == "leaf2"
+    assert len(switch_of) == 2 + 2 + 4 + 4
+    host_of = inv.host_of_address()
+    assert host_of["10.1.2.2"] == ("gpu-001", "mlx5_1")
+    assert host_of["10.1.1.4"] == ("gpu-003", None)  # one probe address, no NIC named
+    assert inv.host("gpu-001").probe_binds() == (("mlx5_0", "10.1.1.2"), ("mlx5_1", "10.1.2.2"))
+    topo = inv.topology()
+    assert topo is not None
+    assert topo.switch_of_address == switch_of and topo.host_of_address == host_of
+
+
+def test_probe_address_defaults_to_the_ssh_address() -> None:
+    inv = parse_inventory('[[host]]\nname = "a"\naddress = "10.9.0.1"\n')
+    assert inv.host("a").probe_binds() == ((None, "10.9.0.1"),)
+    assert inv.host_of_address() == {"10.9.0.1": ("a", None)}
+
+
+def test_addresses_are_kept_in_canonical_form() -> None:
+    inv = parse_inventory(
+        '[[switch]]\nname = "s"\nrole = "spine"\naddresses = ["FE80::0001", " 10.0.0.1"]\n'
+        '[[host]]\nname = "a"\naddress = "h"\nprobe_address = "2001:DB8::0:1"\n'
+    )
+    assert inv.switch("s").addresses == ("fe80::1", "10.0.0.1")
+    assert inv.host("a").probe_address == "2001:db8::1"
+
+
+def test_switch_endpoint_fills_gaps_from_ssh() -> None:
+    inv = load_inventory(EXAMPLE)
+    leaf1, leaf2 = inv.switch_endpoint("leaf1"), inv.switch_endpoint(inv.switch("leaf2"))
+    assert (leaf1.address, leaf1.user, leaf1.port, leaf1.python) == (
+        "192.168.100.11",
+        "root",
+        22,
+        "python3",
+    )
+    assert (leaf2.address, leaf2.user, leaf2.port) == ("192.168.100.12", "ops", 22)
+    assert inv.switch("leaf1").kind == "linux" and inv.switch("spine1").kind is None
+    with pytest.raises(InputError, match="switch 'spine1' has no kind/address"):
+        inv.switch_endpoint("spine1")
+    with pytest.raises(InputError, match="no switch named 'spine9'"):
+        inv.switch("spine9")
+
+
+def test_hosts_sharing_an_ssh_address_may_share_it_as_probe_address() -> None:
+    inv = parse_inventory(
+        '[[host]]\nname = "a"\naddress = "127.0.0.1"\nport = 2201\n'
+        '[[host]]\nname = "b"\naddress = "127.0.0.1"\nport = 2202\n'
+    )
+    assert [h.probe_binds() for h in inv.hosts] == [((None, "127.0.0.1"),)] * 2
+
+
 # --- rejections ----------------------------------------------------------------------------
 
 

@@ -18,16 +18,13 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cwctl.cli import app
-from cwctl.inventory import (
+from cwctl.inventory import Inventory, InventoryError, load_inventory, parse_inventory
+from cwctl.inventory.load import (
     _HOST_KEYS,
     _PROBE_KEYS,
     _SCHEDULER_KEYS,
     _SSH_KEYS,
     _SWITCH_KEYS,
-    Inventory,
-    InventoryError,
-    load_inventory,
-    parse_inventory,
 )
 
 LABEL = "fuzz.toml"

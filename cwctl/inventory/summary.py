@@ -1,0 +1,67 @@
+"""What ``cwctl inventory check`` prints: the inventory described in plain text."""
+
+from __future__ import annotations
+
+from cwctl.inventory.model import Host, Inventory
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+def summarize(inv: Inventory) -> str:
+    """What the inventory describes, as plain text: hosts per leaf, switches, settings."""
+    leaves = [s for s in inv.switches if s.role == "leaf"]
+    spines = [s for s in inv.switches if s.role == "spine"]
+    label = str(inv.path) if inv.path else "inventory"
+    n_switches = _plural(len(inv.switches), "switch", "switches")
+    if inv.switches:
+        n_switches += (
+            f" ({_plural(len(leaves), 'leaf', 'leaves')}, {_plural(len(spines), 'spine')})"
+        )
+    out = [f"{label}: {_plural(len(inv.hosts), 'host')}, {n_switches}"]
+    out.append("hosts per leaf:")
+    by_leaf: dict[str | None, list[Host]] = {}
+    for h in inv.hosts:
+        by_leaf.setdefault(h.leaf, []).append(h)
+    order = [s.name for s in leaves if s.name in by_leaf] + ([None] if None in by_leaf else [])
+    width = max((len(s or "(no leaf)") for s in order), default=0)
+    for leaf in order:
+        members = by_leaf[leaf]
+        shown = [h.name for h in members]
+        if len(shown) > 8:  # a big leaf: its first and last hosts
+            shown = [*shown[:3], "...", *shown[-2:]]
+        names = ", ".join(shown)
+        out.append(f"  {(leaf or '(no leaf)'):<{width}}  {len(members):>4}  {names}")
+    idle = [s.name for s in leaves if s.name not in by_leaf]
+    if idle:
+        out.append(f"  leaves without hosts: {', '.join(idle)}")
+    if inv.switches:
+        out.append("switches:")
+        width = max(len(s.name) for s in inv.switches)
+        for s in spines + leaves:
+            ups = f"  uplinks {', '.join(s.uplinks)}" if s.uplinks else ""
+            out.append(f"  {s.name:<{width}}  {s.role}{ups}")
+    ssh = inv.ssh
+    overrides = sum(1 for h in inv.hosts if h.user or h.port or h.python)
+    out.append(
+        f"ssh: user {ssh.user or '(from ~/.ssh/config or local user)'}, port {ssh.port}, "
+        f"jump {ssh.jump or '(none)'}, connect timeout {ssh.connect_timeout:g} s, "
+        f"concurrency {ssh.concurrency}, python {ssh.python}"
+    )
+    out.append(f"  identity {ssh.identity or '(ssh-agent / ~/.ssh/config)'}")
+    out.append(f"  known_hosts {ssh.known_hosts or '~/.ssh/known_hosts'}")
+    if overrides:
+        verb = "overrides" if overrides == 1 else "override"
+        out.append(f"  {_plural(overrides, 'host')} {verb} user, port or python")
+    p = inv.probe
+    out.append(
+        f"probe: {p.duration:g} s, {p.rate:g} pairs/s per peer, {p.peers} peers per host, "
+        f"port {p.port or 'any'}, {p.ports} source ports, pair gap {p.gap_us:g} us"
+    )
+    sched = inv.scheduler
+    where = (
+        f" on {sched.host}" if sched.host else (" on this machine" if sched.kind != "none" else "")
+    )
+    out.append(f"scheduler: {sched.kind}{where}")
+    return "\n".join(out)

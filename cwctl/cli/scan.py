@@ -6,7 +6,7 @@ import asyncio
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -57,6 +57,14 @@ def scan(
     concurrency: ConcurrencyOpt = None,
     accept_new_host_keys: AcceptKeysOpt = False,
     heatmap: HeatmapOpt = None,
+    prom_paths: Annotated[
+        bool,
+        typer.Option(
+            "--prom-paths",
+            help="With --format prom: per-path series too (7 per directed path; "
+            "the default is bounded per host, leaf pair and suspect).",
+        ),
+    ] = False,
 ) -> None:
     """One scan: probe, solve clocks, measure paths, report. Exit 3 if problems found."""
 
@@ -84,7 +92,7 @@ def scan(
         )
         snapshot = asyncio.run(run_scan(request, _progress_printer()))
         color = STATE.color and out is None and fmt is Format.table
-        write_output(render(snapshot, fmt.value, color=color), out)
+        write_output(render(snapshot, fmt.value, color=color, prom_paths=prom_paths), out)
         if heatmap is not None:
             from cwctl.report.heatmap import write_heatmap
 

@@ -9,14 +9,21 @@ from cwctl.snapshot import FabricSnapshot
 FORMATS = ("table", "json", "prom")
 
 
-def render(snapshot: FabricSnapshot, fmt: str, *, color: bool = True, width: int = 80) -> str:
-    """The snapshot as text in one of ``FORMATS``."""
+def render(
+    snapshot: FabricSnapshot,
+    fmt: str,
+    *,
+    color: bool = True,
+    width: int = 80,
+    prom_paths: bool = False,
+) -> str:
+    """The snapshot as text in one of ``FORMATS`` (``prom_paths``: per-path series too)."""
     if fmt == "json":
         return json.dumps(snapshot.to_json(), indent=2) + "\n"
     if fmt == "prom":
         from cwctl.report.prom import render_prom
 
-        return render_prom(snapshot)
+        return render_prom(snapshot, paths=prom_paths)
     from cwctl.report.table import render_table
 
     return render_table(snapshot, color=color, width=width)

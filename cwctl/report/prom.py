@@ -1,42 +1,58 @@
 """Prometheus text exposition of a snapshot (for node_exporter's textfile collector).
 
-Built with ``prometheus_client``'s metric families and its exposition writer, so the
-output is valid by construction (the tests parse it back). Base units throughout:
-seconds, ratios. Metrics (labels in braces):
+Built with ``prometheus_client``'s metric families and its exposition writer; the tests
+check it with ``promtool check metrics`` and parse it back. Base units throughout:
+seconds, ratios. Every metric is a gauge.
+
+The default output is bounded by the fabric, not by the probe graph: a fixed number of
+series per host, one per suspect, and two per probed pair of leaves (at most the number
+of probed paths, usually far fewer). Per-path series (seven per directed path: 8 500
+lines at 64 hosts, millions at 10 000) come only when asked (``paths=True``,
+``cwctl scan --format prom --prom-paths``).
+
+Always (labels in braces):
 
 ``cwctl_scan_info{source,timestamps,reference}``   1, the scan's identity
+``cwctl_scan_paths``                               directed paths measured
 ``cwctl_host_up{host}``                            1 reached, 0 unreachable or error
 ``cwctl_clock_offset_seconds{host}``               clock minus the reference's
 ``cwctl_clock_drift_ratio{host}``                  rate difference (1e-9 = 1 ppb)
 ``cwctl_clock_uncertainty_seconds{host}``          the solver's error bar
-``cwctl_path_owd_seconds{src,dst,quantile}``       one-way delay, quantile 0/0.5/0.99/1
-``cwctl_path_loss_ratio{src,dst}``                 lost / sent
-``cwctl_path_probes_sent{src,dst}``                probes (or replies) sent on the path
-``cwctl_path_jitter_seconds{src,dst}``             mean |difference| of consecutive delays
+``cwctl_host_loss_ratio{host,direction}``          lost / sent over the host's paths (out, in)
+``cwctl_host_queueing_seconds{host,direction}``    worst p99 over the floor of its paths
+``cwctl_leaf_pair_loss_ratio{src_leaf,dst_leaf}``  lost / sent over the paths between leaves
+``cwctl_leaf_pair_queueing_seconds{src_leaf,dst_leaf}``  worst p99 over the floor there
 ``cwctl_suspect_score{element,kind}``              0..1, one per suspect
 ``cwctl_suspects``                                 how many suspects
 ``cwctl_gpu_health{host,gpu}``                     0 ok, 1 warn, 2 fail
 ``cwctl_gpu_<reading>{host,gpu}``                  every numeric top-level GPU reading
+
+With ``paths=True``, per directed path ``{src,dst}``: ``cwctl_path_owd_min_seconds``,
+``cwctl_path_owd_p50_seconds``, ``cwctl_path_owd_p99_seconds``, ``cwctl_path_owd_max_seconds``,
+``cwctl_path_loss_ratio``, ``cwctl_path_probes_sent``, ``cwctl_path_jitter_seconds``.
+(One gauge per statistic: the ``quantile`` label is reserved for summaries.)
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from cwctl.snapshot import FabricSnapshot
+from cwctl.report.units import fmt_ns
+from cwctl.snapshot import FabricSnapshot, PathReport
 
-_QUANTILES = (
-    ("0", "owd_min_ns"),
-    ("0.5", "owd_p50_ns"),
-    ("0.99", "owd_p99_ns"),
-    ("1", "owd_max_ns"),
+_OWD = (
+    ("min", "owd_min_ns", "the floor"),
+    ("p50", "owd_p50_ns", "the median"),
+    ("p99", "owd_p99_ns", "the 99th percentile"),
+    ("max", "owd_max_ns", "the largest"),
 )
 _GPU_HEALTH = {"ok": 0, "warn": 1, "fail": 2}
 _NAME = re.compile(r"[^a-zA-Z0-9_]")
@@ -50,9 +66,36 @@ def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, labels=labels)
 
 
+@dataclass
+class _Tally:
+    """Paths summed up for one host direction or one leaf pair."""
+
+    sent: int = 0
+    received: int = 0
+    queueing_ns: float = -math.inf  # the worst p99 over the floor seen
+
+    def add(self, p: PathReport) -> None:
+        self.sent += p.sent
+        self.received += p.received
+        q = p.excess_ns
+        if _ok(q):
+            self.queueing_ns = max(self.queueing_ns, q)  # type: ignore[type-var]
+
+    @property
+    def loss(self) -> float:
+        return 1.0 - self.received / self.sent if self.sent else 0.0
+
+
 class _SnapshotCollector(Collector):
-    def __init__(self, snapshot: FabricSnapshot) -> None:
+    def __init__(self, snapshot: FabricSnapshot, *, paths: bool) -> None:
         self.snapshot = snapshot
+        self.paths = paths
+        threshold = snapshot.telemetry.get("delay_threshold_ns")
+        self.delayed = (
+            f" This scan calls a path delayed above {fmt_ns(threshold)} of queueing."
+            if _ok(threshold)
+            else ""
+        )
 
     def collect(self) -> Iterator[Metric]:
         snap = self.snapshot
@@ -63,8 +106,14 @@ class _SnapshotCollector(Collector):
         )
         info.add_metric([snap.source, snap.timestamp_source, snap.reference or ""], 1)
         yield info
+        count = _gauge("cwctl_scan_paths", "Directed host-to-host paths measured.", [])
+        count.add_metric([], len(snap.paths))
+        yield count
         yield from self._hosts()
-        yield from self._paths()
+        yield from self._host_paths()
+        yield from self._leaf_pairs()
+        if self.paths:
+            yield from self._paths()
         yield from self._suspects()
         yield from self._gpus()
 
@@ -87,12 +136,55 @@ class _SnapshotCollector(Collector):
                 unc.add_metric([h.name], h.uncertainty_ns * 1e-9)  # type: ignore[operator]
         yield from (up, off, drift, unc)
 
-    def _paths(self) -> Iterator[Metric]:
-        owd = _gauge(
-            "cwctl_path_owd_seconds",
-            "One-way delay quantiles of a directed path.",
-            ["src", "dst", "quantile"],
+    def _host_paths(self) -> Iterator[Metric]:
+        tallies: dict[tuple[str, str], _Tally] = {}
+        for p in self.snapshot.paths:
+            tallies.setdefault((p.src, "out"), _Tally()).add(p)
+            tallies.setdefault((p.dst, "in"), _Tally()).add(p)
+        loss = _gauge(
+            "cwctl_host_loss_ratio",
+            "Share of probes lost over the paths a host sends on (out) or receives on (in).",
+            ["host", "direction"],
         )
+        queue = _gauge(
+            "cwctl_host_queueing_seconds",
+            "Worst queueing (p99 one-way delay over the path's floor) among the host's paths."
+            + self.delayed,
+            ["host", "direction"],
+        )
+        yield from _fill(tallies.items(), loss, queue)
+
+    def _leaf_pairs(self) -> Iterator[Metric]:
+        leaf = {h.name: h.leaf for h in self.snapshot.hosts if h.leaf}
+        tallies: dict[tuple[str, str], _Tally] = {}
+        for p in self.snapshot.paths:
+            a, b = leaf.get(p.src), leaf.get(p.dst)
+            if a and b:
+                tallies.setdefault((a, b), _Tally()).add(p)
+        if not tallies:
+            return
+        loss = _gauge(
+            "cwctl_leaf_pair_loss_ratio",
+            "Share of probes lost over the paths from hosts on one leaf to hosts on another.",
+            ["src_leaf", "dst_leaf"],
+        )
+        queue = _gauge(
+            "cwctl_leaf_pair_queueing_seconds",
+            "Worst queueing (p99 one-way delay over the path's floor) between two leaves."
+            + self.delayed,
+            ["src_leaf", "dst_leaf"],
+        )
+        yield from _fill(tallies.items(), loss, queue)
+
+    def _paths(self) -> Iterator[Metric]:
+        owd = {
+            stat: _gauge(
+                f"cwctl_path_owd_{stat}_seconds",
+                f"One-way delay of a directed path: {what}.",
+                ["src", "dst"],
+            )
+            for stat, _, what in _OWD
+        }
         loss = _gauge(
             "cwctl_path_loss_ratio", "Share of probes lost on a directed path.", ["src", "dst"]
         )
@@ -101,15 +193,17 @@ class _SnapshotCollector(Collector):
             "cwctl_path_jitter_seconds", "Mean change between consecutive delays.", ["src", "dst"]
         )
         for p in self.snapshot.paths:
-            for q, attr in _QUANTILES:
+            labels = [p.src, p.dst]
+            for stat, attr, _ in _OWD:
                 v = getattr(p, attr)
                 if _ok(v):
-                    owd.add_metric([p.src, p.dst, q], v * 1e-9)
-            loss.add_metric([p.src, p.dst], p.loss)
-            sent.add_metric([p.src, p.dst], p.sent)
+                    owd[stat].add_metric(labels, v * 1e-9)
+            loss.add_metric(labels, p.loss)
+            sent.add_metric(labels, p.sent)
             if _ok(p.jitter_ns):
-                jit.add_metric([p.src, p.dst], p.jitter_ns * 1e-9)  # type: ignore[operator]
-        yield from (owd, loss, sent, jit)
+                jit.add_metric(labels, p.jitter_ns * 1e-9)  # type: ignore[operator]
+        yield from owd.values()
+        yield from (loss, sent, jit)
 
     def _suspects(self) -> Iterator[Metric]:
         score = _gauge(
@@ -146,8 +240,22 @@ class _SnapshotCollector(Collector):
         yield from readings.values()
 
 
-def render_prom(snapshot: FabricSnapshot) -> str:
-    """The snapshot in the Prometheus text format (version 0.0.4)."""
+def _fill(
+    tallies: Iterable[tuple[tuple[str, str], _Tally]],
+    loss: GaugeMetricFamily,
+    queue: GaugeMetricFamily,
+) -> Iterator[Metric]:
+    for labels, tally in sorted(tallies, key=lambda kv: kv[0]):
+        if tally.sent:
+            loss.add_metric(list(labels), tally.loss)
+        if math.isfinite(tally.queueing_ns):
+            queue.add_metric(list(labels), tally.queueing_ns * 1e-9)
+    yield from (loss, queue)
+
+
+def render_prom(snapshot: FabricSnapshot, *, paths: bool = False) -> str:
+    """The snapshot in the Prometheus text format (version 0.0.4); per-path series only
+    with ``paths``."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_SnapshotCollector(snapshot))
+    registry.register(_SnapshotCollector(snapshot, paths=paths))
     return generate_latest(registry).decode()

@@ -86,37 +86,6 @@ def test_gpu_column_when_gpu_data_is_present() -> None:
     assert samples[("cwctl_gpu_temperature_c", (("gpu", "0"), ("host", "gpu-002")))] == 91
 
 
-def test_prometheus_text_parses_with_the_official_parser(faulty: FabricSnapshot) -> None:
-    prom = render(faulty, "prom")
-    families = {f.name: f for f in text_string_to_metric_families(prom)}
-    for name in (
-        "cwctl_clock_offset_seconds",
-        "cwctl_clock_uncertainty_seconds",
-        "cwctl_clock_drift_ratio",
-        "cwctl_path_owd_seconds",
-        "cwctl_path_loss_ratio",
-        "cwctl_suspect_score",
-        "cwctl_host_up",
-        "cwctl_scan_info",
-    ):
-        assert name in families, name
-        assert families[name].type == "gauge"
-    up = {s.labels["host"]: s.value for s in families["cwctl_host_up"].samples}
-    assert up["gpu-007"] == 0 and up["gpu-001"] == 1
-    scores = {s.labels["element"]: s for s in families["cwctl_suspect_score"].samples}
-    assert scores["spine2"].labels["kind"] == "switch" and scores["spine2"].value > 0.5
-    quantiles = {s.labels["quantile"] for s in families["cwctl_path_owd_seconds"].samples}
-    assert quantiles == {"0", "0.5", "0.99", "1"}
-    p = next(p for p in faulty.paths if p.owd_p50_ns is not None)
-    owd = {
-        (s.labels["src"], s.labels["dst"], s.labels["quantile"]): s.value
-        for s in families["cwctl_path_owd_seconds"].samples
-    }
-    assert owd[(p.src, p.dst, "0.5")] == pytest.approx(p.owd_p50_ns * 1e-9)
-    lossy = [s for s in families["cwctl_path_loss_ratio"].samples if s.value == 1.0]
-    assert lossy  # spine2 is down: some paths lost everything
-
-
 def test_png_encoder_round_trips_through_zlib() -> None:
     img = np.zeros((3, 4, 3), np.uint8)
     img[1, 2] = (255, 0, 7)

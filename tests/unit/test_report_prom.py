@@ -116,7 +116,10 @@ def test_default_grows_with_hosts_not_with_peers() -> None:
     """Three times the peers triples the per-path output, not the default output."""
     few, many = _snapshot(32, 3), _snapshot(32, 9)
     default = [len(_samples(render_prom(s))) for s in (few, many)]
-    per_path = [len(_samples(render_prom(s, paths=True))) - d for s, d in zip((few, many), default)]
+    per_path = [
+        len(_samples(render_prom(s, paths=True))) - d
+        for s, d in zip((few, many), default, strict=True)
+    ]
     assert len(many.paths) > 2.5 * len(few.paths)
     assert per_path[1] > 2.5 * per_path[0]
     leaves = 4

@@ -78,8 +78,8 @@ class _Tally:
         self.sent += p.sent
         self.received += p.received
         q = p.excess_ns
-        if _ok(q):
-            self.queueing_ns = max(self.queueing_ns, q)  # type: ignore[type-var]
+        if q is not None and math.isfinite(q):
+            self.queueing_ns = max(self.queueing_ns, q)
 
     @property
     def loss(self) -> float:

@@ -129,26 +129,46 @@ def assign_peers(
     """Which peers each host probes: ring neighbours plus seeded random chords.
 
     The ring (hosts ordered by leaf, then name) makes the probe graph connected and
-    full of short loops; the chords cross leaves, so every spine sees traffic and the
-    network-effect solve has long loops too. Each host initiates to ``min(k, n-1)``
-    distinct peers; an edge may be probed from both ends. Deterministic for a seed and
-    independent of the order ``hosts`` is given in.
+    full of short loops, most of them inside a leaf; the chords cross leaves, so every
+    spine sees traffic and the network-effect solve has long loops too. Each host
+    initiates to ``min(k, n-1)`` distinct peers; an edge may be probed from both ends.
+    Deterministic for a seed and independent of the order ``hosts`` is given in.
+    O(n*k) after the sort: chords are drawn as offsets along the ring, never as a
+    permutation of all hosts.
     """
     names = sorted(set(hosts), key=lambda h: ((leaf_of or {}).get(h, ""), _natural_key(h)))
     n = len(names)
     k = max(0, min(k, n - 1))
-    out: dict[str, list[str]] = {name: [] for name in names}
     if k == 0:
-        return out
+        return {name: [] for name in names}
     ring = max(1, k // 2)
-    rng = np.random.default_rng(seed)
-    for i, name in enumerate(names):
-        chosen = [names[(i + d) % n] for d in range(1, ring + 1)]
-        taken = set(chosen) | {name}
-        if len(taken) - 1 < k:
-            candidates = [j for j in rng.permutation(n) if names[j] not in taken]
-            chosen += [names[j] for j in candidates[: k - len(chosen)]]
-        out[name] = chosen
+    offsets = np.empty((n, k), np.int64)
+    offsets[:, :ring] = np.arange(1, ring + 1)
+    if k > ring:
+        # chord offsets ring+1 .. n-1: never the host itself, never a ring successor
+        chords = _distinct_draws(np.random.default_rng(seed), n, k - ring, n - 1 - ring)
+        offsets[:, ring:] = chords + ring + 1
+    peers = (np.arange(n)[:, None] + offsets) % n
+    return {name: [names[j] for j in row] for name, row in zip(names, peers.tolist(), strict=True)}
+
+
+def _distinct_draws(
+    rng: np.random.Generator, rows: int, m: int, span: int
+) -> npt.NDArray[np.int64]:
+    """``rows`` x ``m`` integers in [0, span), distinct within each row (``m <= span``).
+
+    Wide spans draw with replacement and redraw the rows that repeat a value (few, and
+    fewer each round); narrow spans take the head of a permutation per row.
+    """
+    if span <= 4 * m:
+        return np.array([rng.permutation(span)[:m] for _ in range(rows)], np.int64).reshape(rows, m)
+    out = rng.integers(0, span, size=(rows, m))
+    redo = np.arange(rows)
+    while len(redo):
+        part = np.sort(out[redo], axis=1)
+        redo = redo[(part[:, 1:] == part[:, :-1]).any(axis=1)]
+        if len(redo):
+            out[redo] = rng.integers(0, span, size=(len(redo), m))
     return out
 
 

@@ -39,6 +39,9 @@ DurationOpt = Annotated[
     float | None, typer.Option("--duration", min=0.1, help="Seconds of probing.")
 ]
 FormatOpt = Annotated[Format, typer.Option("--format", help="table, json or prom.")]
+PrettyOpt = Annotated[
+    bool, typer.Option("--pretty", help="Indent --format json for people (default compact).")
+]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Write the report here (atomic).")]
 SaveOpt = Annotated[
     Path | None, typer.Option("--save-records", help="Keep every probe record (.gz ok).")

@@ -24,6 +24,7 @@ from cwctl.cli.options import (
     LoadOpt,
     LocalOpt,
     OutOpt,
+    PrettyOpt,
     ReferenceOpt,
     ReplayOpt,
     SaveOpt,
@@ -50,6 +51,7 @@ def scan(
     load: LoadOpt = 0.2,
     duration: DurationOpt = None,
     fmt: FormatOpt = Format.table,
+    pretty: PrettyOpt = False,
     out: OutOpt = None,
     save_records: SaveOpt = None,
     replay: ReplayOpt = None,
@@ -92,7 +94,9 @@ def scan(
         )
         snapshot = asyncio.run(run_scan(request, _progress_printer()))
         color = STATE.color and out is None and fmt is Format.table
-        write_output(render(snapshot, fmt.value, color=color, prom_paths=prom_paths), out)
+        write_output(
+            render(snapshot, fmt.value, color=color, prom_paths=prom_paths, pretty=pretty), out
+        )
         if heatmap is not None:
             from cwctl.report.heatmap import write_heatmap
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from cwctl.snapshot import FabricSnapshot
 
 FORMATS = ("table", "json", "prom")
@@ -16,10 +14,14 @@ def render(
     color: bool = True,
     width: int = 80,
     prom_paths: bool = False,
+    pretty: bool = False,
 ) -> str:
-    """The snapshot as text in one of ``FORMATS`` (``prom_paths``: per-path series too)."""
+    """The snapshot as text in one of ``FORMATS`` (``prom_paths``: per-path series too;
+    ``json``: compact unless ``pretty``)."""
     if fmt == "json":
-        return json.dumps(snapshot.to_json(), indent=2) + "\n"
+        from cwctl.report.jsonenc import encode
+
+        return encode(snapshot.to_json(), pretty=pretty)
     if fmt == "prom":
         from cwctl.report.prom import render_prom
 

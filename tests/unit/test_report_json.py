@@ -110,3 +110,39 @@ def test_suspects_name_the_injected_faults(scan_json: dict[str, Any]) -> None:
         "leaf1-spine3",
     }
     assert set(scan_json["truth"]["faults"]) == {"spine2", "leaf1-spine3"}
+
+
+def test_json_is_compact_by_default_and_indented_with_pretty() -> None:
+    args = ["scan", "--sim", "--hosts", "8", "--duration", "0.3", "--format", "json"]
+    compact = CliRunner().invoke(app, args)
+    pretty = CliRunner().invoke(app, [*args, "--pretty"])
+    assert compact.exit_code == pretty.exit_code == 0, compact.output + pretty.output
+    assert compact.stdout.count("\n") == 1 and compact.stdout.endswith("}\n")
+    assert '\n  "schema": "cwctl.scan/1"' in pretty.stdout
+    a, b = json.loads(compact.stdout), json.loads(pretty.stdout)
+    for report in (a, b):
+        report["sync"].pop("fit_s"), report["sync"].pop("solve_s")
+    assert a == b  # the same seeded scan; only the solver's own timings differ
+
+
+def test_report_encoder_writes_what_the_stdlib_reads() -> None:
+    import numpy as np
+
+    from cwctl.report.jsonenc import encode
+
+    obj = {
+        "a": np.float64(1.5),
+        "b": np.int64(7),
+        "c": np.arange(3),
+        "d": float("nan"),
+        "e": [None, True, "x"],
+        3: "int key",
+    }
+    assert json.loads(encode(obj)) == {
+        "a": 1.5,
+        "b": 7,
+        "c": [0, 1, 2],
+        "d": None,
+        "e": [None, True, "x"],
+        "3": "int key",
+    }

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import binom
+from scipy.special import bdtrc
 
 from cwctl.records import ProbeTable
 from cwctl.snapshot import Suspect
@@ -247,7 +247,9 @@ def _bad_flows(
     trials: F64, failures: F64, background: float, p_max: float = BAD_FLOW_P
 ) -> npt.NDArray[np.bool_]:
     """Flows whose failures are improbable (p < p_max) at the background rate."""
-    p = binom.sf(failures - 1, trials, np.clip(background, 1e-7, 1 - 1e-7))
+    # P(X >= failures) for X ~ Binomial(trials, background): the upper tail above failures-1
+    k, n = np.rint(failures).astype(np.int64), np.rint(trials).astype(np.int64)  # whole counts
+    p = bdtrc(k - 1, n, np.clip(background, 1e-7, 1 - 1e-7))
     return (failures > 0) & (p < p_max)
 
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 import numpy as np
 
 from cwctl.collection import HostInfo
-from cwctl.probe.agent import Batch
+from cwctl.probe.batch import Batch
 from cwctl.records import TS_SOURCES, ProbeTable
 from cwctl.transport.base import Collector, HostRun
 

@@ -28,7 +28,7 @@ import asyncssh
 from cwctl.collection import Collection
 from cwctl.inventory import Host, Inventory, ProbeSettings, SSHDefaults
 from cwctl.pipeline import ScanRequest
-from cwctl.probe.agent import WIRE
+from cwctl.probe.wire import WIRE
 from cwctl.transport.local import collect_local
 from cwctl.transport.ssh import scan_inventory
 

@@ -20,7 +20,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cwctl.probe import gpu as g
+from cwctl.probe.gpu.readings import gpu_build, gpu_record
+from cwctl.probe.gpu.sampler import GpuSampler
+from cwctl.probe.gpu.smi import SMI_QUERY_FIELDS, smi_readings
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "gpu"
 WINDOW_S = 1.0
@@ -42,7 +44,7 @@ def _median(values: list[float]) -> float:
 
 
 def _no_gpu_window() -> float:
-    sampler = g.GpuSampler("bench-host", nvidia_smi=False)
+    sampler = GpuSampler("bench-host", nvidia_smi=False)
     return _cpu_over_window(sampler.start, sampler.stop)
 
 
@@ -50,7 +52,7 @@ def _replay_window() -> float:
     texts = {
         when: [
             (DATA / f"h100x8_query_{when}.csv").read_text(),
-            g.SMI_QUERY_FIELDS,
+            SMI_QUERY_FIELDS,
             (DATA / f"h100x8_nvlink_e_{when}.txt").read_text(),
             (DATA / "h100x8_nvlink_s.txt").read_text(),
             (DATA / f"h100x8_q_{when}.txt").read_text(),
@@ -60,11 +62,11 @@ def _replay_window() -> float:
     state: dict[str, list[dict]] = {}
 
     def start() -> None:
-        state["before"] = g.smi_readings(*texts["before"])
+        state["before"] = smi_readings(*texts["before"])
 
     def stop() -> None:
-        after = g.smi_readings(*texts["after"])
-        rec = g.gpu_record("bench-host", "nvidia-smi", "ok", g.gpu_build(state["before"], after), 1)
+        after = smi_readings(*texts["after"])
+        rec = gpu_record("bench-host", "nvidia-smi", "ok", gpu_build(state["before"], after), 1)
         json.dumps(rec)
 
     return _cpu_over_window(start, stop)

@@ -1,2 +1,4 @@
-"""The probe agent (``agent.py``, stdlib only, runs on remote hosts), its GPU sampler
-(``gpu.py``, bundled in front of it) and the bootstrap that delivers both (``bootstrap.py``)."""
+"""The probe agent: stdlib-only modules that run on remote hosts (``agent.py`` is the
+main loop, ``gpu/`` the GPU sampler), the assembler that imports them from memory there
+(``assembler.py``) and the bootstrap that ships them as one bundle (``bootstrap.py``,
+whose ``AGENT_MODULES`` lists what goes)."""

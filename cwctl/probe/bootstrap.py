@@ -1,51 +1,79 @@
-"""How the agent gets onto a host: its bytes and the one-line command that runs them.
+"""How the agent gets onto a host: its bundle and the one-line command that runs it.
 
 The command is ``python3 -c CODE``; CODE reads a decimal length line from stdin, then
-exactly that many bytes (the agent bundle), and execs them. The reads go straight to
-file descriptor 0, unbuffered, so nothing past the bundle is consumed: stdin stays the
-agent's control channel. Nothing is written to the remote disk.
-
-The bundle is ``cwctl/probe/gpu.py`` (when present) followed by ``agent.py``; the agent
-uses the ``GpuSampler`` that gpu.py defines. ``from __future__`` lines are hoisted to
-the top, where Python requires them.
+exactly that many bytes (``assembler.py``), and execs them. The reads go straight to
+file descriptor 0, unbuffered, so nothing past them is consumed. The assembler reads the
+module frames that follow the same way, creates each module of ``AGENT_MODULES`` under
+its real dotted name and calls ``AGENT_MAIN``'s ``main()``; the params line comes next,
+and stdin stays the agent's control channel. Nothing is written to the remote disk.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import re
 import shlex
+import zlib
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-_HERE = Path(__file__).resolve().parent
-_PARTS = ("gpu.py", "agent.py")  # order matters: agent.py looks GpuSampler up at run time
-_FUTURE = re.compile(r"^from __future__ import [^\n]*\n", re.MULTILINE)
+# THE list of modules shipped to every host, in the order the far side runs them: a
+# module after the bundled modules it imports, a package before its modules. A new
+# agent module goes here (tests/unit/test_agent_bundle.py checks the order and that
+# each is stdlib-only Python 3.8).
+AGENT_MODULES = (
+    "cwctl.probe.wire",
+    "cwctl.probe.stamps",
+    "cwctl.probe.hostfacts",
+    "cwctl.probe.batch",
+    "cwctl.probe.channel",
+    "cwctl.probe.exchanges",
+    "cwctl.probe.gpu",
+    "cwctl.probe.gpu.readings",
+    "cwctl.probe.gpu.smi",
+    "cwctl.probe.gpu.xid",
+    "cwctl.probe.gpu.nvml",
+    "cwctl.probe.gpu.sampler",
+    "cwctl.probe.agent",
+)
+AGENT_MAIN = "cwctl.probe.agent"  # its main() runs the agent
 
-# One line: read the length (byte by byte, so nothing more is taken), then the bundle.
+_ASSEMBLER = Path(__file__).resolve().with_name("assembler.py")
+
+# One line: read the length (byte by byte, so nothing more is taken), then the assembler.
+# "cwctl-agent" in it is how ps (and tests/integration/test_sshd.py) spot an agent.
 BOOTSTRAP_CODE = (
     "import os,sys;f=os.fdopen(0,'rb',0,closefd=False);n=int(f.readline());b=bytearray();"
     "any(b.extend(c) or len(b)>=n for c in iter(lambda:f.read(n-len(b)),b''));"
     "len(b)==n or sys.exit(3);"
-    "exec(compile(bytes(b),'cwctl-agent','exec'),{'__name__':'__cwctl_agent__'})"
+    "exec(compile(bytes(b),'cwctl-agent','exec'),{'__name__':'__cwctl_assembler__'})"
 )
+
+
+def module_source(name: str) -> bytes:
+    """The source of one of cwctl's modules, found as an import would find it."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(name)
+    return Path(spec.origin).read_bytes()
+
+
+@cache
+def agent_sources() -> dict[str, bytes]:
+    """Every bundled module's source, by dotted name, in bundle order."""
+    return {name: module_source(name) for name in AGENT_MODULES}
 
 
 @cache
 def agent_bundle() -> bytes:
-    """The agent's source: gpu.py (if it exists) then agent.py, as one script."""
-    futures: list[str] = []
-    bodies: list[str] = []
-    for name in _PARTS:
-        path = _HERE / name
-        if not path.exists():
-            continue
-        text = path.read_text()
-        futures += _FUTURE.findall(text)
-        bodies.append(f"# --- {name} ---\n" + _FUTURE.sub("", text))
-    head = "".join(dict.fromkeys(futures))  # each future import once, in first-seen order
-    return (head + "\n".join(bodies)).encode()
+    """What follows the length line: the assembler, one frame per module, the run line."""
+    parts = [_ASSEMBLER.read_bytes()]
+    for name, source in agent_sources().items():
+        data = zlib.compress(source, 9)
+        parts.append(f"{name} {len(data)}\n".encode() + data)
+    parts.append(f"run {AGENT_MAIN}\n".encode())
+    return b"".join(parts)
 
 
 def bootstrap_command(python: str = "python3") -> str:
@@ -60,6 +88,6 @@ def bootstrap_argv(python: str) -> list[str]:
 
 def agent_payload(params: dict[str, Any]) -> bytes:
     """What to write to a fresh bootstrap's stdin: length line, bundle, params line."""
-    bundle = agent_bundle()
+    size = len(_ASSEMBLER.read_bytes())
     line = json.dumps({"type": "params", **params}, separators=(",", ":"))
-    return f"{len(bundle)}\n".encode() + bundle + line.encode() + b"\n"
+    return f"{size}\n".encode() + agent_bundle() + line.encode() + b"\n"

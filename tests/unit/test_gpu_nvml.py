@@ -22,7 +22,8 @@ import pynvml
 import pytest
 
 from cwctl.gpu import assess
-from cwctl.probe import gpu as g
+from cwctl.probe.gpu.readings import gpu_pci_key
+from cwctl.probe.gpu.sampler import GpuSampler
 from cwctl.records import encode_line, parse_line
 
 
@@ -46,7 +47,7 @@ NO_NVML = _nvml_loads()
 def test_real_pynvml_without_a_gpu_reports_no_gpu_cleanly() -> None:
     with pytest.raises((pynvml.NVMLError_LibraryNotFound, pynvml.NVMLError_DriverNotLoaded)):
         pynvml.nvmlInit()
-    sampler = g.GpuSampler("gpu-001", pynvml=pynvml, nvidia_smi=False)
+    sampler = GpuSampler("gpu-001", pynvml=pynvml, nvidia_smi=False)
     sampler.start()
     (rec,) = sampler.stop()
     assert parse_line(encode_line(rec)) == rec
@@ -63,7 +64,7 @@ def test_real_nvml_path_populates_every_field() -> None:
     pynvml.nvmlInit()
     count = pynvml.nvmlDeviceGetCount()
     pynvml.nvmlShutdown()
-    sampler = g.GpuSampler("gpu-001", pynvml=pynvml, nvidia_smi=False)
+    sampler = GpuSampler("gpu-001", pynvml=pynvml, nvidia_smi=False)
     sampler.start()
     time.sleep(0.5)
     (rec,) = sampler.stop()
@@ -73,7 +74,7 @@ def test_real_nvml_path_populates_every_field() -> None:
     assert len(rec["gpus"]) == count
     for gpu in rec["gpus"]:
         assert gpu["name"] and gpu["uuid"].startswith(("GPU-", "MIG-"))
-        assert g.gpu_pci_key(gpu["pci_bus_id"]) is not None
+        assert gpu_pci_key(gpu["pci_bus_id"]) is not None
         assert gpu["errors"] == {}, gpu["errors"]
         assert gpu["lost"] is False
         for key in ("util_pct", "mem_used_bytes", "mem_total_bytes", "temp_c", "sm_clock_mhz"):
@@ -236,7 +237,7 @@ def test_stand_in_unsupported_calls_are_recorded_as_unsupported_not_failures(
 ) -> None:
     nv = StandInNvml()
     no_log = str(tmp_path / "no-kmsg")  # and no kernel log to fall back on for XIDs
-    sampler = g.GpuSampler("gpu-001", pynvml=nv, nvidia_smi=False, kmsg=no_log)
+    sampler = GpuSampler("gpu-001", pynvml=nv, nvidia_smi=False, kmsg=no_log)
     sampler.start()
     assert nv.xid_delivered.wait(2.0)
     (rec,) = sampler.stop()
@@ -269,7 +270,7 @@ def test_stand_in_xids_of_gpus_without_nvml_events_come_from_the_kernel_log(
     nv = StandInNvml()
     kmsg = tmp_path / "kmsg"
     kmsg.write_text("")
-    sampler = g.GpuSampler("gpu-001", pynvml=nv, nvidia_smi=False, kmsg=str(kmsg))
+    sampler = GpuSampler("gpu-001", pynvml=nv, nvidia_smi=False, kmsg=str(kmsg))
     sampler.start()
     assert nv.xid_delivered.wait(2.0)
     with kmsg.open("a") as f:
@@ -285,7 +286,7 @@ def test_stand_in_xids_of_gpus_without_nvml_events_come_from_the_kernel_log(
 
 def test_stand_in_lost_gpu_fails_its_host(tmp_path: Path) -> None:
     nv = StandInNvml(xid=13)
-    sampler = g.GpuSampler("gpu-001", pynvml=nv, nvidia_smi=False, kmsg=str(tmp_path / "none"))
+    sampler = GpuSampler("gpu-001", pynvml=nv, nvidia_smi=False, kmsg=str(tmp_path / "none"))
     sampler.start()
     nv.lose = True
     (rec,) = sampler.stop()
@@ -303,7 +304,7 @@ def test_stand_in_init_failure_other_than_no_gpu_is_an_error() -> None:
         raise _StandInError(18)  # e.g. driver/library version mismatch
 
     nv.nvmlInit = broken_init  # type: ignore[method-assign]
-    (rec,) = g.GpuSampler("gpu-001", pynvml=nv, nvidia_smi=False).stop()
+    (rec,) = GpuSampler("gpu-001", pynvml=nv, nvidia_smi=False).stop()
     assert (rec["status"], rec["source"]) == ("error", "nvml")
     assert rec["error"].startswith("nvmlInit: ")
     health = assess([rec])

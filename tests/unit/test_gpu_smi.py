@@ -8,22 +8,32 @@ this machine has no GPU.
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import stat
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
 
 from cwctl.gpu import assess
-from cwctl.probe import gpu as g
+from cwctl.probe.gpu.readings import gpu_build, gpu_decode_throttle, gpu_pci_key
+from cwctl.probe.gpu.sampler import GpuSampler
+from cwctl.probe.gpu.smi import (
+    SMI_QUERY_FIELD_SETS,
+    SMI_QUERY_FIELDS,
+    smi_parse_nvlink_errors,
+    smi_parse_nvlink_status,
+    smi_parse_q_replays,
+    smi_parse_query_csv,
+    smi_readings,
+)
+from cwctl.probe.gpu.xid import GpuKmsgXidWatch, smi_parse_xid_lines
 from cwctl.records import encode_line, parse_line
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gpu"
-GPU_PY = Path(g.__file__)
 
 
 def _read(name: str) -> str:
@@ -31,9 +41,9 @@ def _read(name: str) -> str:
 
 
 def _h100(when: str) -> list[dict]:
-    return g.smi_readings(
+    return smi_readings(
         _read(f"h100x8_query_{when}.csv"),
-        g.SMI_QUERY_FIELDS,
+        SMI_QUERY_FIELDS,
         _read(f"h100x8_nvlink_e_{when}.txt"),
         _read("h100x8_nvlink_s.txt"),
         _read(f"h100x8_q_{when}.txt"),
@@ -41,7 +51,7 @@ def _h100(when: str) -> list[dict]:
 
 
 def test_query_csv_of_an_8x_h100_box() -> None:
-    readings = g.smi_parse_query_csv(_read("h100x8_query_after.csv"))
+    readings = smi_parse_query_csv(_read("h100x8_query_after.csv"))
     assert [r["index"] for r in readings] == list(range(8))
     first = readings[0]
     assert first["name"] == "NVIDIA H100 80GB HBM3"
@@ -55,18 +65,18 @@ def test_query_csv_of_an_8x_h100_box() -> None:
     assert first["flags"] == {"remapped_rows.pending": False, "remapped_rows.failure": False}
     # H100 retires no pages (it remaps rows): [N/A] is unsupported, not a failure
     assert first["unsupported"] == {"retired_pages"}
-    assert g.gpu_decode_throttle(readings[5]["throttle_mask"]) == ["sw_power_cap"]
+    assert gpu_decode_throttle(readings[5]["throttle_mask"]) == ["sw_power_cap"]
 
 
 def test_nvlink_error_counters_and_status() -> None:
-    errors = g.smi_parse_nvlink_errors(_read("h100x8_nvlink_e_after.txt"))
+    errors = smi_parse_nvlink_errors(_read("h100x8_nvlink_e_after.txt"))
     assert sorted(errors) == list(range(8))
     assert len(errors[3]) == 18
     assert errors[3][7] == {"replay": 9, "recovery": 0, "crc": 57}
     assert errors[0][7] == {"replay": 0, "recovery": 0, "crc": 0}
-    status = g.smi_parse_nvlink_status(_read("h100x8_nvlink_s.txt"))
+    status = smi_parse_nvlink_status(_read("h100x8_nvlink_s.txt"))
     assert all(all(links.values()) and len(links) == 18 for links in status.values())
-    down = g.smi_parse_nvlink_status("GPU 0: NVIDIA H100 (UUID: GPU-x)\n\t Link 3: <inactive>\n")
+    down = smi_parse_nvlink_status("GPU 0: NVIDIA H100 (UUID: GPU-x)\n\t Link 3: <inactive>\n")
     assert down == {0: {3: False}}
 
 
@@ -78,18 +88,18 @@ def test_older_nvlink_format_sums_flit_and_data_crc() -> None:
         "\t Link 0: CRC FLIT Errors: 4\n"
         "\t Link 0: CRC Data Errors: 3\n"
     )
-    assert g.smi_parse_nvlink_errors(text) == {0: {0: {"replay": 1, "recovery": 0, "crc": 7}}}
+    assert smi_parse_nvlink_errors(text) == {0: {0: {"replay": 1, "recovery": 0, "crc": 7}}}
 
 
 def test_pcie_replays_from_q_output() -> None:
-    replays = g.smi_parse_q_replays(_read("h100x8_q_after.txt"))
+    replays = smi_parse_q_replays(_read("h100x8_q_after.txt"))
     assert len(replays) == 8
     assert replays["0000:d1:00"] == 41
     assert replays["0000:1b:00"] == 0
 
 
 def test_readings_over_a_window_give_totals_and_deltas() -> None:
-    gpus = g.gpu_build(_h100("before"), _h100("after"))
+    gpus = gpu_build(_h100("before"), _h100("after"))
     gpu3 = gpus[3]
     link7 = next(link for link in gpu3["nvlink"] if link["link"] == 7)
     assert link7["crc"] == {"total": 57, "delta": 45}
@@ -102,9 +112,9 @@ def test_readings_over_a_window_give_totals_and_deltas() -> None:
 
 
 def test_unsupported_cells_of_pcie_cards_on_an_old_driver() -> None:
-    fields = g.SMI_QUERY_FIELD_SETS[1]
+    fields = SMI_QUERY_FIELD_SETS[1]
     assert "clocks_throttle_reasons.active" in fields
-    readings = g.smi_readings(
+    readings = smi_readings(
         _read("pcie_old_driver_query.csv"), fields, "", _read("pcie_nvlink_s.txt")
     )
     t4, rtx = readings
@@ -118,10 +128,10 @@ def test_unsupported_cells_of_pcie_cards_on_an_old_driver() -> None:
 
 
 def test_a_gpu_fallen_off_the_bus_and_its_xid() -> None:
-    readings = g.smi_parse_query_csv(_read("xid79_query.csv"))
+    readings = smi_parse_query_csv(_read("xid79_query.csv"))
     lost = [r for r in readings if r["lost"]]
-    assert len(lost) == 1 and g.gpu_pci_key(lost[0]["pci_bus_id"]) == "0000:52:00"
-    xids = g.smi_parse_xid_lines(_read("xid79_dmesg.txt"))
+    assert len(lost) == 1 and gpu_pci_key(lost[0]["pci_bus_id"]) == "0000:52:00"
+    xids = smi_parse_xid_lines(_read("xid79_dmesg.txt"))
     assert [(x["pci"], x["code"]) for x in xids] == [
         ("0000:61:00", 13),
         ("0000:61:00", 13),
@@ -129,7 +139,7 @@ def test_a_gpu_fallen_off_the_bus_and_its_xid() -> None:
     ]
     assert "fallen off the bus" in xids[-1]["text"]
     # the GPU was seen before it fell: it keeps its index, name and UUID
-    gpus = g.gpu_build(_h100("before"), readings, xids)
+    gpus = gpu_build(_h100("before"), readings, xids)
     fallen = next(gpu for gpu in gpus if gpu["lost"])
     assert fallen["index"] == 2 and fallen["uuid"].startswith("GPU-")
     assert [x["code"] for x in fallen["xid"]] == [79]
@@ -137,14 +147,14 @@ def test_a_gpu_fallen_off_the_bus_and_its_xid() -> None:
 
 
 def test_kmsg_record_format() -> None:
-    xids = g.smi_parse_xid_lines(_read("xid79_kmsg.txt"))
+    xids = smi_parse_xid_lines(_read("xid79_kmsg.txt"))
     assert [(x["pci"], x["code"]) for x in xids] == [("0000:52:00", 79)]
 
 
 def test_kmsg_watch_reads_only_what_was_logged_during_the_window(tmp_path: Path) -> None:
     log = tmp_path / "kmsg"
     log.write_text("4,1,1,-;NVRM: Xid (PCI:0000:52:00): 48, pid=1, DBE (before the window)\n")
-    watch = g.GpuKmsgXidWatch(str(log))
+    watch = GpuKmsgXidWatch(str(log))
     watch.start()
     assert watch.supported
     with log.open("a") as f:
@@ -155,7 +165,7 @@ def test_kmsg_watch_reads_only_what_was_logged_during_the_window(tmp_path: Path)
 
 
 def test_kmsg_watch_without_access_is_unsupported(tmp_path: Path) -> None:
-    watch = g.GpuKmsgXidWatch(str(tmp_path / "missing"))
+    watch = GpuKmsgXidWatch(str(tmp_path / "missing"))
     watch.start()
     assert not watch.supported
     assert watch.stop() == []
@@ -201,7 +211,7 @@ def test_sampler_through_a_stand_in_nvidia_smi(tmp_path: Path) -> None:
     )
     kmsg = tmp_path / "kmsg"
     kmsg.write_text("")
-    sampler = g.GpuSampler("gpu-001", nvidia_smi=str(smi), pynvml=False, kmsg=str(kmsg))
+    sampler = GpuSampler("gpu-001", nvidia_smi=str(smi), pynvml=False, kmsg=str(kmsg))
     sampler.start()
     with kmsg.open("a") as f:  # the kernel logs an XID during the window
         f.write("4,7,9,-;NVRM: Xid (PCI:0000:9d:00): 74, pid=1, NVLink: fatal error detected\n")
@@ -235,7 +245,7 @@ def test_sampler_when_nvidia_smi_fails_on_a_lost_gpu(tmp_path: Path) -> None:
             "query_after_stderr": str(tmp_path / "stderr.txt"),
         },
     )
-    sampler = g.GpuSampler("gpu-001", nvidia_smi=str(smi), pynvml=False, kmsg="/nonexistent")
+    sampler = GpuSampler("gpu-001", nvidia_smi=str(smi), pynvml=False, kmsg="/nonexistent")
     sampler.start()
     (rec,) = sampler.stop()
     assert rec["status"] == "ok"
@@ -248,7 +258,7 @@ def test_sampler_when_nvidia_smi_fails_on_a_lost_gpu(tmp_path: Path) -> None:
 
 def test_sampler_with_nvidia_smi_but_no_device_says_no_gpu(tmp_path: Path) -> None:
     smi = _stand_in_smi(tmp_path, {})
-    sampler = g.GpuSampler("gpu-001", nvidia_smi=str(smi), pynvml=False)
+    sampler = GpuSampler("gpu-001", nvidia_smi=str(smi), pynvml=False)
     sampler.start()
     (rec,) = sampler.stop()
     assert (rec["source"], rec["status"], rec["gpus"]) == ("nvidia-smi", "no-gpu", [])
@@ -257,51 +267,35 @@ def test_sampler_with_nvidia_smi_but_no_device_says_no_gpu(tmp_path: Path) -> No
 
 
 def test_sampler_without_any_source_says_no_gpu() -> None:
-    (rec,) = g.GpuSampler("h", nvidia_smi=False, pynvml=False).stop()
+    (rec,) = GpuSampler("h", nvidia_smi=False, pynvml=False).stop()
     assert (rec["source"], rec["status"], rec["gpus"]) == ("none", "no-gpu", [])
     assert "error" not in rec
 
 
-def test_gpu_py_is_stdlib_only_and_python38_syntax() -> None:
-    source = GPU_PY.read_text()
-    tree = ast.parse(source, feature_version=(3, 8))
-    stdlib = set(sys.stdlib_module_names)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            assert node.module and node.module.split(".")[0] in stdlib, node.module
-            assert node.module != "__future__", "a __future__ import cannot be bundled"
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                assert alias.name.split(".")[0] in stdlib | {"pynvml"}, alias.name
-        elif isinstance(node, ast.keyword):
-            assert node.arg != "strict", "zip(strict=) is Python 3.10+"
-        elif isinstance(node, ast.Attribute):
-            assert node.attr not in {"removeprefix", "removesuffix"}, "str.removeprefix is 3.9+"
-    # top-level names cannot collide with the agent's: all carry the module's prefixes
-    prefixes = ("Gpu", "gpu_", "smi_", "_Gpu", "_gpu", "_GPU", "GPU_", "SMI_")
-    for node in tree.body:
-        names = []
-        if isinstance(node, ast.FunctionDef | ast.ClassDef):
-            names = [node.name]
-        elif isinstance(node, ast.Assign):
-            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
-        for name in names:
-            assert name.startswith(prefixes), name
+def test_gpu_modules_run_on_their_own(tmp_path: Path) -> None:
+    """As the agent runs them: assembled from memory in an isolated interpreter (-I -S,
+    no cwctl, no site-packages), with nothing but the GPU modules of the bundle."""
+    from cwctl.probe import assembler
+    from cwctl.probe.bootstrap import agent_sources
 
-
-def test_gpu_py_runs_on_its_own(tmp_path: Path) -> None:
-    """As the agent runs it: a plain file, isolated (-I -S): no cwctl, no site-packages."""
-    script = tmp_path / "bundle.py"
-    script.write_text(
-        GPU_PY.read_text()
-        + "\nimport json\nprint(json.dumps(GpuSampler('h', nvidia_smi=False).stop()))\n"
+    main = "import json\nfrom cwctl.probe.gpu.sampler import GpuSampler\n"
+    main += "def main():\n    print(json.dumps(GpuSampler('h', nvidia_smi=False).stop()))\n"
+    sources = {n: s for n, s in agent_sources().items() if n.startswith("cwctl.probe.gpu")}
+    sources["gpu_main"] = main.encode()
+    frames = b"".join(
+        f"{name} {len(data)}\n".encode() + data
+        for name, data in ((n, zlib.compress(s)) for n, s in sources.items())
     )
-    env = {"PATH": os.environ.get("PATH", "")}
+    code = Path(assembler.__file__).read_bytes()
+    stdin = f"{len(code)}\n".encode() + code + frames + b"run gpu_main\n"
+    from cwctl.probe.bootstrap import BOOTSTRAP_CODE
+
     out = subprocess.run(
-        [sys.executable, "-I", "-S", str(script)],
+        [sys.executable, "-I", "-S", "-c", BOOTSTRAP_CODE],
+        input=stdin,
         capture_output=True,
-        text=True,
-        env=env,
+        env={"PATH": os.environ.get("PATH", "")},
+        cwd=tmp_path,
         timeout=30,
         check=True,
     ).stdout

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from cwctl.gpu import XID_CATALOGUE, GpuHealth, assess, describe
 from cwctl.gpu.verdict import worst
-from cwctl.probe import gpu as g
+from cwctl.probe.gpu.readings import gpu_build, gpu_record
+from cwctl.probe.gpu.smi import SMI_QUERY_FIELDS, smi_parse_query_csv, smi_readings
+from cwctl.probe.gpu.xid import smi_parse_xid_lines
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gpu"
 
@@ -21,20 +23,20 @@ def _read(name: str) -> str:
 
 
 def _record(gpus: list[dict[str, Any]], status: str = "ok", **extra: Any) -> dict[str, Any]:
-    rec = g.gpu_record("gpu-001", "nvidia-smi", status, gpus, 2_000_000_000, 1_000_000_000)
+    rec = gpu_record("gpu-001", "nvidia-smi", status, gpus, 2_000_000_000, 1_000_000_000)
     rec.update(extra)
     return rec
 
 
 def _healthy(index: int = 0) -> dict[str, Any]:
     """One healthy GPU entry as the sampler writes it (an H100 reading, no deltas)."""
-    reading = g.smi_parse_query_csv(_read("h100x8_query_after.csv"))[index]
-    return g.gpu_build([reading], [reading])[0]
+    reading = smi_parse_query_csv(_read("h100x8_query_after.csv"))[index]
+    return gpu_build([reading], [reading])[0]
 
 
 def test_no_records_or_no_gpu_is_none() -> None:
     assert assess([]).verdict == "none"
-    no_gpu = g.gpu_record("h", "none", "no-gpu", [], 1)
+    no_gpu = gpu_record("h", "none", "no-gpu", [], 1)
     health = assess([no_gpu])
     assert (health.verdict, health.reason, health.gpus) == ("none", None, [])
 
@@ -83,8 +85,8 @@ def test_sw_power_cap_and_idle_are_not_problems() -> None:
 
 
 def test_hw_slowdown_and_thermal_throttling_warn() -> None:
-    readings = g.smi_parse_query_csv(_read("a100x4_query.csv"))
-    health = assess([_record(g.gpu_build([], readings))])
+    readings = smi_parse_query_csv(_read("a100x4_query.csv"))
+    health = assess([_record(gpu_build([], readings))])
     by_index = {gpu["index"]: gpu for gpu in health.gpus}
     assert by_index[0]["verdict"] == "ok"
     assert by_index[1]["verdict"] == "warn"
@@ -106,28 +108,28 @@ def test_uncorrectable_ecc_during_the_window_fails() -> None:
 
 
 def test_nvlink_crc_rising_warns_and_recovery_rising_fails() -> None:
-    before = g.smi_readings(
+    before = smi_readings(
         _read("h100x8_query_before.csv"),
-        g.SMI_QUERY_FIELDS,
+        SMI_QUERY_FIELDS,
         _read("h100x8_nvlink_e_before.txt"),
         _read("h100x8_nvlink_s.txt"),
         _read("h100x8_q_before.txt"),
     )
-    after = g.smi_readings(
+    after = smi_readings(
         _read("h100x8_query_after.csv"),
-        g.SMI_QUERY_FIELDS,
+        SMI_QUERY_FIELDS,
         _read("h100x8_nvlink_e_after.txt"),
         _read("h100x8_nvlink_s.txt"),
         _read("h100x8_q_after.txt"),
     )
-    gpus = g.gpu_build(before, after)
+    gpus = gpu_build(before, after)
     health = assess([_record(gpus)])
     assert health.verdict == "warn"
     assert health.reason == "GPU 3: NVLink CRC errors rising on link 7 (+45)"
     assert health.gpus[6]["reason"] == "PCIe replays rising (+38)"
     assert [gpu["verdict"] for gpu in health.gpus].count("ok") == 6
     # the same totals without a rise in the window are history, not news
-    steady = g.gpu_build(after, after)
+    steady = gpu_build(after, after)
     assert assess([_record(steady)]).verdict == "ok"
     # a link that needs retraining during the window is a failure
     bad = copy.deepcopy(gpus)
@@ -147,10 +149,10 @@ def test_a_link_down_among_active_links_warns() -> None:
 
 
 def test_xid_79_from_recorded_readings_fails_the_host() -> None:
-    before = g.smi_parse_query_csv(_read("h100x8_query_before.csv"))
-    after = g.smi_parse_query_csv(_read("xid79_query.csv"))
-    xids = g.smi_parse_xid_lines(_read("xid79_dmesg.txt"))
-    health = assess([_record(g.gpu_build(before, after, xids))])
+    before = smi_parse_query_csv(_read("h100x8_query_before.csv"))
+    after = smi_parse_query_csv(_read("xid79_query.csv"))
+    xids = smi_parse_xid_lines(_read("xid79_dmesg.txt"))
+    health = assess([_record(gpu_build(before, after, xids))])
     assert health.verdict == "fail"
     assert health.reason == "GPU 2: XID 79: GPU has fallen off the bus"
     by_index = {gpu["index"]: gpu for gpu in health.gpus}
@@ -188,7 +190,7 @@ def test_records_merge_deltas_add_up_and_xids_accumulate() -> None:
 
 
 def test_a_failed_sampler_warns() -> None:
-    rec = g.gpu_record("h", "nvml", "error", [], 1, error="nvmlInit: Unknown Error")
+    rec = gpu_record("h", "nvml", "error", [], 1, error="nvmlInit: Unknown Error")
     health = assess([rec])
     assert (health.verdict, health.reason) == (
         "warn",

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from cwctl.collection import HostInfo
 from cwctl.errors import RecordError
-from cwctl.probe.agent import Batch
+from cwctl.probe.batch import Batch
 from cwctl.records import (
     TS_SOURCES,
     ProbeTable,

@@ -1,0 +1,56 @@
+"""Exchanges on their way out as ``probes`` records (columns, packed or not).
+
+It runs on the far host under any Python 3.8+: standard library only, no ``match``, no
+annotations evaluated at run time. Shipped in the agent bundle (``bootstrap.py``).
+"""
+
+import base64
+import struct
+import time
+
+from cwctl.probe.wire import RECORD_VERSION
+
+BATCH_ROWS = 512  # rows per ``probes`` record at most
+BATCH_S = 0.1  # and a batch goes out at least this often
+BATCH_COLUMNS = ("dst", "sport", "pair", "idx", "t1", "t2", "t3", "t4")
+
+
+class Batch:
+    """Exchanges on their way out as one ``probes`` record (docs/records.md): one list
+    per column, ``dst`` as an index into this agent's targets, 0 for a missing stamp."""
+
+    def __init__(self, host, targets, gap_ns, pack):
+        self.host = host
+        self.hosts = list(targets)
+        self.index = {name: i for i, name in enumerate(self.hosts)}
+        self.gap_ns = gap_ns
+        self.pack = pack
+        self.columns = [[] for _ in BATCH_COLUMNS]
+        self.ts = []
+        self.since = 0.0  # monotonic time of the oldest row
+
+    def __len__(self):
+        return len(self.ts)
+
+    def add(self, peer, sport, pair, idx, ts, t1, t2, t3, t4):
+        if not self.ts:
+            self.since = time.monotonic()
+        row = (self.index[peer], sport, pair, idx, t1, t2, t3, t4)
+        for column, value in zip(self.columns, row):  # noqa: B905 (3.8: no strict)
+            column.append(value)
+        self.ts.append(ts)
+
+    def take(self):
+        """The rows so far as one record; the batch starts empty again."""
+        n = len(self.ts)
+        rec = {"type": "probes", "v": RECORD_VERSION, "n": n, "src": self.host}
+        rec["hosts"] = self.hosts
+        rec["gap_ns"] = self.gap_ns
+        rec["ts"] = self.ts[0] if self.ts.count(self.ts[0]) == n else self.ts
+        for key, column in zip(BATCH_COLUMNS, self.columns):  # noqa: B905 (3.8)
+            if self.pack:  # base64 of little-endian int64: no number parsing at home
+                column = base64.b64encode(struct.pack(f"<{n}q", *column)).decode("ascii")
+            rec[key] = column
+        self.columns = [[] for _ in BATCH_COLUMNS]
+        self.ts = []
+        return rec

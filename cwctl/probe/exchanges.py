@@ -1,0 +1,401 @@
+"""The prober and answerer: coded pairs on a schedule, answers, follow-ups, records.
+
+It runs on the far host under any Python 3.8+: standard library only, no ``match``, no
+annotations evaluated at run time. Shipped in the agent bundle (``bootstrap.py``).
+"""
+
+import contextlib
+import errno
+import os
+import platform
+import socket
+
+from cwctl.probe.batch import BATCH_ROWS, BATCH_S, Batch
+from cwctl.probe.hostfacts import guess_vm, read_text
+from cwctl.probe.stamps import (
+    MSG_ERRQUEUE,
+    enable_timestamps,
+    interface_of,
+    kernel_stamp,
+    nic_timestamping,
+)
+from cwctl.probe.wire import (
+    FLAG_FOLLOW_UP,
+    FLAG_T2_KERNEL,
+    KIND_FOLLOW,
+    KIND_PROBE,
+    KIND_REPLY,
+    RECORD_VERSION,
+    decode,
+    encode,
+    now_ns,
+)
+
+
+class Exchange:
+    """One probe of a coded pair, from send to the end of its answer."""
+
+    __slots__ = (
+        "expires",
+        "follow",
+        "idx",
+        "pair",
+        "peer",
+        "sport",
+        "t1",
+        "t1k",
+        "t2",
+        "t2k",
+        "t3",
+        "t3k",
+        "t4",
+    )  # fmt: skip
+
+    def __init__(self, peer, sport, pair, idx, t1, expires):
+        self.peer = peer
+        self.sport = sport
+        self.pair = pair
+        self.idx = idx
+        self.t1 = t1  # user time until the kernel's TX stamp replaces it
+        self.t1k = False
+        self.t2 = None
+        self.t2k = False
+        self.t3 = None
+        self.t3k = False
+        self.t4 = None
+        self.follow = False  # a follow-up with the kernel t3 is still to come
+        self.expires = expires
+
+
+class Agent:
+    def __init__(self, params, out):
+        self.out = out
+        self.host = str(params["host"])
+        self.bind = str(params.get("bind") or "0.0.0.0")
+        self.rate = float(params.get("rate", 100.0))
+        self.gap_ns = int(params.get("gap_ns", 20000))
+        self.duration_s = float(params.get("duration_s", 2.0))
+        self.timeout_ns = int(float(params.get("timeout_s", 0.5)) * 1e9)
+        self.linger_s = float(params.get("linger_s", self.timeout_ns / 1e9 + 0.2))
+        self.batch_rows = max(0, int(params.get("batch", BATCH_ROWS)))  # 0: probe records
+        self.batch_s = float(params.get("batch_s", BATCH_S))
+        self.pack = bool(params.get("pack", True))
+        self.batch = None  # a Batch once the targets are known
+        self.answer = self.make_socket(int(params.get("port", 0)))
+        self.sources = [self.make_socket(0) for _ in range(max(1, int(params.get("ports", 4))))]
+        self.rx_kernel, self.tx_kernel = True, True
+        for sock in [self.answer, *self.sources]:
+            rx, tx = enable_timestamps(sock)
+            self.rx_kernel = self.rx_kernel and rx
+            self.tx_kernel = self.tx_kernel and tx
+        self.by_fd = {s.fileno(): s for s in [self.answer, *self.sources]}
+        self.sports = [s.getsockname()[1] for s in self.sources]
+        self.peer_addr = {}  # name -> (address, port)
+        self.name_of = {}  # address -> name (for the summary's rx counts)
+        self.targets = []  # peers this agent probes
+        self.pending = {}  # seq -> Exchange
+        self.replies = {}  # rid -> (address, seq, sent_ns) awaiting their TX stamp
+        self.next_seq = 1
+        self.next_rid = 1
+        self.sent = {}
+        self.complete = {}
+        self.lost = {}
+        self.rx = {}
+        self.send_errors = {}
+        self.start_ns = None
+        self.end_ns = None
+        self.schedule = []  # per target: next pair number
+
+    def make_socket(self, port):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 21)
+        sock.bind((self.bind, port))
+        sock.setblocking(False)
+        return sock
+
+    def hello(self):
+        uname = platform.uname()
+        return {
+            "type": "hello",
+            "v": RECORD_VERSION,
+            "host": self.host,
+            "hostname": socket.gethostname(),
+            "kernel": uname.release,
+            "os": uname.system,
+            "machine": uname.machine,
+            "python": platform.python_version(),
+            "pid": os.getpid(),
+            "clocksource": read_text(
+                "/sys/devices/system/clocksource/clocksource0/current_clocksource"
+            ),
+            "vm": guess_vm(),
+            "ts_caps": self.ts_caps(),
+            "address": self.answer.getsockname()[0],
+            "port": self.answer.getsockname()[1],
+            "sports": [s.getsockname()[1] for s in self.sources],
+            "time_ns": now_ns(),
+        }
+
+    def ts_caps(self):
+        """Kernel stamps the sockets took, and what the interface could do in hardware."""
+        caps = {"rx_sw": self.rx_kernel, "tx_sw": self.tx_kernel, "hw": False, "hw_used": False}
+        try:
+            iface = interface_of(self.answer.getsockname()[0])
+            if iface is not None:
+                caps.update({"iface": iface, **nic_timestamping(iface)})
+        except Exception:  # a host fact, never a reason to fail
+            pass
+        return caps
+
+    def start(self, msg):
+        for name, entry in dict(msg.get("peers") or {}).items():
+            addr = (str(entry[0]), int(entry[1]))
+            self.peer_addr[str(name)] = addr
+            self.name_of[addr[0]] = str(name)
+        self.targets = [str(p) for p in msg.get("probe") or [] if str(p) in self.peer_addr]
+        self.targets = [p for p in self.targets if p != self.host]
+        start_ns = int(msg.get("start_ns") or 0)
+        local = now_ns()
+        if abs(start_ns - local) > 5 * 1000000000:  # this clock is far off: start relative
+            start_ns = local + int(float(msg.get("start_in_s", 0.5)) * 1e9)
+        self.start_ns = start_ns
+        self.end_ns = start_ns + int(self.duration_s * 1e9)
+        for name in self.targets:
+            self.sent[name] = self.complete[name] = self.lost[name] = 0
+        self.schedule = [0] * len(self.targets)
+        if self.batch_rows:
+            self.batch = Batch(self.host, self.targets, self.gap_ns, self.pack)
+
+    # --- sending ------------------------------------------------------------------
+
+    def due_ns(self, i, pair):
+        """When pair ``pair`` to target ``i`` is due: evenly spaced, targets staggered."""
+        period_ns = 1e9 / self.rate
+        offset = (i / max(1, len(self.targets))) * period_ns
+        return self.start_ns + int(pair * period_ns + offset)
+
+    def next_due_ns(self):
+        if self.start_ns is None or not self.targets:
+            return None
+        best = None
+        for i, pair in enumerate(self.schedule):
+            due = self.due_ns(i, pair)
+            if due < self.end_ns and (best is None or due < best):
+                best = due
+        return best
+
+    def send_due(self, now):
+        for i, name in enumerate(self.targets):
+            while True:
+                pair = self.schedule[i]
+                due = self.due_ns(i, pair)
+                if due > now or due >= self.end_ns:
+                    break
+                self.schedule[i] = pair + 1
+                if now - due > 200000000:  # far behind (a stall): skip, do not burst
+                    continue
+                self.send_pair(name, pair)
+
+    def send_pair(self, name, pair):
+        addr = self.peer_addr[name]
+        i = pair % len(self.sources)
+        sock, sport = self.sources[i], self.sports[i]
+        first = 0
+        for idx in (0, 1):
+            if idx == 1:  # the coded pair's spacing: a short spin, gap_ns is microseconds
+                while now_ns() - first < self.gap_ns:
+                    pass
+            seq = self.next_seq
+            self.next_seq += 1
+            t1 = now_ns()
+            if idx == 0:
+                first = t1
+            sent = self.send_probe(sock, encode(KIND_PROBE, seq, idx=idx), addr, name)
+            self.sent[name] += 1
+            # a probe that could not leave is an exchange lost at once, not a silent gap
+            self.pending[seq] = Exchange(
+                name, sport, pair, idx, t1, t1 + self.timeout_ns if sent else t1
+            )
+
+    def send_probe(self, sock, data, addr, name):
+        """Send one probe; an error left by an earlier ICMP message gets one retry."""
+        for attempt in (0, 1):
+            try:
+                sock.sendto(data, addr)
+                return True
+            except OSError as exc:
+                if attempt == 0 and exc.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH):
+                    continue
+                self.send_errors[name] = self.send_errors.get(name, 0) + 1
+                if self.send_errors[name] == 1:  # one record per peer, the summary counts
+                    self.error(f"send to {name} {addr[0]}:{addr[1]} failed: {exc}")
+        return False
+
+    # --- receiving ----------------------------------------------------------------
+
+    def drain(self, sock):
+        while True:
+            try:
+                data, anc, _flags, addr = sock.recvmsg(256, 256)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # e.g. ECONNREFUSED from an earlier ICMP error
+                if exc.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH):
+                    continue
+                raise
+            fields = decode(data)
+            if fields is None:
+                continue
+            stamp = kernel_stamp(anc)
+            self.on_datagram(sock, fields, stamp, addr)
+
+    def drain_errqueue(self, sock):
+        while True:
+            try:
+                data, anc, _flags, _addr = sock.recvmsg(512, 512, MSG_ERRQUEUE)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if exc.errno == errno.EAGAIN:
+                    return
+                raise
+            fields = decode(data)
+            stamp = kernel_stamp(anc)
+            if fields is None or not stamp:
+                continue
+            kind, _flags, _idx, rid, seq, _a, _b = fields
+            if kind == KIND_PROBE:
+                ex = self.pending.get(seq)
+                if ex is not None:
+                    ex.t1, ex.t1k = stamp, True
+                    self.maybe_done(seq, ex)
+            elif kind == KIND_REPLY:
+                entry = self.replies.pop(rid, None)
+                if entry is not None:
+                    self.send_follow(entry[0], entry[1], stamp)
+
+    def on_datagram(self, sock, fields, stamp, addr):
+        kind, flags, idx, rid, seq, a, b = fields
+        if kind == KIND_PROBE and sock is self.answer:
+            t2k = bool(stamp)
+            t2 = stamp or now_ns()
+            self.rx[addr[0]] = self.rx.get(addr[0], 0) + 1
+            rid = self.next_rid
+            self.next_rid = (self.next_rid + 1) & 0xFFFFFFFF or 1
+            follow = self.tx_kernel
+            reply_flags = (FLAG_T2_KERNEL if t2k else 0) | (FLAG_FOLLOW_UP if follow else 0)
+            t3 = now_ns()
+            try:
+                sock.sendto(encode(KIND_REPLY, seq, idx, reply_flags, rid, t2, t3), addr)
+            except OSError:
+                return
+            if follow:
+                self.replies[rid] = (addr, seq, t3)
+        elif kind == KIND_REPLY:
+            ex = self.pending.get(seq)
+            if ex is None or ex.t4 is not None:
+                return
+            ex.t4 = stamp or now_ns()
+            ex.t2, ex.t2k = a, bool(flags & FLAG_T2_KERNEL) and bool(stamp)
+            if not ex.t3k:  # the follow-up may overtake its reply
+                ex.t3 = b
+                ex.follow = bool(flags & FLAG_FOLLOW_UP)
+            if ex.follow:  # answered: give the follow-up its own timeout, not the probe's rest
+                ex.expires = max(ex.expires, now_ns() + self.timeout_ns)
+            self.maybe_done(seq, ex)
+        elif kind == KIND_FOLLOW:
+            ex = self.pending.get(seq)
+            if ex is None:
+                return
+            ex.t3, ex.t3k, ex.follow = a, True, False
+            self.maybe_done(seq, ex)
+
+    def send_follow(self, addr, seq, t3):
+        with contextlib.suppress(OSError):
+            self.answer.sendto(encode(KIND_FOLLOW, seq, a=t3), addr)
+
+    def expire_replies(self, now):
+        """Replies whose TX stamp never came: their initiators keep the user-time t3."""
+        if not self.replies:
+            return
+        for rid in [r for r, e in self.replies.items() if now - e[2] > self.timeout_ns]:
+            del self.replies[rid]
+
+    # --- records ------------------------------------------------------------------
+
+    def maybe_done(self, seq, ex):
+        if ex.t4 is not None and (ex.t1k or not self.tx_kernel) and not ex.follow:
+            del self.pending[seq]
+            self.emit(ex)
+
+    def expire(self, now, everything=False):
+        for seq in [s for s, ex in self.pending.items() if everything or ex.expires <= now]:
+            self.emit(self.pending.pop(seq))
+
+    def emit(self, ex):
+        answered = ex.t4 is not None
+        kernel = ex.t1k and (not answered or (ex.t2k and ex.t3k))
+        if answered:
+            self.complete[ex.peer] += 1
+        else:
+            self.lost[ex.peer] += 1
+        if self.batch is not None:
+            ts = "sw" if kernel else "user"
+            if answered:
+                self.batch.add(ex.peer, ex.sport, ex.pair, ex.idx, ts, ex.t1, ex.t2, ex.t3, ex.t4)
+            else:
+                self.batch.add(ex.peer, ex.sport, ex.pair, ex.idx, ts, ex.t1, 0, 0, 0)
+            if len(self.batch) >= self.batch_rows:
+                self.flush_batch()
+            return
+        self.out.record(
+            {
+                "type": "probe",
+                "v": RECORD_VERSION,
+                "src": self.host,
+                "dst": ex.peer,
+                "sport": ex.sport,
+                "pair": ex.pair,
+                "idx": ex.idx,
+                "gap_ns": self.gap_ns,
+                "ts": "sw" if kernel else "user",
+                "t1": ex.t1,
+                "t2": ex.t2 if answered else None,
+                "t3": ex.t3 if answered else None,
+                "t4": ex.t4 if answered else None,
+            }
+        )
+
+    def batch_wait_s(self, mono):
+        """Seconds until the open batch is due out (None when it is empty)."""
+        if not self.batch:
+            return None
+        return self.batch.since + self.batch_s - mono
+
+    def flush_batch(self):
+        if self.batch:
+            self.out.record(self.batch.take())
+
+    def summary(self, reason):
+        rx = {}
+        for address, count in self.rx.items():
+            name = self.name_of.get(address, address)
+            rx[name] = rx.get(name, 0) + count
+        return {
+            "type": "summary",
+            "v": RECORD_VERSION,
+            "host": self.host,
+            "reason": reason,
+            "sent": dict(self.sent),
+            "complete": dict(self.complete),
+            "lost": dict(self.lost),
+            "rx": rx,
+            "send_errors": dict(self.send_errors),
+        }
+
+    def error(self, message, fatal=False):
+        self.out.error(message, fatal)
+
+    def close(self):
+        for sock in self.by_fd.values():
+            sock.close()

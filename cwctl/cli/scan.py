@@ -35,6 +35,15 @@ from cwctl.cli.options import (
     build_request,
 )
 from cwctl.errors import EXIT_OK, EXIT_PROBLEMS
+from cwctl.report.units import parse_ns
+
+
+def _duration_option(value: str) -> str:
+    try:
+        parse_ns(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return value
 
 
 @app.command()
@@ -59,6 +68,16 @@ def scan(
     concurrency: ConcurrencyOpt = None,
     accept_new_host_keys: AcceptKeysOpt = False,
     heatmap: HeatmapOpt = None,
+    heatmap_max: Annotated[
+        str,
+        typer.Option(
+            "--heatmap-max",
+            metavar="DURATION",
+            callback=_duration_option,
+            help="Top of the heatmap's fixed log queueing scale (10 ns up to this), "
+            "e.g. 100us, 2ms.",
+        ),
+    ] = "100us",
     prom_paths: Annotated[
         bool,
         typer.Option(
@@ -100,7 +119,7 @@ def scan(
         if heatmap is not None:
             from cwctl.report.heatmap import write_heatmap
 
-            write_heatmap(snapshot, heatmap)
+            write_heatmap(snapshot, heatmap, max_ns=parse_ns(heatmap_max))
         return EXIT_OK if snapshot.healthy else EXIT_PROBLEMS
 
     raise typer.Exit(run_guarded(body))

@@ -2,16 +2,27 @@
 
 Rows are sources, columns destinations, both ordered by leaf (then name), with a grey
 line between leaves and the leaf names along the left edge. A path that lost probes is
-drawn in reds (darker = more loss); the others on a blue-to-yellow scale of median
-queueing (p50 over the path's floor: steadier than p99, which bursts dominate) from 0 to
-the fabric's 99th percentile; a path never probed is dark grey. A legend on
-the right gives both scales. Written with ``cwctl.report.png`` (numpy + zlib).
+drawn in reds (darker = more loss, log scale from 0.1 % to 100 %); the others on a
+blue-to-yellow scale of median queueing (p50 over the path's floor: steadier than p99,
+which bursts dominate); a path never probed is dark grey.
+
+The queueing scale is fixed, so two pictures compare: logarithmic from ``SCALE_MIN_NS``
+(10 ns, dark blue) to ``SCALE_MAX_NS`` (100 us, yellow) by default; anything beyond
+either end takes the end's colour. ``max_ns`` (``--heatmap-max``) moves the top end.
+
+Suspects are marked in magenta: their names in the legend, a tick beside the rows and
+above the columns of the hosts they can be on the path of, and a frame around every bad
+path (lossy, or queueing above the scan's delay threshold) that can cross them. "Can
+cross" is judged from the hosts' leaves only (a host or NIC: its own paths; a leaf: paths
+from or to its hosts; a spine: paths between leaves; a link leaf-spine: paths between
+that leaf and another). Written with ``cwctl.report.png`` (numpy + zlib).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +32,7 @@ from cwctl import atomic
 from cwctl.errors import InputError
 from cwctl.report.png import GLYPH_H, draw_text, encode_png, text_width
 from cwctl.report.units import fmt_ns
-from cwctl.snapshot import FabricSnapshot
+from cwctl.snapshot import FabricSnapshot, PathReport
 
 F64 = npt.NDArray[np.float64]
 U8 = npt.NDArray[np.uint8]
@@ -31,7 +42,10 @@ INK = (20, 20, 20)
 UNPROBED = (70, 70, 70)
 DIAGONAL = (200, 200, 200)
 LEAF_LINE = (150, 150, 150)
+MARK = (230, 0, 200)  # suspects and the bad paths through them
 LOSS_MIN = 0.001  # below this a path counts as lossless
+SCALE_MIN_NS = 10.0  # the queueing scale's bottom (log scale)
+SCALE_MAX_NS = 100_000.0  # its top by default: 100 us
 # the queueing scale: dark blue -> teal -> green -> yellow
 _STOPS = np.array([[13, 8, 135], [33, 145, 140], [94, 201, 98], [253, 231, 37]], np.float64)
 
@@ -78,21 +92,100 @@ def _lossmap(loss: F64) -> U8:
     return (light * (1 - t) + dark * t).astype(np.uint8)
 
 
-def render_heatmap(snapshot: FabricSnapshot, *, max_side_px: int = 720) -> bytes:
+def scale_position(excess_ns: F64, max_ns: float = SCALE_MAX_NS) -> F64:
+    """Where a queueing value sits on the fixed log scale: 0 at SCALE_MIN_NS (or below),
+    1 at ``max_ns`` (or above)."""
+    lo, hi = math.log10(SCALE_MIN_NS), math.log10(max(max_ns, SCALE_MIN_NS * 10))
+    return np.clip((np.log10(np.maximum(excess_ns, SCALE_MIN_NS)) - lo) / (hi - lo), 0.0, 1.0)
+
+
+def could_cross(
+    element: str,
+    kind: str,
+    src_leaf: str | None,
+    dst_leaf: str | None,
+    src: str,
+    dst: str,
+    leaves: set[str],
+) -> bool:
+    """Can the path src -> dst cross ``element``, judging by the ends' leaves alone?"""
+    if kind in ("host", "nic"):
+        return element.split("/", 1)[0] in (src, dst)
+    if element in leaves:  # a leaf switch
+        return element in (src_leaf, dst_leaf)
+    between = src_leaf is not None and dst_leaf is not None and src_leaf != dst_leaf
+    if kind == "link":
+        return between and bool({src_leaf, dst_leaf} & set(element.split("-")))
+    return between  # a spine (or any switch above the leaves)
+
+
+def _bad(p: PathReport, threshold_ns: float | None) -> bool:
+    if p.sent and p.loss >= LOSS_MIN:
+        return True
+    excess = p.excess_ns
+    return threshold_ns is not None and excess is not None and excess > threshold_ns
+
+
+def suspect_paths(snapshot: FabricSnapshot) -> set[tuple[str, str]]:
+    """The bad paths (lossy, or queueing above the scan's threshold) that can cross a
+    suspect."""
+    if not snapshot.suspects:
+        return set()
+    leaf = {h.name: h.leaf for h in snapshot.hosts}
+    leaves = {x for x in leaf.values() if x}
+    threshold = snapshot.telemetry.get("delay_threshold_ns")
+    limit = float(threshold) if isinstance(threshold, int | float) else None
+    marked = set()
+    for p in snapshot.paths:
+        if not _bad(p, limit):
+            continue
+        a, b = leaf.get(p.src), leaf.get(p.dst)
+        if any(could_cross(s.element, s.kind, a, b, p.src, p.dst, leaves)
+               for s in snapshot.suspects):  # fmt: skip
+            marked.add((p.src, p.dst))
+    return marked
+
+
+def suspect_hosts(snapshot: FabricSnapshot) -> set[str]:
+    """Hosts at an end of a marked path, or named by a host/NIC suspect."""
+    named = {s.element.split("/", 1)[0] for s in snapshot.suspects if s.kind in ("host", "nic")}
+    ends = {h for pair in suspect_paths(snapshot) for h in pair}
+    return (named | ends) & {h.name for h in snapshot.hosts}
+
+
+@dataclass
+class Picture:
+    """The heatmap's pixels and where the grid sits: path (i, j) in ``order`` is the
+    ``cell`` x ``cell`` square at (x0 + j * cell, y0 + i * cell)."""
+
+    rgb: U8
+    order: list[str]
+    x0: int
+    y0: int
+    cell: int
+
+
+def render_heatmap(
+    snapshot: FabricSnapshot, *, max_side_px: int = 720, max_ns: float = SCALE_MAX_NS
+) -> bytes:
     """The heatmap PNG of a snapshot (see the module docstring)."""
+    return encode_png(draw_heatmap(snapshot, max_side_px=max_side_px, max_ns=max_ns).rgb)
+
+
+def draw_heatmap(
+    snapshot: FabricSnapshot, *, max_side_px: int = 720, max_ns: float = SCALE_MAX_NS
+) -> Picture:
+    """The heatmap's pixels (``render_heatmap`` encodes them)."""
     placed = host_order(snapshot)
     order = [h for h, _ in placed]
     n = max(len(order), 1)
     cell = int(max(1, min(16, max_side_px // n)))
     excess, loss = matrices(snapshot, order)
-    finite = excess[np.isfinite(excess)]
-    vmax = float(np.percentile(finite, 99)) if len(finite) else 1.0
-    vmax = max(vmax, 1.0)
 
     colors = np.empty((n, n, 3), np.uint8)
     colors[:] = UNPROBED
     probed = np.isfinite(excess)
-    colors[probed] = _colormap(excess[probed] / vmax)
+    colors[probed] = _colormap(scale_position(excess[probed], max_ns))
     lossy = np.isfinite(loss) & (loss >= LOSS_MIN)
     colors[lossy] = _lossmap(loss[lossy])
     colors[np.eye(n, dtype=bool)] = DIAGONAL
@@ -101,9 +194,10 @@ def render_heatmap(snapshot: FabricSnapshot, *, max_side_px: int = 720) -> bytes
     label_w = max((text_width(leaf) for leaf in set(leaves) if leaf), default=0) + 8
     top, side = 34, 10
     grid = n * cell
-    legend_w = 150
+    names = [f"{s.element} ({s.kind} {s.score:.2f})" for s in snapshot.suspects[:12]]
+    legend_w = max(150, 24 + max((text_width(t) for t in names), default=0))
     width = label_w + grid + side + legend_w
-    height = max(top + grid + side, top + 190)
+    height = max(top + grid + side, top + 250 + 10 * len(names))
     img = np.empty((height, width, 3), np.uint8)
     img[:] = BACKGROUND
     big = np.repeat(np.repeat(colors, cell, axis=0), cell, axis=1)
@@ -121,24 +215,58 @@ def render_heatmap(snapshot: FabricSnapshot, *, max_side_px: int = 720) -> bytes
                 mid = top + (start + k) * cell // 2 - GLYPH_H // 2
                 draw_text(img, 2, mid, leaves[start], INK)
             start = k
+    _mark_suspects(img, snapshot, order, label_w, top, cell)
 
     title = "median queueing (p50 - min) per path: rows send, columns receive"
     if snapshot.source == "sim" or snapshot.source.endswith(":sim"):
         title += " (simulated)"
     draw_text(img, 4, 4, title, INK)
     draw_text(img, 4, 16, f"{len(order)} hosts by leaf, red: lost probes", INK)
-    _legend(img, label_w + grid + side, top, vmax)
-    return encode_png(img)
+    _legend(img, label_w + grid + side, top, max_ns, names)
+    return Picture(img, order, label_w, top, cell)
 
 
-def _legend(img: U8, x: int, y: int, vmax: float) -> None:
+def _mark_suspects(
+    img: U8, snapshot: FabricSnapshot, order: list[str], x0: int, y0: int, cell: int
+) -> None:
+    """Ticks beside the rows and above the columns of the suspects' hosts; a frame
+    around each bad path that can cross a suspect (a dot when cells are tiny)."""
+    index = {h: i for i, h in enumerate(order)}
+    for host in suspect_hosts(snapshot):
+        k = index[host]
+        img[y0 + k * cell : y0 + (k + 1) * cell, x0 - 5 : x0 - 1] = MARK  # row tick
+        img[y0 - 5 : y0 - 1, x0 + k * cell : x0 + (k + 1) * cell] = MARK  # column tick
+    for src, dst in suspect_paths(snapshot):
+        i, j = index.get(src), index.get(dst)
+        if i is None or j is None:
+            continue
+        y, x = y0 + i * cell, x0 + j * cell
+        if cell >= 4:
+            img[y, x : x + cell] = MARK
+            img[y + cell - 1, x : x + cell] = MARK
+            img[y : y + cell, x] = MARK
+            img[y : y + cell, x + cell - 1] = MARK
+        else:
+            img[y + cell // 2, x + cell // 2] = MARK
+
+
+def _legend(img: U8, x: int, y: int, max_ns: float, suspects: list[str]) -> None:
     bar_h, bar_w = 100, 14
     ramp = np.linspace(1, 0, bar_h)
     img[y : y + bar_h, x : x + bar_w] = _colormap(ramp)[:, None, :]
-    draw_text(img, x + bar_w + 4, y, fmt_ns(vmax), INK)
-    draw_text(img, x + bar_w + 4, y + bar_h - GLYPH_H, "0 ns", INK)
-    draw_text(img, x + bar_w + 4, y + bar_h // 2 - 4, "queueing", INK)
-    y2 = y + bar_h + 12
+    # a tick per decade on the fixed log scale, the ends labelled with their values
+    lo, hi = math.log10(SCALE_MIN_NS), math.log10(max(max_ns, SCALE_MIN_NS * 10))
+    ticks = [SCALE_MIN_NS * 10**k for k in range(int(hi - lo) + 1)]
+    if ticks[-1] < max_ns * 0.999:
+        ticks.append(max_ns)
+    for value in ticks:
+        ty = y + round((1 - (math.log10(value) - lo) / (hi - lo)) * (bar_h - 1))
+        img[ty, x + bar_w : x + bar_w + 3] = INK
+        draw_text(img, x + bar_w + 5, min(max(ty - GLYPH_H // 2, y), y + bar_h - GLYPH_H),
+                  (">" if value == ticks[-1] else "<" if value == ticks[0] else "") + fmt_ns(value),
+                  INK)  # fmt: skip
+    draw_text(img, x, y + bar_h + 3, "queueing, fixed log scale", INK)
+    y2 = y + bar_h + 16
     loss_ramp = 10 ** np.linspace(0, -3, 40)
     img[y2 : y2 + 40, x : x + bar_w] = _lossmap(loss_ramp)[:, None, :]
     draw_text(img, x + bar_w + 4, y2, "100% loss", INK)
@@ -146,11 +274,22 @@ def _legend(img: U8, x: int, y: int, vmax: float) -> None:
     y3 = y2 + 50
     img[y3 : y3 + 10, x : x + bar_w] = UNPROBED
     draw_text(img, x + bar_w + 4, y3 + 1, "not probed", INK)
+    y4 = y3 + 20
+    if not suspects:
+        draw_text(img, x, y4, "no suspects", INK)
+        return
+    img[y4 : y4 + 10, x : x + 2] = MARK
+    img[y4 : y4 + 10, x + bar_w - 2 : x + bar_w] = MARK
+    img[y4, x : x + bar_w] = MARK
+    img[y4 + 9, x : x + bar_w] = MARK
+    draw_text(img, x + bar_w + 4, y4 + 1, "suspect paths", MARK)
+    for k, name in enumerate(suspects):
+        draw_text(img, x, y4 + 16 + 10 * k, name, MARK)
 
 
-def write_heatmap(snapshot: FabricSnapshot, path: Path) -> None:
+def write_heatmap(snapshot: FabricSnapshot, path: Path, *, max_ns: float = SCALE_MAX_NS) -> None:
     """Render and write the PNG atomically (a sibling file, then a rename over ``path``)."""
-    data = render_heatmap(snapshot)
+    data = render_heatmap(snapshot, max_ns=max_ns)
     try:
         atomic.write_bytes(path, data)
     except OSError as exc:

@@ -81,3 +81,23 @@ def fmt_ratio(x: float | None) -> str:
     if pct < 10:
         return f"{pct:.1f}%"
     return f"{pct:.0f}%"
+
+
+_PARSE_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def parse_ns(text: str) -> float:
+    """``"100us"``, ``"1.5 ms"``, ``"250ns"``, ``"2s"`` in nanoseconds (a positive finite
+    number with one of the units ``fmt_ns`` writes). ValueError with the reason if not."""
+    body = text.strip().lower()
+    for unit in sorted(_PARSE_UNITS, key=len, reverse=True):
+        if body.endswith(unit):
+            number = body[: -len(unit)].strip()
+            try:
+                value = float(number) * _PARSE_UNITS[unit]
+            except ValueError:
+                break
+            if not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{text!r} is not a positive duration")
+            return value
+    raise ValueError(f"{text!r} is not a duration like 100us, 2.5ms, 800ns or 1s")

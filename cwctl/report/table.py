@@ -40,16 +40,22 @@ def sync_p99_ns(snapshot: FabricSnapshot) -> float | None:
     return vals[min(len(vals) - 1, math.ceil(0.99 * len(vals)) - 1)]
 
 
+def median_queueing_ns(p: PathReport) -> float | None:
+    """p50 over the path's floor (steadier than p99, which rare bursts dominate)."""
+    if p.owd_p50_ns is None or p.owd_min_ns is None:
+        return None
+    return p.owd_p50_ns - p.owd_min_ns
+
+
 def path_badness(p: PathReport) -> tuple[float, float, float]:
-    """Sort key of the worst paths: loss, then median queueing (p50 - min, steadier than
-    p99, which rare bursts dominate), then p99 queueing."""
-    median = (
-        p.owd_p50_ns - p.owd_min_ns
-        if p.owd_p50_ns is not None and p.owd_min_ns is not None
-        else -1.0
-    )
+    """Sort key of the worst paths: loss, then median queueing, then p99 queueing."""
+    median = median_queueing_ns(p)
     excess = p.excess_ns
-    return (round(p.loss, 3), median, excess if excess is not None else -1.0)
+    return (
+        round(p.loss, 3),
+        median if median is not None else -1.0,
+        excess if excess is not None else -1.0,
+    )
 
 
 def worst_paths(snapshot: FabricSnapshot, n: int) -> list[PathReport]:
@@ -106,7 +112,7 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
         p = worst[0]
         lines.append(
             f"worst path {p.src} → {p.dst}: loss {fmt_ratio(p.loss)}, "
-            f"p99 {fmt_ns(p.owd_p99_ns)}, queueing {fmt_ns(p.excess_ns)}"
+            f"queueing p50 {fmt_ns(median_queueing_ns(p))}, p99 {fmt_ns(p.excess_ns)}"
         )
     if snapshot.suspects:
         s = snapshot.suspects[0]
@@ -158,23 +164,28 @@ def _hosts_table(snapshot: FabricSnapshot) -> tuple[Table, int]:
 
 
 def _paths_table(snapshot: FabricSnapshot) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, title="worst paths", title_justify="left", pad_edge=False)
+    """The worst paths, in ``path_badness`` order, showing every column that order uses
+    (loss, then median queueing, then p99 queueing); ▼ marks the sort columns."""
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        title="worst paths (sorted ▼ by loss, then queueing p50, then queueing p99)",
+        title_justify="left",
+        pad_edge=False,
+    )
     table.add_column("path", no_wrap=True, overflow="ellipsis", max_width=30)
-    table.add_column("sent", justify="right")
-    table.add_column("loss", justify="right")
-    table.add_column("p50", justify="right", no_wrap=True)
+    table.add_column("loss▼", justify="right", no_wrap=True)
+    table.add_column("queue p50▼", justify="right", no_wrap=True)
+    table.add_column("queue p99▼", justify="right", no_wrap=True)
     table.add_column("p99", justify="right", no_wrap=True)
-    table.add_column("queueing", justify="right", no_wrap=True)
     table.add_column("lossy ports", justify="right", no_wrap=True)
     for p in worst_paths(snapshot, PATH_ROWS):
         loss = Text(fmt_ratio(p.loss), style="bold red" if p.loss > 0.01 else "")
         table.add_row(
             f"{p.src} → {p.dst}",
-            f"{p.sent:,}",
             loss,
-            fmt_ns(p.owd_p50_ns),
-            fmt_ns(p.owd_p99_ns),
+            fmt_ns(median_queueing_ns(p)),
             fmt_ns(p.excess_ns),
+            fmt_ns(p.owd_p99_ns),
             _lossy_ports(p),
         )
     return table

@@ -139,3 +139,23 @@ def test_heatmap_to_an_unwritable_place_is_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "--heatmap: cannot write" in result.output
     assert "Traceback" not in result.output
+
+
+def test_worst_paths_are_sorted_by_columns_the_table_shows() -> None:
+    from cwctl.snapshot import PathReport
+
+    # b has the larger p99 and the larger p99 queueing; a the larger median queueing:
+    # a comes first, and the column that says why is on screen
+    a = PathReport("gpu-001", "gpu-002", 100, 100, 1_000.0, 9_000.0, 10_000.0)
+    b = PathReport("gpu-003", "gpu-004", 100, 100, 1_000.0, 2_000.0, 40_000.0)
+    c = PathReport("gpu-005", "gpu-006", 100, 90, 1_000.0, 1_100.0, 1_200.0)  # lossy: first
+    snap = FabricSnapshot(
+        source="ssh", reference="gpu-001", duration_s=1.0,
+        hosts=[HostReport(f"gpu-00{i}") for i in range(1, 7)], paths=[a, b, c],
+    )  # fmt: skip
+    text = render(snap, "table", color=False)
+    head = next(line for line in text.splitlines() if line.lstrip().startswith("path"))
+    assert "loss▼" in head and "queue p50▼" in head and "queue p99▼" in head
+    rows = [line.split() for line in text.splitlines() if "→" in line and "worst" not in line]
+    assert [r[0] for r in rows] == ["gpu-005", "gpu-001", "gpu-003"]
+    assert rows[1][4:6] == ["8.00", "us"] and rows[2][4:6] == ["1.00", "us"]  # queue p50

@@ -15,12 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cwctl.actions.history import Action
 from cwctl.actions.journal import Journal
 from cwctl.actions.plan import ActionPlan, Step, utc_now
 from cwctl.actions.runners import CommandResult, Runner
 
-# step statuses
-OK, FAILED, NOT_RUN = "ok", "failed", "not run"
+# step statuses (STARTED and UNDOING are only written to the journal, ahead of the effect)
+OK, FAILED, NOT_RUN, STARTED, UNDOING = "ok", "failed", "not run", "started", "undoing"
 ROLLED_BACK, ROLLBACK_FAILED, IRREVERSIBLE = "rolled back", "rollback failed", "not undone"
 
 
@@ -63,73 +64,109 @@ async def run_step(runner: Runner, step: Step) -> CommandResult:
 Progress = Callable[[int, Step, str], None]
 
 
-async def execute(plan: ActionPlan, runner: Runner, progress: Progress | None = None) -> Execution:
+async def execute(
+    plan: ActionPlan,
+    runner: Runner,
+    progress: Progress | None = None,
+    journal: Journal | None = None,
+) -> Execution:
+    """Run the steps; with ``journal``, each step's start and outcome is appended as it
+    happens (the caller wrote the intent first: ``apply_plan``)."""
     outcomes = [StepOutcome(i) for i in range(len(plan.steps))]
     execution = Execution(plan, outcomes)
+    note = _noter(plan, journal)
     for i, step in enumerate(plan.steps):
         if progress is not None:
             progress(i, step, "running")
+        note(outcomes[i], STARTED)
         result = await run_step(runner, step)
         outcomes[i].rc = result.rc
         if result.ok:
-            outcomes[i].status = OK
+            note(outcomes[i], OK)
             continue
-        outcomes[i].status = FAILED
         outcomes[i].detail = result.detail() or f"exit {result.rc}"
+        note(outcomes[i], FAILED)
         execution.failed = i
-        await _roll_back(plan, outcomes[:i], runner, progress)
+        await _roll_back(plan, outcomes[:i], runner, progress, note)
         break
     return execution
 
 
+def _noter(plan: ActionPlan, journal: Journal | None) -> Callable[[StepOutcome, str], None]:
+    def note(outcome: StepOutcome, status: str) -> None:
+        if status not in (STARTED, UNDOING):
+            outcome.status = status
+        if journal is not None:
+            record = {"id": plan.id, "event": "step", "index": outcome.index, "status": status}
+            if status not in (STARTED, UNDOING):
+                record.update(rc=outcome.rc, detail=outcome.detail)
+            journal.append(record)
+
+    return note
+
+
 async def _roll_back(
-    plan: ActionPlan, ran: list[StepOutcome], runner: Runner, progress: Progress | None
+    plan: ActionPlan,
+    ran: list[StepOutcome],
+    runner: Runner,
+    progress: Progress | None,
+    note: Callable[[StepOutcome, str], None],
 ) -> None:
     for outcome in reversed(ran):
         step = plan.steps[outcome.index]
         if not step.reversible:
-            outcome.status = IRREVERSIBLE
+            note(outcome, IRREVERSIBLE)
             continue
         if progress is not None:
             progress(outcome.index, step, "rolling back")
+        note(outcome, UNDOING)
         result = await run_step(runner, step.inverse())
         if result.ok:
-            outcome.status = ROLLED_BACK
+            note(outcome, ROLLED_BACK)
         else:
-            outcome.status = ROLLBACK_FAILED
             outcome.detail = result.detail() or f"exit {result.rc}"
+            note(outcome, ROLLBACK_FAILED)
 
 
 async def apply_plan(
     plan: ActionPlan, runner: Runner, journal: Journal, progress: Progress | None = None
 ) -> Execution:
-    """Execute and journal (every apply is journalled, failed ones too)."""
-    execution = await execute(plan, runner, progress)
-    entry: dict[str, Any] = {
+    """Write ahead, execute, journal. The intent (the plan with its undo steps and the
+    prior state it was made on) is durable before the first step runs; each step's start
+    and outcome follow as they happen; an ``end`` line closes the action. An action
+    killed on the way has no end: ``history`` reads it as interrupted."""
+    intent: dict[str, Any] = {
         "id": plan.id,
         "time": utc_now(),
-        "event": "rollback" if plan.rollback_of else "apply",
-        "status": execution.status,
+        "event": "intent",
+        "action": "rollback" if plan.rollback_of else "apply",
         "plan": plan.to_json(),
-        "steps": [o.to_json() for o in execution.outcomes],
+        "prior": plan.prior,
     }
     if plan.rollback_of:
-        entry["rollback_of"] = plan.rollback_of
-    journal.append(entry)
+        intent["rollback_of"] = plan.rollback_of
+    journal.append(intent, sync_dir=True)
+    execution = await execute(plan, runner, progress, journal)
+    journal.append({"id": plan.id, "time": utc_now(), "event": "end", "status": execution.status})
     return execution
 
 
-def rollback_plan(entry: dict[str, Any]) -> ActionPlan:
-    """The plan that undoes the journal entry's applied steps, last first."""
-    original = ActionPlan.from_json(entry["plan"])
-    ran = {s["index"] for s in entry.get("steps", []) if s.get("status") == OK}
+def rollback_plan(action: Action) -> ActionPlan:
+    """The plan that undoes what ``action`` may have changed, last first: the steps that
+    finished, and those it was killed during (started, or being undone)."""
+    original = action.plan
     steps, notes = [], []
-    for i in sorted(ran, reverse=True):
+    for i in sorted(action.may_have_changed(), reverse=True):
         step = original.steps[i]
         if step.reversible:
             steps.append(step.inverse())
         else:
             notes.append(f"step {i + 1} cannot be undone: {step.description}")
+        if action.step_status(i) in ("started", "undoing"):
+            notes.append(
+                f"step {i + 1} was interrupted ({action.step_status(i)}): it may or may not "
+                "have run; its undo sets the prior state either way"
+            )
     return ActionPlan(
         kind="rollback",
         element=original.element,

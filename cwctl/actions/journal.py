@@ -1,20 +1,24 @@
-"""The journal: one JSON object per line, appended, never rewritten.
+"""The journal file: one JSON object per line, appended, never rewritten; the action lock.
 
 ``$CWCTL_STATE_DIR/journal.jsonl`` (``state.state_dir``). Each append takes an exclusive
 ``fcntl.flock`` on the file, writes one whole line and ``fsync``s it before the lock is
 released, so concurrent cwctl processes never interleave and a crash loses at most the
-line being written. Readers take a shared lock. A line that does not parse (a torn
-write from a crash) is skipped and reported, never fatal.
+line being written. Readers take a shared lock.
 
-Entry (schema ``cwctl.journal/1``)::
+A line cut short by a crash (power cut, full disk) has no newline: a reader reports it as
+*torn* and ignores it; the next append first ends it with a newline, so the new entry is
+always on a line of its own (never glued to the torn one). A line in the middle that does
+not parse is reported and skipped, never fatal.
 
-    {"schema": "cwctl.journal/1", "id": "<plan id>", "time": "...Z",
-     "event": "apply" | "rollback", "status": "applied" | "failed",
-     "plan": {...ActionPlan.to_json()...}, "steps": [{"index", "status", "rc", "detail"}],
-     "rollback_of": "<id>" (rollback only), "verify": {...} (when --verify ran)}
+What the lines mean (a write-ahead log of each action: intent, step outcomes, end) is
+``history.py``'s business; docs/actions.md describes the states and recovery.
 
-``ActionLock`` serialises actions: one apply or rollback at a time per state directory
-(so two rollbacks of the same entry cannot both run).
+Trust: the journal and the lock are read only when they (and the directory) belong to
+the user running cwctl and are not writable by group or others; rollback runs the
+commands a journal stores, so a journal someone else could write is refused (exit 2).
+Both are opened with ``O_NOFOLLOW``: a symlink in their place is refused too.
+
+``ActionLock`` serialises actions: one apply or rollback at a time per state directory.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ import contextlib
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+import signal
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,15 +36,83 @@ from typing import Any
 from cwctl.actions.state import state_dir
 from cwctl.errors import CwctlError, InputError
 
-JOURNAL_SCHEMA = "cwctl.journal/1"
+JOURNAL_SCHEMA = "cwctl.journal/2"
 JOURNAL_FILE = "journal.jsonl"
 LOCK_FILE = "action.lock"
+FAILPOINT_ENV = "CWCTL_FAILPOINT"  # "journal:N": stop (SIGSTOP) before this process's Nth append
+
+_appends = 0
 
 
 @dataclass
 class JournalRead:
     entries: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # "journal.jsonl:LINE: why"
+    torn: str | None = None  # the report of a torn last line, when there is one
+
+
+def check_owned(fd: int, path: Path, what: str) -> None:
+    """Refuse ``path`` (open as ``fd``) unless it is a regular file (or a directory, for
+    the state directory) of this user that group and others cannot write."""
+    st = os.fstat(fd)
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        raise InputError(f"refusing the {what} {path}: not a regular file")
+    me = os.geteuid()
+    if st.st_uid != me:
+        raise InputError(
+            f"refusing the {what} {path}: owned by uid {st.st_uid}, not by you (uid {me}); "
+            "set CWCTL_STATE_DIR to a directory of your own"
+        )
+    if st.st_mode & 0o022:
+        raise InputError(
+            f"refusing the {what} {path}: writable by group or others "
+            f"(mode {stat.S_IMODE(st.st_mode):04o}); chmod go-w {path}"
+        )
+
+
+def open_state_dir(directory: Path) -> int:
+    """The state directory, created 0700 when missing, checked, as an ``O_DIRECTORY`` fd."""
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise InputError(
+            f"cannot use the state directory {directory}: {exc.strerror} (set CWCTL_STATE_DIR)"
+        ) from None
+    try:
+        check_owned(fd, directory, "state directory")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_checked(path: Path, flags: int, what: str) -> int:
+    """``os.open`` without following a symlink, then the ownership checks; 0600 when new."""
+    dir_fd = open_state_dir(path.parent)
+    try:
+        fd = os.open(path.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == 40:  # ELOOP: a symlink where the file should be
+            raise InputError(f"refusing the {what} {path}: it is a symlink") from None
+        raise InputError(f"cannot open the {what} {path}: {exc.strerror}") from None
+    finally:
+        os.close(dir_fd)
+    try:
+        check_owned(fd, path, what)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _failpoint() -> None:
+    """Testing failpoint (as etcd's gofail): ``CWCTL_FAILPOINT=journal:N`` stops this
+    process with SIGSTOP just before its Nth journal append, so a test can kill it there."""
+    global _appends
+    _appends += 1
+    if os.environ.get(FAILPOINT_ENV) == f"journal:{_appends}":
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 class Journal:
@@ -47,37 +120,52 @@ class Journal:
         self.directory = directory or state_dir()
         self.path = self.directory / JOURNAL_FILE
 
-    def append(self, entry: dict[str, Any]) -> None:
+    def append(self, entry: dict[str, Any], *, sync_dir: bool = False) -> None:
+        """Append ``entry`` as one line, durably (``fsync``; with ``sync_dir`` the
+        directory too, so a newly created journal survives a crash)."""
+        _failpoint()
         entry = {"schema": JOURNAL_SCHEMA, **entry}
         line = (json.dumps(entry, sort_keys=True, separators=(",", ":")) + "\n").encode()
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise InputError(f"cannot open the journal {self.path}: {exc.strerror}") from None
+        fd = open_checked(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, "journal")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line  # end a torn last line first: never glue to it
             view = memoryview(line)
             while view:
                 view = view[os.write(fd, view) :]
             os.fsync(fd)
+        except OSError as exc:
+            raise CwctlError(f"cannot write the journal {self.path}: {exc.strerror}") from None
         finally:
             os.close(fd)  # closing releases the lock
+        if sync_dir:
+            dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
 
     def read(self) -> JournalRead:
         out = JournalRead()
-        try:
-            f = self.path.open("rb")
-        except FileNotFoundError:
+        if not self.path.exists() and not self.path.is_symlink():
             return out
-        except OSError as exc:
-            raise InputError(f"cannot read the journal {self.path}: {exc.strerror}") from None
-        with f:
+        fd = open_checked(self.path, os.O_RDONLY, "journal")
+        with os.fdopen(fd, "rb") as f:
             fcntl.flock(f.fileno(), fcntl.LOCK_SH)
             data = f.read()
-        for n, raw in enumerate(data.splitlines(), 1):
+        lines = data.split(b"\n")
+        last = len(lines)
+        for n, raw in enumerate(lines, 1):
             if not raw.strip():
                 continue
+            if n == last:  # no newline after it: a write cut short
+                out.torn = (
+                    f"{self.path}:{n}: the last line is torn (a write cut short by a crash "
+                    f"or a full disk, {len(raw)} bytes): ignored"
+                )
+                break
             try:
                 entry = json.loads(raw)
                 if not isinstance(entry, dict) or "id" not in entry or "event" not in entry:
@@ -86,52 +174,9 @@ class Journal:
                 out.skipped.append(f"{self.path}:{n}: skipped, unreadable ({exc})")
                 continue
             out.entries.append(entry)
+        if out.torn:
+            out.skipped.append(out.torn)
         return out
-
-    # --- questions rollback asks ----------------------------------------------------
-    def find(self, action_id: str | None) -> dict[str, Any]:
-        """The apply entry ``action_id`` (the latest apply when None), refusing what cannot
-        be rolled back: a rollback, a failed apply, one already rolled back."""
-        entries = self.read().entries
-        applies = [e for e in entries if e.get("event") == "apply"]
-        if action_id is None:
-            if not applies:
-                raise InputError(f"nothing to roll back: the journal {self.path} has no actions")
-            entry = applies[-1]
-        else:
-            matches = [
-                e
-                for e in entries
-                if e.get("id") == action_id and e.get("event") in ("apply", "rollback")
-            ]
-            if not matches:
-                raise InputError(f"no journal entry {action_id!r} in {self.path} (cwctl journal)")
-            entry = matches[-1]
-            if entry.get("event") == "rollback":
-                raise InputError(
-                    f"{action_id} is itself a rollback (of {entry.get('rollback_of')}); "
-                    "to redo that action, plan it again"
-                )
-        eid = entry["id"]
-        if entry.get("status") != "applied":
-            raise InputError(
-                f"{eid} did not apply (status {entry.get('status')}): the steps that ran "
-                "were rolled back when it failed; nothing to undo (cwctl journal lists "
-                "the others)"
-            )
-        done = [
-            e
-            for e in entries
-            if e.get("event") == "rollback"
-            and e.get("rollback_of") == eid
-            and e.get("status") == "applied"
-        ]
-        if done:
-            raise InputError(
-                f"{eid} was already rolled back at {done[-1].get('time')} by {done[-1]['id']}; "
-                "refusing to roll it back twice"
-            )
-        return entry
 
 
 class ActionLock:
@@ -142,13 +187,7 @@ class ActionLock:
         self._fd: int | None = None
 
     def __enter__(self) -> ActionLock:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise InputError(
-                f"cannot take the action lock {self.path}: {exc.strerror} (set CWCTL_STATE_DIR)"
-            ) from None
+        fd = open_checked(self.path, os.O_RDWR | os.O_CREAT, "action lock")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -164,37 +203,15 @@ class ActionLock:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def release(self) -> None:
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, 0)
             os.close(self._fd)
             self._fd = None
 
-
-def iter_rows(entries: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """One summary row per entry, for ``cwctl journal``; ``rolled_back_by`` filled in."""
-    undone = {
-        e.get("rollback_of"): e["id"]
-        for e in entries
-        if e.get("event") == "rollback" and e.get("status") == "applied"
-    }
-    verified = {e["id"]: e.get("status") for e in entries if e.get("event") == "verify"}
-    for e in entries:
-        if e.get("event") == "verify":
-            continue
-        plan = e.get("plan", {})
-        steps = e.get("steps", [])
-        yield {
-            "id": e["id"],
-            "time": e.get("time"),
-            "event": e.get("event"),
-            "kind": plan.get("kind"),
-            "element": plan.get("element"),
-            "status": e.get("status"),
-            "steps_ok": sum(1 for s in steps if s.get("status") == "ok"),
-            "steps": len(plan.get("steps", [])),
-            "where": plan.get("context", {}).get("source"),
-            "rollback_of": e.get("rollback_of"),
-            "rolled_back_by": undone.get(e["id"]),
-            "verify": verified.get(e["id"]),
-        }
+    @property
+    def held(self) -> bool:
+        return self._fd is not None

@@ -15,8 +15,11 @@ appends one) and renames a temporary file over PATH. ``EXPECTED`` is ``unset`` o
 ``=OLD``: if the file's current value differs from what the plan read, it changes
 nothing and fails (exit 3), so a plan never overwrites a change made since.
 
-``RESTORE_PROGRAM PATH BACKUP`` renames BACKUP over PATH (or removes PATH when the
-marker says there was none): the undo.
+``RESTORE_PROGRAM PATH BACKUP KEY VALUE`` renames BACKUP over PATH (or removes PATH when
+the marker says there was none): the undo. With neither there, the change never ran (an
+apply killed before the step) when KEY is not VALUE: nothing to restore, exit 0; when KEY
+is VALUE it fails (the backup is gone). So the undo of a step that may or may not have
+run restores the prior state either way.
 
 Jobs that set ``NCCL_IB_HCA`` in their environment override the file (NCCL reads the
 environment first); docs/actions.md says so.
@@ -96,6 +99,20 @@ elif os.path.lexists(backup + ".none"):
     if os.path.lexists(path):
         os.remove(path)
     os.remove(backup + ".none")
+elif len(sys.argv) == 5:
+    key, value = sys.argv[3:5]
+    try:
+        lines = open(path).read().splitlines()
+    except FileNotFoundError:
+        lines = []
+    current = None
+    for line in lines:
+        k, eq, v = line.partition("=")
+        if eq and k.strip() == key:
+            current = v.strip()
+    if current == value:
+        sys.exit(f"{backup}: no backup to restore {path} from, and {key} is set")
+    print(f"{path}: not changed ({key} is not {value}; no backup): nothing to restore")
 else:
     sys.exit(f"{backup}: no backup to restore {path} from")
 """
@@ -179,6 +196,6 @@ def exclude_step(
         host=host,
         description=f"set {key}={new} in {path} (was {current or 'unset'}; backup {backup})",
         argv=(python, "-c", SET_PROGRAM, path, key, new, expected, backup),
-        undo_argv=(python, "-c", RESTORE_PROGRAM, path, backup),
+        undo_argv=(python, "-c", RESTORE_PROGRAM, path, backup, key, new),
         undo_description=f"restore {path} from {backup}",
     )

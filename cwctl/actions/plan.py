@@ -11,6 +11,8 @@ journal stores them, ``rollback`` reads them back.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 import secrets
 import shlex
 from dataclasses import dataclass, field
@@ -87,6 +89,14 @@ class ActionPlan:
     id: str = field(default_factory=lambda: new_plan_id())
     created: str = field(default_factory=lambda: utc_now())
     rollback_of: str | None = None
+    # what the plan was made on, per target (the route, NCCL value or model state read
+    # while planning): journalled with the intent, compared again before applying
+    prior: dict[str, Any] = field(default_factory=dict)
+
+    def fingerprint(self) -> str:
+        """A short hash of ``prior``: equal fingerprints, same state planned on."""
+        text = json.dumps(self.prior, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -101,6 +111,8 @@ class ActionPlan:
         }
         if self.rollback_of is not None:
             out["rollback_of"] = self.rollback_of
+        if self.prior:
+            out["prior"] = self.prior
         return out
 
     @classmethod
@@ -115,6 +127,7 @@ class ActionPlan:
             context=dict(data.get("context", {})),
             notes=[str(n) for n in data.get("notes", [])],
             rollback_of=data.get("rollback_of"),
+            prior=dict(data.get("prior") or {}),
         )
 
 

@@ -22,6 +22,7 @@ from cwctl.actions.executor import (
     rollback_plan,
     verify,
 )
+from cwctl.actions.history import INTERRUPTED, find, history
 from cwctl.actions.journal import ActionLock, Journal
 from cwctl.actions.plan import ActionPlan, format_plan
 from cwctl.actions.planner import Target
@@ -124,7 +125,8 @@ async def _carry_out(
         report["status"] = "planned"
         shell.say("dry run: nothing changed (--apply carries the plan out)")
         return EXIT_OK
-    if not plan.steps:
+    if not plan.steps and not plan.rollback_of:  # (a rollback is journalled even when
+        # empty: it closes an interrupted action that was killed before any step started)
         report["status"] = "nothing to apply"
         shell.say("nothing to apply")
         return EXIT_OK
@@ -178,6 +180,7 @@ async def act(
     actions never plan from the same state (a simulator change saved meanwhile, say)."""
 
     async def go() -> int:
+        _warn_interrupted(shell)
         target, runner = target_for(request, **ssh_options)
         try:
             plan = await make_plan(target, runner)
@@ -191,14 +194,30 @@ async def act(
     return await go()
 
 
+def _warn_interrupted(shell: Shell) -> None:
+    for action in history(Journal()).interrupted():
+        shell.say(
+            f"note: {action.plan.kind} {action.plan.element} ({action.id}) was interrupted; "
+            f"cwctl rollback {action.id} undoes what it may have changed"
+        )
+
+
 async def roll_back(action_id: str | None, shell: Shell, *, apply: bool, **ssh_options: Any) -> int:
     """Plan the undo of a journalled action; with ``apply`` carry it out (under the lock,
     so the same action cannot be rolled back twice, even by two processes at once)."""
     journal = Journal()
 
     async def go() -> int:
-        entry = journal.find(action_id)
-        plan = rollback_plan(entry)
+        hist = history(journal)
+        for line in hist.read.skipped:
+            shell.say(line)
+        action = find(journal, action_id, hist)
+        if action.status == INTERRUPTED:
+            shell.say(
+                f"{action.id} was interrupted: undoing the {len(action.may_have_changed())} "
+                "step(s) that may have changed"
+            )
+        plan = rollback_plan(action)
         target, runner = target_for(request_from_context(plan.context), **ssh_options)
         try:
             return await carry_out(plan, target, runner, shell, apply=apply, journal=journal)

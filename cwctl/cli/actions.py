@@ -314,12 +314,13 @@ def journal(
     def body() -> None:
         import json as jsonlib
 
-        from cwctl.actions.journal import Journal, iter_rows
+        from cwctl.actions.history import history, iter_rows
+        from cwctl.actions.journal import Journal
 
-        read = Journal().read()
-        for line in read.skipped:
+        hist = history(Journal())
+        for line in hist.read.skipped:
             typer.echo(f"cwctl: {line}", err=True)
-        rows = list(iter_rows(read.entries))
+        rows = list(iter_rows(hist))
         if fmt is JournalFormat.json:
             typer.echo(jsonlib.dumps({"schema": "cwctl.journal/1", "entries": rows}, indent=1))
             return
@@ -334,6 +335,9 @@ def journal(
                 note = f"undoes {r['rollback_of']}"
             elif r["rolled_back_by"]:
                 note = f"rolled back by {r['rolled_back_by']}"
+            elif r["may_have_changed"]:
+                changed = ",".join(str(i + 1) for i in r["may_have_changed"])
+                note = f"step(s) {changed} may have changed: cwctl rollback {r['id']}"
             if r["verify"]:
                 note = f"{note}; verify: {r['verify']}".lstrip("; ")
             steps = f"{r['steps_ok']}/{r['steps']}"

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from cwctl.actions.executor import apply_plan, rollback_plan, verify
+from cwctl.actions.history import find
 from cwctl.actions.journal import Journal
 from cwctl.actions.planner import RouteOptions, Target, plan_drain, plan_reroute
 from cwctl.actions.route import parse_gateways
@@ -48,7 +49,7 @@ async def test_nic_reroute_and_rollback_over_ssh(fleet: SSHFleet, tmp_path: Path
         execution = await apply_plan(plan, runner, journal)
         assert execution.status == "applied", execution.summary()
         assert conf.read_text() == "NCCL_DEBUG=WARN\nNCCL_IB_HCA=^=mlx5_1\n"
-        undo = rollback_plan(journal.find(plan.id))
+        undo = rollback_plan(find(journal, plan.id))
         done = await apply_plan(undo, runner, journal)
         assert done.status == "applied", done.summary()
         assert conf.read_text() == "NCCL_DEBUG=WARN\n"
@@ -158,7 +159,7 @@ async def test_tcp_reroute_over_ssh_reads_then_replaces_then_rolls_back(
         assert [s.host for s in plan.steps] == ["gpu-001", "gpu-002"]
         assert not log.exists()  # planning only read
         assert (await apply_plan(plan, runner, journal)).status == "applied"
-        assert (await apply_plan(rollback_plan(journal.find(None)), runner, journal)).status == (
+        assert (await apply_plan(rollback_plan(find(journal, None)), runner, journal)).status == (
             "applied"
         )
     finally:

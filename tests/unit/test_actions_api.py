@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from cwctl.actions.api import prepare
+from cwctl.actions.history import history
 from cwctl.actions.journal import Journal
 from cwctl.pipeline import ScanRequest, SimOptions, analyse
 from cwctl.transport.sim import model_for, run_model
@@ -27,5 +28,6 @@ async def test_prepare_and_apply_on_the_callers_model(
     assert outcome.ok and "no longer a suspect" in outcome.message
     assert all(w == 0 for w in model.state.ecmp_weight.values())
     assert analyse(run_model(model, 0.5)).suspects == []  # the caller's next scan sees it
-    (entry,) = [e for e in Journal(tmp_path).read().entries if e["event"] == "apply"]
-    assert entry["id"] == prepared.plan.id
+    (action,) = history(Journal(tmp_path)).actions
+    assert action.id == prepared.plan.id and action.status == "applied"
+    assert action.verify == "gone"

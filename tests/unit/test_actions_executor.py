@@ -21,9 +21,9 @@ from cwctl.actions.executor import (
     ROLLED_BACK,
     apply_plan,
     execute,
-    rollback_plan,
 )
-from cwctl.actions.journal import ActionLock, Journal, iter_rows
+from cwctl.actions.history import find, history
+from cwctl.actions.journal import ActionLock, Journal
 from cwctl.actions.plan import ActionPlan, Step
 from cwctl.actions.runners import LocalRunner
 from cwctl.errors import CwctlError, InputError
@@ -80,10 +80,11 @@ async def test_failed_step_stops_and_rolls_back_what_ran(tmp_path: Path) -> None
     assert not a.exists() and not b.exists() and not c.exists()
     # the failed step itself was run once and never "undone"
     assert (tmp_path / "failing-tool.log").read_text().splitlines() == ['["go"]']
-    (entry,) = journal.read().entries
-    assert entry["status"] == "failed" and entry["steps"][2]["rc"] == 1
+    (action,) = history(journal).actions
+    assert action.status == "failed" and action.steps[2]["rc"] == 1
+    assert [action.step_status(i) for i in range(4)] == [ROLLED_BACK, ROLLED_BACK, FAILED, NOT_RUN]
     with pytest.raises(InputError, match="did not apply"):
-        journal.find(None)
+        find(journal, None)
 
 
 async def test_missing_executable_is_a_failed_step(tmp_path: Path) -> None:
@@ -130,47 +131,18 @@ def test_nccl_set_on_a_missing_file_and_restore_removes_it(tmp_path: Path) -> No
     assert missing.returncode != 0 and "no backup" in missing.stderr
 
 
-def entry(eid: str, event: str = "apply", status: str = "applied", **more: object) -> dict:
-    plan = ActionPlan("drain", "gpu-001", "r", [Step("local", "d", ("true",), ("true",))], id=eid)
-    steps = [{"index": 0, "status": "ok", "rc": 0, "detail": ""}]
-    return {
-        "id": eid,
-        "event": event,
-        "status": status,
-        "plan": plan.to_json(),
-        "steps": steps,
-        **more,
-    }
-
-
-def test_journal_append_read_and_rollback_refusals(tmp_path: Path) -> None:
-    journal = Journal(tmp_path)
-    journal.append(entry("a1"))
-    journal.append(entry("a2"))
-    assert journal.find(None)["id"] == "a2"
-    plan = rollback_plan(journal.find("a1"))
-    assert plan.rollback_of == "a1" and plan.steps[0].argv == ("true",)
-    journal.append(entry("r1", event="rollback", rollback_of="a1"))
-    with pytest.raises(InputError, match="already rolled back"):
-        journal.find("a1")
-    with pytest.raises(InputError, match="itself a rollback"):
-        journal.find("r1")
-    with pytest.raises(InputError, match="no journal entry"):
-        journal.find("zz")
-    rows = {r["id"]: r for r in iter_rows(journal.read().entries)}
-    assert rows["a1"]["rolled_back_by"] == "r1" and rows["a2"]["rolled_back_by"] is None
-    assert (tmp_path / "journal.jsonl").stat().st_mode & 0o777 == 0o600
-
-
-def test_a_torn_line_is_skipped_not_fatal(tmp_path: Path) -> None:
-    journal = Journal(tmp_path)
-    journal.append(entry("a1"))
-    with (tmp_path / "journal.jsonl").open("a") as f:
-        f.write('{"id": "a2", "ev')  # a crash mid-write
-    journal.append(entry("a3"))
-    read = journal.read()
-    assert [e["id"] for e in read.entries] == ["a1"]  # a3 was glued to the torn line
-    assert len(read.skipped) == 1 and ":2:" in read.skipped[0]
+def test_nccl_restore_of_a_change_that_never_ran_changes_nothing(tmp_path: Path) -> None:
+    """An apply killed before its step ran: the undo (with KEY VALUE) leaves the file."""
+    conf = tmp_path / "nccl.conf"
+    conf.write_text("NCCL_IB_HCA=^=mlx5_3\n")
+    backup = str(conf) + ".cwctl-3"
+    undo = run_py("-c", nccl.RESTORE_PROGRAM, str(conf), backup, "NCCL_IB_HCA", "^=mlx5_3,mlx5_1")
+    assert undo.returncode == 0 and "nothing to restore" in undo.stdout
+    assert conf.read_text() == "NCCL_IB_HCA=^=mlx5_3\n"
+    # the new value is there but the backup is gone: that is a failure, not a no-op
+    conf.write_text("NCCL_IB_HCA=^=mlx5_3,mlx5_1\n")
+    gone = run_py("-c", nccl.RESTORE_PROGRAM, str(conf), backup, "NCCL_IB_HCA", "^=mlx5_3,mlx5_1")
+    assert gone.returncode != 0 and "no backup" in gone.stderr
 
 
 _APPENDER = """

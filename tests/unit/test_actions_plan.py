@@ -166,6 +166,7 @@ async def test_nic_reroute_plans_an_nccl_exclusion_with_the_value_read() -> None
     ]  # fmt: skip
     assert list(step.undo_argv or ()) == [
         "python3", "-c", nccl.RESTORE_PROGRAM, "/x/n.conf", f"/x/n.conf.cwctl-{plan.id}",
+        "NCCL_IB_HCA", "^=mlx5_3,mlx5_1",
     ]  # fmt: skip
 
 

@@ -282,7 +282,7 @@ def _exchanges(
     d_rev, lost_rev = sch.rev.travel(flow, dep_back, rng)
     s4 = dep_back + d_rev + stamp_error(n, False, kind, params, rng)
     lost_rev |= lost_fwd
-    # the agent learns t2 from the reply: a lost reply loses t2 as well (records.py
+    # the agent learns t2 from the reply: a lost reply loses t2 as well (cwctl.records
     # allows keeping t2; reply_loss_keeps_t2 simulates an agent that reports it)
     lost_t2 = lost_fwd if params.reply_loss_keeps_t2 else lost_rev
 

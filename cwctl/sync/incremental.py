@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from scipy.sparse.linalg import splu
 
-from cwctl.records import ProbeTable
+from cwctl.records import ProbeTable, concat_tables
 from cwctl.sync.network import ProbeGraph, build_graph
 from cwctl.sync.solution import ClockSolution
 from cwctl.sync.solve import (
@@ -77,7 +77,7 @@ class SlidingSolver:
                     **{c: np.concatenate([getattr(old, c), getattr(new, c)]) for c in _COLUMNS},
                 )
             else:
-                table = ProbeTable.concat([old, new])
+                table = concat_tables([old, new])
         if len(table):
             newest = int(table.t1.max())
             table = table.select(table.t1 >= newest - self.window_ns)

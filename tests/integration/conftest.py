@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.sshfleet import SSHFleet, wait_gone
+from tests.testbed.fixture import fabric, testbed  # noqa: F401 (fixtures)
 
 
 @pytest.fixture

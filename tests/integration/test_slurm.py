@@ -1,0 +1,89 @@
+"""Against a real Slurm (slurmctld, one slurmd per network namespace, a private munged):
+drain with a reason, resume, rollback, checked with ``scontrol show node`` and ``srun``;
+and a whole scan whose agents run as one ``srun`` step (``cwctl scan --via slurm``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from slurmbed import SlurmCluster, missing_parts
+from typer.testing import CliRunner
+
+from cwctl.cli import app
+
+pytestmark = pytest.mark.slurm
+
+REASON = "cwctl: lossy NIC; it's 'quoted' & long"
+
+
+@pytest.fixture(scope="module")
+def slurm() -> Iterator[SlurmCluster]:
+    missing = missing_parts()
+    if missing:
+        pytest.skip(f"a real Slurm needs {', '.join(missing)} (.ci/run installs them)")
+    with SlurmCluster(3) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def env(slurm: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """CLI environment: the cluster's SLURM_CONF, a private state dir; the inventory."""
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    monkeypatch.setenv("CWCTL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("CWCTL_INVENTORY", raising=False)
+    inv = tmp_path / "inv.toml"
+    hosts = "".join(
+        f'[[host]]\nname = "{node}"\naddress = "{addr}"\n\n'
+        for node, addr in slurm.addresses.items()
+    )
+    inv.write_text(f'[scheduler]\nkind = "slurm"\n\n[probe]\nduration = 1.0\n\n{hosts}')
+    return inv
+
+
+def run(*args: str) -> object:
+    return CliRunner().invoke(app, list(args))
+
+
+def test_drain_resume_and_rollback_against_real_slurm(slurm: SlurmCluster, env: Path) -> None:
+    node = slurm.nodes[1]
+    plan = run("drain", node, "-i", str(env), "--reason", REASON)
+    assert plan.exit_code == 0, plan.output  # type: ignore[attr-defined]
+    assert slurm.show_node(node)["State"] == "IDLE"  # a dry run changes nothing
+
+    drained = run("drain", node, "-i", str(env), "--reason", REASON, "--apply", "--yes")
+    assert drained.exit_code == 0, drained.output  # type: ignore[attr-defined]
+    shown = slurm.show_node(node)
+    assert "DRAIN" in shown["State"].split("+")
+    assert shown["Reason"].startswith(REASON)  # scontrol appends [user@time]
+    assert slurm.node_states()[node] == "drained"
+    # the scheduler keeps work off it: an immediate job on every node cannot start
+    refused = slurm.run("srun", f"-N{slurm.n}", "--immediate=1", "true", check=False)
+    assert refused.returncode != 0
+    assert slurm.node_states()[slurm.nodes[0]] == "idle"  # the others untouched
+
+    resumed = run("resume", node, "-i", str(env), "--apply", "--yes")
+    assert resumed.exit_code == 0, resumed.output  # type: ignore[attr-defined]
+    assert "DRAIN" not in slurm.show_node(node)["State"]
+    slurm.wait_idle()
+
+    again = run("drain", node, "-i", str(env), "--reason", REASON, "--apply", "--yes")
+    assert again.exit_code == 0, again.output  # type: ignore[attr-defined]
+    undo = run("rollback", "--apply", "--yes")  # undoes the last drain: a resume
+    assert undo.exit_code == 0, undo.output  # type: ignore[attr-defined]
+    assert "DRAIN" not in slurm.show_node(node)["State"]
+    slurm.wait_idle()
+
+
+def test_drain_of_a_node_slurm_does_not_know_fails_and_says_so(
+    slurm: SlurmCluster, env: Path, tmp_path: Path
+) -> None:
+    inv = tmp_path / "other.toml"
+    ghost = '[[host]]\nname = "ghost1"\naddress = "10.9.9.9"\n'
+    inv.write_text(f'[scheduler]\nkind = "slurm"\n\n{ghost}')
+    result = run("drain", "ghost1", "-i", str(inv), "--apply", "--yes")
+    assert result.exit_code == 3, result.output  # type: ignore[attr-defined]
+    assert "step 1 failed" in result.stderr  # type: ignore[attr-defined]
+    assert json.loads(run("journal", "--format", "json").stdout)["entries"]  # type: ignore[attr-defined]

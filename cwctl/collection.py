@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from cwctl.records import ProbeTable
+from cwctl.records import PathTable, ProbeTable
 from cwctl.topology import Topology
 
 HostStatusName = Literal["ok", "unreachable", "error"]
@@ -48,6 +48,7 @@ class Collection:
     peers: dict[str, list[str]] = field(default_factory=dict)  # the peer assignment probed
     truth: dict[str, Any] | None = None  # simulator only: DESIGN.md's "truth" object
     params: dict[str, Any] = field(default_factory=dict)  # rate, gap, ports, seed, ...
+    paths: PathTable = field(default_factory=PathTable)  # discovered paths (path records)
 
     @property
     def host_names(self) -> list[str]:

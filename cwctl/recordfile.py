@@ -1,12 +1,15 @@
 """Record files: a scan's records saved (``--save-records``) and read back (``--replay``).
 
 JSON lines, gzip-compressed when the name ends in ``.gz``. The first line is a header,
-``{"type": "header", "format": "cwctl.records/1", ...}``, naming the hosts, their
-addresses, the topology, the probe parameters, the peer assignment and every host's
-status; then one record per line (``hello``, the probe rows as ``probes`` batches of up
-to ``BATCH_ROWS`` rows in table order, ``gpu``, ``summary``, and for simulated scans one
-``truth``), in the ``cwctl.rec/1`` format of ``cwctl.records``. A reader takes single
-``probe`` records too (files written before batches, or with ``batch_rows=0``).
+``{"type": "header", "format": "cwctl.records/2", ...}``, naming the hosts, their
+addresses, the topology (with the fabric addresses of switches and hosts), the probe
+parameters, the peer assignment and every host's status; then one record per line
+(``hello``, the probe rows as ``probes`` batches of up to ``BATCH_ROWS`` rows in table
+order, the discovered ``path`` records, ``gpu``, ``summary``, and for simulated scans
+one ``truth``), in the ``cwctl.rec/1`` format of ``cwctl.records`` (``path``:
+``cwctl.records.path``). A reader takes single ``probe`` records too (files written
+before batches, or with ``batch_rows=0``), and ``cwctl.records/1`` files, which are the
+same without path records.
 ``docs/records.md`` documents both. The header counts the records, so a file cut at a
 line boundary is caught as surely as one cut mid-line.
 
@@ -27,10 +30,11 @@ from typing import IO, Any, Final
 from cwctl import atomic
 from cwctl.collection import Collection, HostInfo, HostStatus
 from cwctl.errors import InputError, RecordError
-from cwctl.records import ProbeTableBuilder, encode_line, parse_line
+from cwctl.records import PathTable, ProbeTableBuilder, decode_path, encode_line, parse_line
 from cwctl.topology import Topology
 
-FILE_FORMAT: Final = "cwctl.records/1"
+FILE_FORMAT: Final = "cwctl.records/2"
+READ_FORMATS: Final = ("cwctl.records/1", FILE_FORMAT)  # /1: the same, no path records
 BATCH_ROWS: Final = 4096  # probe rows per ``probes`` line of a record file
 _STATUSES: Final = ("ok", "unreachable", "error")
 
@@ -60,6 +64,8 @@ def header_of(collection: Collection, count: int) -> dict[str, Any]:
             "leaf_of": dict(topo.leaf_of),
             "uplinks": {leaf: list(ups) for leaf, ups in topo.uplinks.items()},
             "nics": {host: list(nics) for host, nics in topo.nics.items()},
+            "switch_of_address": dict(topo.switch_of_address),
+            "host_of_address": {a: list(hn) for a, hn in topo.host_of_address.items()},
         },
         "params": collection.params,
         "peers": collection.peers,
@@ -78,6 +84,8 @@ def _records(collection: Collection, batch_rows: int) -> Iterator[Mapping[str, A
         yield from collection.table.iter_batches(batch_rows)
     else:
         yield from collection.table.iter_records()
+    for path in collection.paths:
+        yield path.to_json()
     for name, records in collection.gpu.items():
         for rec in records:
             yield {"type": "gpu", "host": name, **rec}
@@ -92,6 +100,7 @@ def _count(collection: Collection, batch_rows: int) -> int:
     return (
         len(collection.hello)
         + (-(-rows // batch_rows) if batch_rows else rows)
+        + len(collection.paths)
         + sum(len(r) for r in collection.gpu.values())
         + len(collection.summaries)
         + (collection.truth is not None)
@@ -142,10 +151,10 @@ def _header(path: Path, text: str) -> dict[str, Any]:
         raise RecordError(f"{where}: not a cwctl record file (no JSON header)") from None
     if not isinstance(header, dict) or header.get("type") != "header":
         raise RecordError(f"{where}: not a cwctl record file (first line is not a header)")
-    if header.get("format") != FILE_FORMAT:
+    if header.get("format") not in READ_FORMATS:
         raise RecordError(
             f"{where}: unsupported record file format {header.get('format')!r}, "
-            f"expected {FILE_FORMAT!r}"
+            f"expected one of {', '.join(READ_FORMATS)}"
         )
     for key, kind in (("hosts", list), ("records", int), ("source", str)):
         if not isinstance(header.get(key), kind):
@@ -173,12 +182,21 @@ def _topology(raw: Any, where: str) -> Topology | None:
     if raw is None:
         return None
     try:
+        host_of = {}
+        for address, (host, nic) in (raw.get("host_of_address") or {}).items():
+            if not isinstance(host, str) or not (nic is None or isinstance(nic, str)):
+                raise TypeError(address)
+            host_of[str(address)] = (host, nic)
         return Topology(
             leaf_of=dict(raw["leaf_of"]),
             uplinks={leaf: tuple(ups) for leaf, ups in raw["uplinks"].items()},
             nics={host: tuple(nics) for host, nics in (raw.get("nics") or {}).items()},
+            switch_of_address={
+                str(a): str(s) for a, s in (raw.get("switch_of_address") or {}).items()
+            },
+            host_of_address=host_of,
         )
-    except (KeyError, TypeError, AttributeError):
+    except (KeyError, TypeError, AttributeError, ValueError):
         raise RecordError(f"{where}: header 'topology' is malformed") from None
 
 
@@ -207,6 +225,8 @@ def read_collection(path: str | Path) -> Collection:
     gpu: dict[str, list[dict[str, Any]]] = {}
     summaries: dict[str, dict[str, Any]] = {}
     truth: dict[str, Any] | None = None
+    paths = PathTable()
+    with_paths = header["format"] != "cwctl.records/1"
     count = 0
     last = 1
     for n, text in lines:
@@ -227,6 +247,11 @@ def read_collection(path: str | Path) -> Collection:
             continue
         if kind == "truth":
             truth = {k: v for k, v in rec.items() if k not in ("type", "v")}
+            continue
+        if kind == "path":
+            if not with_paths:
+                raise RecordError(f"{at}: a path record in a cwctl.records/1 file")
+            paths.add(decode_path(rec, where=at))
             continue
         host = rec.get("host")
         if not isinstance(host, str):
@@ -256,4 +281,5 @@ def read_collection(path: str | Path) -> Collection:
         peers={k: list(v) for k, v in dict(header.get("peers") or {}).items()},
         truth=truth,
         params=dict(header.get("params") or {}),
+        paths=paths,
     )

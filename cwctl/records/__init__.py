@@ -5,7 +5,8 @@ the simulator generates it, the solver and telemetry read it. ``docs/records.md`
 documents every field; this package is the one place that encodes and decodes it:
 ``schema`` (constants, field validators), ``probe`` (one ``probe`` record), ``lines``
 (JSON lines in and out), ``probes`` (the columnar ``probes`` decoder), ``table`` (the
-``ProbeTable`` store) and ``builder`` (records streamed into a table). The names below
+``ProbeTable`` store), ``builder`` (records streamed into a table) and ``path`` (the
+``path`` record of a discovered path, and the ``PathTable`` of a scan). The names below
 are the package's public face: import them from ``cwctl.records``.
 
 Record types (the ``type`` key):
@@ -18,6 +19,7 @@ Record types (the ``type`` key):
 ``error``   something an agent could not do; it goes on where it can.
 ``probes``  many exchanges in one line, column by column (the agent's normal output):
             the same rows as ``probe`` records, decoded with numpy (``decode_probes``).
+``path``    the hops of one traced 5-tuple (``decode_path``, ``PathTable``).
 
 A ``probe`` record, sent by ``src`` (A) to ``dst`` (B)::
 
@@ -38,6 +40,7 @@ An optional ``nic`` names the interface the probe left from.
 
 from cwctl.records.builder import ProbeTableBuilder, concat_tables
 from cwctl.records.lines import encode_line, parse_line
+from cwctl.records.path import PathRecord, PathTable, decode_path, hop_switches
 from cwctl.records.probe import ProbeRecord, decode_probe
 from cwctl.records.probes import decode_probes, pack_column
 from cwctl.records.schema import (
@@ -55,14 +58,18 @@ __all__ = [
     "RECORD_VERSION",
     "TS_CODE",
     "TS_SOURCES",
+    "PathRecord",
+    "PathTable",
     "ProbeBatch",
     "ProbeRecord",
     "ProbeTable",
     "ProbeTableBuilder",
     "concat_tables",
+    "decode_path",
     "decode_probe",
     "decode_probes",
     "encode_line",
+    "hop_switches",
     "pack_column",
     "parse_line",
 ]

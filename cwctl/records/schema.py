@@ -11,7 +11,9 @@ import numpy.typing as npt
 from cwctl.errors import RecordError
 
 RECORD_VERSION: Final = 1
-RECORD_TYPES: Final = frozenset({"hello", "probe", "probes", "gpu", "summary", "error", "truth"})
+RECORD_TYPES: Final = frozenset(
+    {"hello", "probe", "probes", "gpu", "summary", "error", "truth", "path"}
+)
 BATCH_ROWS_MAX: Final = 1 << 20  # rows one ``probes`` record may hold
 
 # Timestamp sources, best first; the codes are what ProbeTable.ts holds.

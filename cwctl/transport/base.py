@@ -31,7 +31,7 @@ from cwctl.collection import Collection, HostInfo, HostStatus, HostStatusName
 from cwctl.errors import RecordError
 from cwctl.inventory import ProbeSettings
 from cwctl.probe.bootstrap import agent_payload
-from cwctl.records import ProbeTableBuilder, decode_probes, parse_line
+from cwctl.records import PathTable, ProbeTableBuilder, decode_path, decode_probes, parse_line
 from cwctl.topology import Topology, assign_peers
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -167,6 +167,11 @@ class HostRun:
                     raise RecordError(f"{where}: probe from {rec.get('src')!r}, not this host")
                 self.collector.builder.add_record(rec, where=where)
                 self.collector.records += 1
+            elif kind == "path":
+                path = decode_path(rec, where=where)
+                if path.host != self.name:
+                    raise RecordError(f"{where}: path traced by {path.host!r}, not this host")
+                self.collector.paths.add(path)
             elif kind == "hello":
                 self.hello = rec
             elif kind == "summary":
@@ -186,6 +191,7 @@ class Collector:
     def __init__(self, hosts: Sequence[str], progress: Progress | None) -> None:
         self.builder = ProbeTableBuilder(hosts)
         self.gpu: dict[str, list[dict[str, Any]]] = {}
+        self.paths = PathTable()
         self.records = 0
         self.bytes = 0  # agents' stdout, all hosts: what the transport carried home
         self.progress = progress
@@ -242,6 +248,7 @@ async def run_scan(
         duration_s=plan.duration_s,
         status={r.name: r.status for r in runs},
         topology=plan.topology,
+        paths=collector.paths,
         hello={r.name: r.hello for r in runs if r.hello is not None},
         gpu=collector.gpu,
         summaries={r.name: r.summary for r in runs if r.summary is not None},

@@ -15,10 +15,52 @@ from cwctl.collection import Collection, HostInfo, HostStatus
 from cwctl.errors import RecordError
 from cwctl.pipeline import analyse
 from cwctl.recordfile import BATCH_ROWS, FILE_FORMAT, read_collection, write_collection
-from cwctl.records import ProbeRecord, ProbeTableBuilder
-from cwctl.topology import assign_peers, leaf_spine
+from cwctl.records import PathRecord, PathTable, ProbeRecord, ProbeTableBuilder
+from cwctl.topology import Topology, assign_peers, leaf_spine
 
 T0 = 1_700_000_000_000_000_000
+DATA = Path(__file__).resolve().parents[1] / "data" / "records"
+
+
+def _with_addresses(topo: Topology, names: list[str]) -> Topology:
+    """The topology with fabric addresses, as an inventory with ``addresses`` gives it."""
+    switch_of = {f"10.0.{k}.1": leaf for k, leaf in enumerate(topo.leaves)}
+    switch_of |= {f"10.9.{j}.1": spine for j, spine in enumerate(topo.spines)}
+    host_of: dict[str, tuple[str, str | None]] = {
+        f"10.1.0.{i + 1}": (h, "mlx5_0") for i, h in enumerate(names)
+    }
+    return Topology(
+        leaf_of=topo.leaf_of,
+        uplinks=topo.uplinks,
+        nics=topo.nics,
+        switch_of_address=switch_of,
+        host_of_address=host_of,
+    )
+
+
+def _paths(peers: dict[str, list[str]]) -> PathTable:
+    """A forward and a reverse trace of every probed pair's first port, one hop silent."""
+    table = PathTable()
+    for n, (src, dsts) in enumerate(sorted(peers.items())):
+        for dst in dsts:
+            for role, host, peer in (("probe", src, dst), ("reply", dst, src)):
+                table.add(
+                    PathRecord(
+                        host=host,
+                        peer=peer,
+                        role=role,  # type: ignore[arg-type]
+                        src="10.1.0.1" if host == src else "10.1.0.2",
+                        sport=40000 if role == "probe" else 50000,
+                        dst="10.1.0.2" if host == src else "10.1.0.1",
+                        dport=50000 if role == "probe" else 40000,
+                        hops=("10.0.0.1", None if n % 2 else "10.9.1.1", "10.0.1.1"),
+                        complete=bool(n % 3),
+                        t_ns=T0 + n,
+                        cached=bool(n % 2),
+                        nic="mlx5_0",
+                    )
+                )
+    return table
 
 
 def synthetic_collection(n_hosts: int = 6, pairs: int = 30, seed: int = 3) -> Collection:
@@ -65,7 +107,8 @@ def synthetic_collection(n_hosts: int = 6, pairs: int = 30, seed: int = 3) -> Co
         table=builder.build(),
         duration_s=0.3,
         status=status,
-        topology=topo,
+        topology=_with_addresses(topo, names),
+        paths=_paths(peers),
         hello={
             h: {"type": "hello", "v": 1, "host": h, "kernel": "6.1", "port": 5000} for h in names
         },
@@ -95,6 +138,7 @@ def assert_same_collection(a: Collection, b: Collection) -> None:
     assert b.truth == a.truth
     assert b.params == a.params
     assert b.duration_s == a.duration_s
+    assert sorted(b.paths, key=repr) == sorted(a.paths, key=repr)
 
 
 @pytest.mark.parametrize("batch_rows", [BATCH_ROWS, 7, 0])  # 0: one probe line per row
@@ -268,3 +312,64 @@ def test_simulated_scan_replays_identically(tmp_path: Path) -> None:
     assert replayed.topology == c.topology
     live = comparable_snapshot(analyse(c).to_json())
     assert comparable_snapshot(analyse(replayed).to_json()) == live
+
+
+def test_paths_and_fabric_addresses_survive_the_round_trip(tmp_path: Path) -> None:
+    c = synthetic_collection()
+    assert len(c.paths) > 0 and c.topology is not None and c.topology.switch_of_address
+    path = tmp_path / "scan.jsonl"
+    write_collection(c, path)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert sum(rec["type"] == "path" for rec in lines) == len(c.paths)
+    back = read_collection(path)
+    assert back.topology == c.topology
+    for p in c.paths:
+        if p.role == "probe":
+            assert back.paths.forward(p.host, p.peer, p.sport, nic=p.nic) == p
+        else:
+            assert back.paths.reverse(p.peer, p.host, p.dport, nic=p.nic) == p
+    assert any(None in p.hops for p in back.paths)  # silent hops stay null
+
+
+def test_a_version_1_file_still_reads(tmp_path: Path) -> None:
+    """A file the previous cwctl wrote (format /1, no path records, no address maps)."""
+    old = read_collection(DATA / "v1-local-4hosts.jsonl")
+    assert old.source == "replay:local" and len(old.table) > 0
+    assert len(old.paths) == 0
+    assert old.topology is not None and old.topology.switch_of_address == {}
+    assert analyse(old).records == len(old.table)
+    # and written again, it is a /2 file with the same content
+    again = tmp_path / "again.jsonl"
+    write_collection(old, again)
+    assert (
+        json.loads(again.read_text().splitlines()[0])["format"]
+        == FILE_FORMAT
+        == ("cwctl.records/2")
+    )
+    assert len(read_collection(again).table) == len(old.table)
+
+
+def test_a_path_record_in_a_version_1_file_is_refused(tmp_path: Path) -> None:
+    lines = (DATA / "v1-local-4hosts.jsonl").read_text().splitlines()
+    header = json.loads(lines[0])
+    header["records"] += 1
+    rec = next(iter(_paths({"gpu-001": ["gpu-002"]}))).to_json()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([json.dumps(header), *lines[1:], json.dumps(rec)]) + "\n")
+    with pytest.raises(RecordError, match=rf"bad\.jsonl line {len(lines) + 1}: a path record"):
+        read_collection(bad)
+
+
+def test_a_malformed_path_record_is_refused_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "scan.jsonl"
+    write_collection(synthetic_collection(n_hosts=4, pairs=2), path)
+    lines = path.read_text().splitlines()
+    n = next(i for i, line in enumerate(lines) if '"type":"path"' in line)
+    lines[n] = (
+        lines[n]
+        .replace('"role":"probe"', '"role":"sideways"')
+        .replace('"role":"reply"', '"role":"sideways"')
+    )
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(RecordError, match=rf"line {n + 1}: path key 'role'"):
+        read_collection(path)

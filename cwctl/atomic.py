@@ -1,35 +1,139 @@
-"""Atomic file replacement: readers see the old file or the new one, never half of one."""
+"""Safe file output, the one way cwctl writes a file it replaces (``--out``, ``--heatmap``,
+``--save-records``, the simulator's saved state): readers see the old file or the new one,
+never half of one, and the path cannot be used to make cwctl write somewhere else.
+
+- ``~`` is expanded; an empty path is refused.
+- The target must be a regular file or not exist: a FIFO, a device (``/dev/full``), a
+  socket or a directory is refused with one line naming it (exit 2).
+- A **symlink** as the last component is refused ("give the real path"), not followed and
+  not replaced: following would let a link planted in a shared directory (``/tmp``) aim
+  the write at another file; replacing would silently turn the operator's link into a
+  file. Symlinks in the directories above it are followed, as the shell does.
+- The new content goes to a temporary file created with ``O_EXCL`` under a random name
+  in the target's directory (``tempfile.mkstemp``: nobody can pre-plant it), is
+  ``fsync``ed, given the mode (an existing file's mode is kept; a new file gets
+  ``REPORT_MODE`` 0644 for reports, ``PRIVATE_MODE`` 0600 for records and state), and
+  renamed over the target; the directory is ``fsync``ed after the rename.
+
+``check_output(path, option)`` runs the same checks without writing: commands call it for
+every output path before they start work, so a bad path fails in milliseconds, not after
+a scan.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from cwctl.errors import InputError
+
+REPORT_MODE = 0o644  # --out, --heatmap
+PRIVATE_MODE = 0o600  # --save-records, state files (journal-like)
+
+
+def expand(path: str | os.PathLike[str], option: str) -> Path:
+    """``path`` with ``~`` expanded; an empty one is refused, naming ``option``."""
+    text = os.fspath(path)
+    if not text.strip():
+        raise InputError(f"{option}: empty path")
+    return Path(text).expanduser()
+
+
+def check_output(path: str | os.PathLike[str], option: str = "output") -> Path:
+    """The path to write (``~`` expanded) once it passes the checks above; ``InputError``
+    (one line naming ``option`` and the path) otherwise. Writes nothing."""
+    target = expand(path, option)
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise InputError(f"{option} {target}: {exc.strerror}") from None
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise InputError(f"{option} {target}: is a symlink; give the real path")
+        if stat.S_ISDIR(st.st_mode):
+            raise InputError(f"{option} {target}: is a directory")
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"{option} {target}: not a regular file ({_kind(st.st_mode)})")
+    parent = target.parent
+    if not parent.is_dir():
+        raise InputError(f"{option} {target}: no directory {parent}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{option} {target}: the directory {parent} is not writable")
+    return target
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a file"
+
 
 @contextlib.contextmanager
-def replacing(path: Path, *, suffix: str = "") -> Iterator[Path]:
-    """Yield a sibling temporary path to write; on success rename it over ``path``.
+def replacing(
+    path: str | os.PathLike[str],
+    *,
+    suffix: str = "",
+    mode: int = REPORT_MODE,
+    option: str = "output",
+) -> Iterator[Path]:
+    """Yield a new temporary path (created empty, ``O_EXCL``) beside ``path`` to write;
+    on success ``fsync`` it, set its mode and rename it over ``path``.
 
     On any exception the temporary file is removed and the exception propagates
     (``path`` is untouched). ``suffix`` keeps an extension that matters to the writer
-    (``.gz``).
-    """
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}{suffix}")
+    (``.gz``)."""
+    target = check_output(path, option)
+    try:
+        keep = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        keep = mode
+    fd, name = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=f".tmp{suffix}", dir=target.parent
+    )
+    os.close(fd)
+    tmp = Path(name)
     try:
         yield tmp
-        os.replace(tmp, path)
+        fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            os.fchmod(fd, keep)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        check_output(target, option)  # still not a FIFO/link/directory planted meanwhile
+        os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    with contextlib.suppress(OSError):  # a directory that cannot be opened: rename is done
+        dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
-def write_text(path: Path, text: str) -> None:
-    with replacing(path) as tmp:
+def write_text(
+    path: str | os.PathLike[str], text: str, *, mode: int = REPORT_MODE, option: str = "output"
+) -> None:
+    with replacing(path, mode=mode, option=option) as tmp:
         tmp.write_text(text)
 
 
-def write_bytes(path: Path, data: bytes) -> None:
-    with replacing(path) as tmp:
+def write_bytes(
+    path: str | os.PathLike[str], data: bytes, *, mode: int = REPORT_MODE, option: str = "output"
+) -> None:
+    with replacing(path, mode=mode, option=option) as tmp:
         tmp.write_bytes(data)

@@ -110,14 +110,17 @@ def _count(collection: Collection, batch_rows: int) -> int:
 def write_collection(
     collection: Collection, path: str | Path, *, batch_rows: int = BATCH_ROWS
 ) -> None:
-    """Save every record of ``collection`` to ``path`` (atomically: a sibling, renamed).
+    """Save every record of ``collection`` to ``path`` (``cwctl.atomic``: new files 0600).
 
     Probe rows go as ``probes`` batches of ``batch_rows`` rows (0: one ``probe`` line each).
     """
     path = Path(path)
     suffix = ".gz" if path.name.endswith(".gz") else ""
     try:
-        with atomic.replacing(path, suffix=suffix) as tmp, _open_text(tmp, "w") as f:
+        replacing = atomic.replacing(
+            path, suffix=suffix, mode=atomic.PRIVATE_MODE, option="--save-records"
+        )
+        with replacing as tmp, _open_text(tmp, "w") as f:
             f.write(encode_line(header_of(collection, _count(collection, batch_rows))) + "\n")
             for rec in _records(collection, batch_rows):
                 f.write(encode_line(rec) + "\n")

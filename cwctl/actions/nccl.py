@@ -36,8 +36,9 @@ DEFAULT_CONF = "/etc/nccl.conf"
 RDMA_PREFIXES = ("mlx", "bnxt_re", "irdma", "qedr", "hfi1", "efa", "rxe", "siw", "erdma")
 
 READ_PROGRAM = """\
-import json, sys
+import json, os, sys
 path, key = sys.argv[1:3]
+path = os.path.expanduser(path)
 try:
     lines = open(path).read().splitlines()
 except FileNotFoundError:
@@ -53,6 +54,7 @@ print(json.dumps({"exists": lines is not None, "value": value}))
 SET_PROGRAM = """\
 import os, shutil, sys
 path, key, value, expected, backup = sys.argv[1:6]
+path, backup = os.path.expanduser(path), os.path.expanduser(backup)
 try:
     old = open(path).read()
 except FileNotFoundError:
@@ -92,7 +94,7 @@ os.replace(tmp, path)
 
 RESTORE_PROGRAM = """\
 import os, sys
-path, backup = sys.argv[1:3]
+path, backup = map(os.path.expanduser, sys.argv[1:3])
 if os.path.lexists(backup):
     os.replace(backup, path)
 elif os.path.lexists(backup + ".none"):
@@ -116,6 +118,18 @@ elif len(sys.argv) == 5:
 else:
     sys.exit(f"{backup}: no backup to restore {path} from")
 """
+
+
+def check_conf_path(path: str) -> str:
+    """``--nccl-conf``: an absolute path or one under ``~`` (expanded on the host, to the
+    SSH user's home, by the programs above); anything else is refused."""
+    if not path.strip():
+        raise InputError("--nccl-conf: empty path")
+    if not (path.startswith("/") or path == "~" or path.startswith("~/")):
+        raise InputError(
+            f"--nccl-conf {path!r}: give an absolute path or one under ~ (the host's home)"
+        )
+    return path
 
 
 def setting_for(nic: str) -> str:

@@ -254,7 +254,7 @@ async def _nccl_steps(
     assert host is not None and nic is not None
     python = inv.endpoint(host).python
     key = nccl.setting_for(nic)
-    path = options.nccl_conf
+    path = nccl.check_conf_path(options.nccl_conf)
     out = await _read_all(runner, [host], lambda h: nccl.read_argv(python, path, key), path)
     _, current = nccl.parse_read(out[host], host)
     others = tuple(n for n in inv.host(host).nics if n != nic)

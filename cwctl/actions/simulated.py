@@ -22,7 +22,7 @@ from typing import Any
 
 from cwctl.actions.plan import SIM, Step
 from cwctl.actions.state import state_dir
-from cwctl.atomic import write_text
+from cwctl.atomic import PRIVATE_MODE, write_text
 from cwctl.errors import InputError
 from cwctl.sim.model import (
     Change,
@@ -161,7 +161,8 @@ def save_state(model: FabricModel, request: Any) -> Path:
     path = state_path(request)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"shape": shape_of(request), "state": state_to_json(model.state)}
-    write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+    write_text(path, text, mode=PRIVATE_MODE, option="simulator state")
     return path
 
 

@@ -105,12 +105,12 @@ def main_options(
 
 
 def write_output(text: str, out: Path | None) -> None:
-    """To stdout, or atomically to ``out`` (write a sibling, then rename over)."""
+    """To stdout, or safely to ``out`` (``cwctl.atomic``: new files 0644)."""
     if out is None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
     try:
-        atomic.write_text(out, text)
+        atomic.write_text(out, text, option="--out")
     except OSError as exc:
         fail(f"cannot write {out}: {exc.strerror}")

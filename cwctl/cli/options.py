@@ -87,8 +87,13 @@ def build_request(
     accept_new_host_keys: bool,
 ) -> Any:
     """A ScanRequest from the flags; exactly one source of hosts."""
+    from cwctl.atomic import expand
     from cwctl.pipeline import ScanRequest, SimOptions
 
+    # ~ expanded in every path option (typer passes "--replay=~/x" through as it is)
+    inventory = expand(inventory, "--inventory") if inventory is not None else None
+    replay = expand(replay, "--replay") if replay is not None else None
+    save_records = expand(save_records, "--save-records") if save_records is not None else None
     given = [name for name, on in (("--local", local), ("--sim", sim), ("--replay", replay)) if on]
     if len(given) > 1:
         fail(f"give one source of hosts, not {' and '.join(given)}")

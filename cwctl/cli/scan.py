@@ -90,8 +90,14 @@ def scan(
     """One scan: probe, solve clocks, measure paths, report. Exit 3 if problems found."""
 
     def body() -> int:
+        from cwctl.atomic import check_output
         from cwctl.pipeline import scan as run_scan
         from cwctl.report import render
+
+        # every output path checked before the scan, not after it
+        outputs = {"--out": out, "--heatmap": heatmap, "--save-records": save_records}
+        checked = {o: check_output(p, o) if p is not None else None for o, p in outputs.items()}
+        out_path, heatmap_path = checked["--out"], checked["--heatmap"]
 
         request = build_request(
             inventory=inventory,
@@ -106,20 +112,21 @@ def scan(
             timestamps=timestamps,
             load=load,
             duration=duration,
-            save_records=save_records,
+            save_records=checked["--save-records"],
             reference=reference,
             concurrency=concurrency,
             accept_new_host_keys=accept_new_host_keys,
         )
         snapshot = asyncio.run(run_scan(request, _progress_printer()))
-        color = STATE.color and out is None and fmt is Format.table
+        color = STATE.color and out_path is None and fmt is Format.table
         write_output(
-            render(snapshot, fmt.value, color=color, prom_paths=prom_paths, pretty=pretty), out
+            render(snapshot, fmt.value, color=color, prom_paths=prom_paths, pretty=pretty),
+            out_path,
         )
-        if heatmap is not None:
+        if heatmap_path is not None:
             from cwctl.report.heatmap import write_heatmap
 
-            write_heatmap(snapshot, heatmap, max_ns=parse_ns(heatmap_max))
+            write_heatmap(snapshot, heatmap_path, max_ns=parse_ns(heatmap_max))
         return EXIT_OK if snapshot.healthy else EXIT_PROBLEMS
 
     raise typer.Exit(run_guarded(body))

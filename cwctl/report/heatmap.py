@@ -288,9 +288,9 @@ def _legend(img: U8, x: int, y: int, max_ns: float, suspects: list[str]) -> None
 
 
 def write_heatmap(snapshot: FabricSnapshot, path: Path, *, max_ns: float = SCALE_MAX_NS) -> None:
-    """Render and write the PNG atomically (a sibling file, then a rename over ``path``)."""
+    """Render and write the PNG safely (``cwctl.atomic``: new files 0644)."""
     data = render_heatmap(snapshot, max_ns=max_ns)
     try:
-        atomic.write_bytes(path, data)
+        atomic.write_bytes(path, data, option="--heatmap")
     except OSError as exc:
         raise InputError(f"--heatmap: cannot write {path}: {exc.strerror}") from None

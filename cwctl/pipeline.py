@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cwctl import settings
 from cwctl.collection import Collection
 from cwctl.errors import InputError
 from cwctl.snapshot import FabricSnapshot
@@ -23,13 +24,13 @@ from cwctl.telemetry import build_snapshot
 class SimOptions:
     """The simulator's knobs (DESIGN.md, Simulator)."""
 
-    hosts: int = 64
-    hosts_per_leaf: int = 8
-    spines: int = 4
-    seed: int = 1
+    hosts: int = settings.SIM_HOSTS
+    hosts_per_leaf: int = settings.SIM_HOSTS_PER_LEAF
+    spines: int = settings.SIM_SPINES
+    seed: int = settings.SIM_SEED
     faults: tuple[str, ...] = ()  # KIND:NAME[:MODE][@T]
-    timestamps: str = "hw"  # hw | sw
-    load: float = 0.2
+    timestamps: str = settings.SIM_TIMESTAMPS  # hw | sw
+    load: float = settings.SIM_LOAD
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class ScanRequest:
     local: int | None = None
     sim: SimOptions | None = None
     replay: Path | None = None
-    duration_s: float | None = None  # None: the inventory's [probe] duration, else 2.0
+    duration_s: float | None = None  # None: the inventory's [probe] duration, else the default
     save_records: Path | None = None
     reference: str | None = None
     concurrency: int | None = None

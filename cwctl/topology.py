@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from cwctl import settings
+
 U64 = npt.NDArray[np.uint64]
 _MASK = (1 << 64) - 1
 
@@ -101,7 +103,10 @@ class Topology:
 
 
 def leaf_spine(
-    n_hosts: int = 64, hosts_per_leaf: int = 8, n_spines: int = 4, prefix: str = "gpu"
+    n_hosts: int = settings.SIM_HOSTS,
+    hosts_per_leaf: int = settings.SIM_HOSTS_PER_LEAF,
+    n_spines: int = settings.SIM_SPINES,
+    prefix: str = settings.SIM_HOST_PREFIX,
 ) -> tuple[list[str], Topology]:
     """The simulator's default fabric: ``gpu-001``..., ``leaf1``..., ``spine1``...; full mesh."""
     width = max(3, len(str(n_hosts)))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cwctl import settings
 from cwctl.actions.executor import (
     ROLLBACK_FAILED,
     apply_plan,
@@ -73,10 +74,10 @@ def request_from_context(context: dict[str, Any]) -> Any:
     if context.get("source") == "sim":
         sim = context.get("sim") or {}
         options = SimOptions(
-            hosts=int(sim.get("hosts", 64)),
-            hosts_per_leaf=int(sim.get("hosts_per_leaf", 8)),
-            spines=int(sim.get("spines", 4)),
-            seed=int(sim.get("seed", 1)),
+            hosts=int(sim.get("hosts", settings.SIM_HOSTS)),
+            hosts_per_leaf=int(sim.get("hosts_per_leaf", settings.SIM_HOSTS_PER_LEAF)),
+            spines=int(sim.get("spines", settings.SIM_SPINES)),
+            seed=int(sim.get("seed", settings.SIM_SEED)),
         )
         return ScanRequest(sim=options, inventory=inventory)
     if inventory is None:

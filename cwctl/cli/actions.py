@@ -4,23 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from cwctl.cli.app import STATE, Timestamps, app, run_guarded
-from cwctl.cli.options import (
-    DurationOpt,
-    FaultOpt,
-    HostsOpt,
-    HostsPerLeafOpt,
-    InventoryOpt,
-    SeedOpt,
-    SimOpt,
-    SpinesOpt,
-    build_request,
-)
+from cwctl.cli.app import STATE, app, run_guarded
+from cwctl.cli.options import SIM_SHAPE, SourceFlags, build_request, source_flags
 
 ApplyOpt = Annotated[
     bool, typer.Option("--apply", help="Carry the plan out (asks first, unless --yes).")
@@ -39,44 +28,14 @@ class PlanFormat(StrEnum):
 SudoOpt = Annotated[
     bool, typer.Option("--sudo", help="Run each command through 'sudo -n' on its host.")
 ]
+# The ScanRequest an action plans against (and --verify rescans) comes from these.
+ACTION_FLAGS = ("inventory", "sim", *SIM_SHAPE, "fault", "duration")
+RESUME_FLAGS = ("inventory", "sim", *SIM_SHAPE)
+
 PlanFormatOpt = Annotated[
     PlanFormat,
     typer.Option("--format", help="table (the plan as text) or json (cwctl.action/1)."),
 ]
-
-
-def _action_request(
-    *,
-    inventory: Path | None,
-    sim: bool,
-    hosts: int,
-    hosts_per_leaf: int,
-    spines: int,
-    seed: int,
-    faults: list[str] | None,
-    duration: float | None,
-) -> Any:
-    """The ScanRequest an action plans against (and --verify rescans)."""
-    from cwctl.pipeline import SimOptions
-
-    return build_request(
-        inventory=inventory,
-        local=None,
-        sim=sim,
-        replay=None,
-        hosts=hosts,
-        hosts_per_leaf=hosts_per_leaf,
-        spines=spines,
-        seed=seed,
-        faults=faults,
-        timestamps=Timestamps.hw,
-        load=SimOptions.load,
-        duration=duration,
-        save_records=None,
-        reference=None,
-        concurrency=None,
-        accept_new_host_keys=False,
-    )
 
 
 def _shell(yes: bool, fmt: PlanFormat = PlanFormat.table) -> Any:
@@ -106,16 +65,10 @@ def _shell(yes: bool, fmt: PlanFormat = PlanFormat.table) -> Any:
 
 
 @app.command()
+@source_flags(*ACTION_FLAGS)
 def reroute(
     element: Annotated[str, typer.Argument(help="The suspect to steer around.")],
-    inventory: InventoryOpt = None,
-    sim: SimOpt = False,
-    hosts: HostsOpt = 64,
-    hosts_per_leaf: HostsPerLeafOpt = 8,
-    spines: SpinesOpt = 4,
-    seed: SeedOpt = 1,
-    fault: FaultOpt = None,
-    duration: DurationOpt = None,
+    flags: SourceFlags,
     prefix: Annotated[
         str | None, typer.Option("--prefix", help="TCP: the destination prefix to reweight.")
     ] = None,
@@ -141,16 +94,7 @@ def reroute(
         from cwctl.actions.session import act
 
         options = RouteOptions(prefix=prefix, gateways=parse_gateways(gateway), nccl_conf=nccl_conf)
-        request = _action_request(
-            inventory=inventory,
-            sim=sim,
-            hosts=hosts,
-            hosts_per_leaf=hosts_per_leaf,
-            spines=spines,
-            seed=seed,
-            faults=fault,
-            duration=duration,
-        )
+        request = build_request(flags)
 
         async def make(target: Any, runner: Any) -> Any:
             plan = await plan_reroute(element, target, runner, options)
@@ -189,16 +133,10 @@ def _scheduler_action(
 
 
 @app.command()
+@source_flags(*ACTION_FLAGS)
 def drain(
     host: Annotated[str, typer.Argument(help="The host to take out of the scheduler.")],
-    inventory: InventoryOpt = None,
-    sim: SimOpt = False,
-    hosts: HostsOpt = 64,
-    hosts_per_leaf: HostsPerLeafOpt = 8,
-    spines: SpinesOpt = 4,
-    seed: SeedOpt = 1,
-    fault: FaultOpt = None,
-    duration: DurationOpt = None,
+    flags: SourceFlags,
     reason: Annotated[str, typer.Option("--reason", help="Why, for the scheduler.")] = "cwctl",
     evict: Annotated[
         bool, typer.Option("--evict", help="Kubernetes: also evict its pods (kubectl drain).")
@@ -212,16 +150,7 @@ def drain(
     """Take a host out of the scheduler (Slurm drain, Kubernetes cordon)."""
 
     def body() -> int:
-        request = _action_request(
-            inventory=inventory,
-            sim=sim,
-            hosts=hosts,
-            hosts_per_leaf=hosts_per_leaf,
-            spines=spines,
-            seed=seed,
-            faults=fault,
-            duration=duration,
-        )
+        request = build_request(flags)
         return _scheduler_action(
             "drain",
             host,
@@ -239,14 +168,10 @@ def drain(
 
 
 @app.command()
+@source_flags(*RESUME_FLAGS)
 def resume(
     host: Annotated[str, typer.Argument(help="The host to put back into the scheduler.")],
-    inventory: InventoryOpt = None,
-    sim: SimOpt = False,
-    hosts: HostsOpt = 64,
-    hosts_per_leaf: HostsPerLeafOpt = 8,
-    spines: SpinesOpt = 4,
-    seed: SeedOpt = 1,
+    flags: SourceFlags,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
     fmt: PlanFormatOpt = PlanFormat.table,
@@ -255,16 +180,7 @@ def resume(
     """Put a drained host back into the scheduler."""
 
     def body() -> int:
-        request = _action_request(
-            inventory=inventory,
-            sim=sim,
-            hosts=hosts,
-            hosts_per_leaf=hosts_per_leaf,
-            spines=spines,
-            seed=seed,
-            faults=None,
-            duration=None,
-        )
+        request = build_request(flags)
         return _scheduler_action(
             "resume",
             host,

@@ -1,125 +1,229 @@
-"""Options shared by several commands, and the ScanRequest they add up to."""
+"""The flags every command shares, declared once, and the ScanRequest they add up to.
+
+Each shared flag is one entry of ``FLAGS`` (its typer declaration and its default, the
+default from ``cwctl.settings``), as mitmproxy's ``options.py`` and pip's
+``cmdoptions.py`` do. A command asks for the flags it takes by name (or by group) with
+``@source_flags(...)``: they are added to its signature and reach it as one
+``SourceFlags`` value, the ``flags`` parameter, which ``build_request`` turns into a
+``ScanRequest``. A new shared flag is one entry here and one field of ``SourceFlags``.
+"""
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
+from cwctl import settings
 from cwctl.cli.app import Format, Timestamps, fail
 
-InventoryOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "-i",
-        "--inventory",
-        envvar="CWCTL_INVENTORY",
-        help="Inventory file (default $CWCTL_INVENTORY, else ./inventory.toml).",
-    ),
-]
-LocalOpt = Annotated[
-    int | None,
-    typer.Option("--local", min=2, max=250, help="N agents on this machine's loopback."),
-]
-SimOpt = Annotated[bool, typer.Option("--sim", help="Use the built-in simulated fabric.")]
-HostsOpt = Annotated[int, typer.Option("--hosts", min=2, help="Simulated hosts.")]
-HostsPerLeafOpt = Annotated[int, typer.Option("--hosts-per-leaf", min=1, help="Hosts per leaf.")]
-SpinesOpt = Annotated[int, typer.Option("--spines", min=1, help="Simulated spines.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Simulator seed.")]
-FaultOpt = Annotated[
-    list[str] | None,
-    typer.Option("--fault", help="Inject a fault: KIND:NAME[:MODE][@T] (repeatable)."),
-]
-TimestampsOpt = Annotated[
-    Timestamps, typer.Option("--timestamps", help="Simulated timestamping: hw or sw.")
-]
-LoadOpt = Annotated[float, typer.Option("--load", min=0.0, max=1.0, help="Simulated load 0..1.")]
-DurationOpt = Annotated[
-    float | None, typer.Option("--duration", min=0.1, help="Seconds of probing.")
-]
+_TIMESTAMPS = Timestamps(settings.SIM_TIMESTAMPS)
+
+
+@dataclass(frozen=True)
+class SourceFlags:
+    """Where the hosts come from and how to scan them, as the shared flags said."""
+
+    inventory: Path | None = None
+    local: int | None = None
+    sim: bool = False
+    replay: Path | None = None
+    hosts: int = settings.SIM_HOSTS
+    hosts_per_leaf: int = settings.SIM_HOSTS_PER_LEAF
+    spines: int = settings.SIM_SPINES
+    seed: int = settings.SIM_SEED
+    fault: list[str] | None = None
+    timestamps: Timestamps = _TIMESTAMPS
+    load: float = settings.SIM_LOAD
+    duration: float | None = None
+    save_records: Path | None = None
+    reference: str | None = None
+    concurrency: int | None = None
+    accept_new_host_keys: bool = False
+
+
+_DEFAULTS = {f.name: f.default for f in fields(SourceFlags)}
+
+# name -> the flag's type with its typer declaration; the default is SourceFlags'.
+FLAGS: dict[str, Any] = {
+    "inventory": Annotated[
+        Path | None,
+        typer.Option(
+            "-i",
+            "--inventory",
+            envvar=settings.INVENTORY_ENV,
+            help=f"Inventory file (default ${settings.INVENTORY_ENV}, "
+            f"else ./{settings.INVENTORY_FILE}).",
+        ),
+    ],
+    "local": Annotated[
+        int | None,
+        typer.Option(
+            "--local",
+            min=settings.LOCAL_MIN,
+            max=settings.LOCAL_MAX,
+            help="N agents on this machine's loopback.",
+        ),
+    ],
+    "sim": Annotated[bool, typer.Option("--sim", help="Use the built-in simulated fabric.")],
+    "replay": Annotated[
+        Path | None, typer.Option("--replay", help="Analyse saved records instead of probing.")
+    ],
+    "hosts": Annotated[int, typer.Option("--hosts", min=2, help="Simulated hosts.")],
+    "hosts_per_leaf": Annotated[
+        int, typer.Option("--hosts-per-leaf", min=1, help="Hosts per leaf.")
+    ],
+    "spines": Annotated[int, typer.Option("--spines", min=1, help="Simulated spines.")],
+    "seed": Annotated[int, typer.Option("--seed", help="Simulator seed.")],
+    "fault": Annotated[
+        list[str] | None,
+        typer.Option("--fault", help="Inject a fault: KIND:NAME[:MODE][@T] (repeatable)."),
+    ],
+    "timestamps": Annotated[
+        Timestamps, typer.Option("--timestamps", help="Simulated timestamping: hw or sw.")
+    ],
+    "load": Annotated[float, typer.Option("--load", min=0.0, max=1.0, help="Simulated load 0..1.")],
+    "duration": Annotated[
+        float | None, typer.Option("--duration", min=0.1, help="Seconds of probing.")
+    ],
+    "save_records": Annotated[
+        Path | None, typer.Option("--save-records", help="Keep every probe record (.gz ok).")
+    ],
+    "reference": Annotated[
+        str | None, typer.Option("--reference", help="Host whose clock is the reference.")
+    ],
+    "concurrency": Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency",
+            min=1,
+            help=f"SSH sessions at once (default {settings.SSH_CONCURRENCY}).",
+        ),
+    ],
+    "accept_new_host_keys": Annotated[
+        bool,
+        typer.Option(
+            "--accept-new-host-keys",
+            help="Trust and record unknown SSH host keys (changed keys are still refused).",
+        ),
+    ],
+}
+assert set(FLAGS) == set(_DEFAULTS), "every SourceFlags field is one flag, and back"
+
+# The groups commands ask for.
+SIM_SHAPE = ("hosts", "hosts_per_leaf", "spines", "seed")
+SIM_FLAGS = (*SIM_SHAPE, "fault", "timestamps", "load")
+SSH_FLAGS = ("reference", "concurrency", "accept_new_host_keys")
+SCAN_FLAGS = ("inventory", "local", "sim", *SIM_FLAGS, "duration", *SSH_FLAGS)
+
+# Flags of single commands that more than one command shares.
 FormatOpt = Annotated[Format, typer.Option("--format", help="table, json or prom.")]
 PrettyOpt = Annotated[
     bool, typer.Option("--pretty", help="Indent --format json for people (default compact).")
 ]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Write the report here (atomic).")]
-SaveOpt = Annotated[
-    Path | None, typer.Option("--save-records", help="Keep every probe record (.gz ok).")
-]
 HeatmapOpt = Annotated[
     Path | None, typer.Option("--heatmap", help="Also write the host x host heatmap (PNG).")
 ]
-ReplayOpt = Annotated[
-    Path | None, typer.Option("--replay", help="Analyse saved records instead of probing.")
-]
-ReferenceOpt = Annotated[
-    str | None, typer.Option("--reference", help="Host whose clock is the reference.")
-]
-ConcurrencyOpt = Annotated[
-    int | None, typer.Option("--concurrency", min=1, help="SSH sessions at once (default 128).")
-]
-AcceptKeysOpt = Annotated[
-    bool,
-    typer.Option(
-        "--accept-new-host-keys",
-        help="Trust and record unknown SSH host keys (changed keys are still refused).",
-    ),
-]
+InventoryOpt = FLAGS["inventory"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def build_request(
-    *,
-    inventory: Path | None,
-    local: int | None,
-    sim: bool,
-    replay: Path | None,
-    hosts: int,
-    hosts_per_leaf: int,
-    spines: int,
-    seed: int,
-    faults: list[str] | None,
-    timestamps: Timestamps,
-    load: float,
-    duration: float | None,
-    save_records: Path | None,
-    reference: str | None,
-    concurrency: int | None,
-    accept_new_host_keys: bool,
-) -> Any:
+def _is_argument(param: inspect.Parameter) -> bool:
+    meta = getattr(param.annotation, "__metadata__", ())
+    return any(isinstance(m, typer.models.ArgumentInfo) for m in meta)
+
+
+def source_flags(*names: str) -> Callable[[F], F]:
+    """Give the command the shared flags ``names``; it gets them as ``flags: SourceFlags``.
+
+    The flags go after the command's arguments and before its own options, so ``--help``
+    lists them first, in the order given.
+    """
+    unknown = [n for n in names if n not in FLAGS]
+    if unknown:
+        raise ValueError(f"no shared flag {unknown}")
+
+    def decorate(command: F) -> F:
+        sig = inspect.signature(command, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.name != "flags"]
+        if "flags" not in sig.parameters:
+            raise TypeError(f"{command.__name__} takes no 'flags' parameter")
+        shared = [
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=_DEFAULTS[name],
+                annotation=FLAGS[name],
+            )
+            for name in names
+        ]
+        arguments = [p for p in own if _is_argument(p)]
+        options = [p for p in own if not _is_argument(p)]
+        params = [
+            *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in arguments),
+            *shared,
+            *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in options),
+        ]
+
+        @functools.wraps(command)
+        def wrapper(**kwargs: Any) -> Any:
+            given = {name: kwargs.pop(name) for name in names}
+            return command(flags=SourceFlags(**given), **kwargs)
+
+        wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def build_request(flags: SourceFlags) -> Any:
     """A ScanRequest from the flags; exactly one source of hosts."""
     from cwctl.atomic import expand
     from cwctl.pipeline import ScanRequest, SimOptions
 
     # ~ expanded in every path option (typer passes "--replay=~/x" through as it is)
-    inventory = expand(inventory, "--inventory") if inventory is not None else None
-    replay = expand(replay, "--replay") if replay is not None else None
+    inventory = expand(flags.inventory, "--inventory") if flags.inventory is not None else None
+    replay = expand(flags.replay, "--replay") if flags.replay is not None else None
+    save_records = flags.save_records
     save_records = expand(save_records, "--save-records") if save_records is not None else None
-    given = [name for name, on in (("--local", local), ("--sim", sim), ("--replay", replay)) if on]
+    given = [
+        name
+        for name, on in (("--local", flags.local), ("--sim", flags.sim), ("--replay", replay))
+        if on
+    ]
     if len(given) > 1:
         fail(f"give one source of hosts, not {' and '.join(given)}")
-    if faults and not sim:
+    if flags.fault and not flags.sim:
         fail("--fault needs --sim")
     sim_options = None
-    if sim:
+    if flags.sim:
         sim_options = SimOptions(
-            hosts=hosts,
-            hosts_per_leaf=hosts_per_leaf,
-            spines=spines,
-            seed=seed,
-            faults=tuple(faults or ()),
-            timestamps=timestamps.value,
-            load=load,
+            hosts=flags.hosts,
+            hosts_per_leaf=flags.hosts_per_leaf,
+            spines=flags.spines,
+            seed=flags.seed,
+            faults=tuple(flags.fault or ()),
+            timestamps=flags.timestamps.value,
+            load=flags.load,
         )
     if not given:
-        inventory = inventory or Path("inventory.toml")
+        inventory = inventory or Path(settings.INVENTORY_FILE)
     return ScanRequest(
-        inventory=inventory if (not given or sim) else None,
-        local=local,
+        inventory=inventory if (not given or flags.sim) else None,
+        local=flags.local,
         sim=sim_options,
         replay=replay,
-        duration_s=duration,
+        duration_s=flags.duration,
         save_records=save_records,
-        reference=reference,
-        concurrency=concurrency,
-        accept_new_host_keys=accept_new_host_keys,
+        reference=flags.reference,
+        concurrency=flags.concurrency,
+        accept_new_host_keys=flags.accept_new_host_keys,
     )

@@ -5,34 +5,24 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from cwctl.cli.app import STATE, Format, Timestamps, app, inventory_app, run_guarded, write_output
+from cwctl import settings
+from cwctl.cli.app import STATE, Format, app, inventory_app, run_guarded, write_output
 from cwctl.cli.options import (
-    AcceptKeysOpt,
-    ConcurrencyOpt,
-    DurationOpt,
-    FaultOpt,
+    SCAN_FLAGS,
     FormatOpt,
     HeatmapOpt,
-    HostsOpt,
-    HostsPerLeafOpt,
     InventoryOpt,
-    LoadOpt,
-    LocalOpt,
     OutOpt,
     PrettyOpt,
-    ReferenceOpt,
-    ReplayOpt,
-    SaveOpt,
-    SeedOpt,
-    SimOpt,
-    SpinesOpt,
-    TimestampsOpt,
+    SourceFlags,
     build_request,
+    source_flags,
 )
 from cwctl.errors import EXIT_OK, EXIT_PROBLEMS
 from cwctl.report.units import parse_ns
@@ -47,26 +37,12 @@ def _duration_option(value: str) -> str:
 
 
 @app.command()
+@source_flags(*SCAN_FLAGS, "save_records", "replay")
 def scan(
-    inventory: InventoryOpt = None,
-    local: LocalOpt = None,
-    sim: SimOpt = False,
-    hosts: HostsOpt = 64,
-    hosts_per_leaf: HostsPerLeafOpt = 8,
-    spines: SpinesOpt = 4,
-    seed: SeedOpt = 1,
-    fault: FaultOpt = None,
-    timestamps: TimestampsOpt = Timestamps.hw,
-    load: LoadOpt = 0.2,
-    duration: DurationOpt = None,
+    flags: SourceFlags,
     fmt: FormatOpt = Format.table,
     pretty: PrettyOpt = False,
     out: OutOpt = None,
-    save_records: SaveOpt = None,
-    replay: ReplayOpt = None,
-    reference: ReferenceOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    accept_new_host_keys: AcceptKeysOpt = False,
     heatmap: HeatmapOpt = None,
     heatmap_max: Annotated[
         str,
@@ -95,28 +71,11 @@ def scan(
         from cwctl.report import render
 
         # every output path checked before the scan, not after it
-        outputs = {"--out": out, "--heatmap": heatmap, "--save-records": save_records}
+        outputs = {"--out": out, "--heatmap": heatmap, "--save-records": flags.save_records}
         checked = {o: check_output(p, o) if p is not None else None for o, p in outputs.items()}
         out_path, heatmap_path = checked["--out"], checked["--heatmap"]
 
-        request = build_request(
-            inventory=inventory,
-            local=local,
-            sim=sim,
-            replay=replay,
-            hosts=hosts,
-            hosts_per_leaf=hosts_per_leaf,
-            spines=spines,
-            seed=seed,
-            faults=fault,
-            timestamps=timestamps,
-            load=load,
-            duration=duration,
-            save_records=checked["--save-records"],
-            reference=reference,
-            concurrency=concurrency,
-            accept_new_host_keys=accept_new_host_keys,
-        )
+        request = build_request(replace(flags, save_records=checked["--save-records"]))
         snapshot = asyncio.run(run_scan(request, _progress_printer()))
         color = STATE.color and out_path is None and fmt is Format.table
         write_output(
@@ -151,7 +110,7 @@ def inventory_check(inventory: InventoryOpt = None) -> None:
     def body() -> None:
         from cwctl.inventory import load_inventory, summarize
 
-        path = inventory or Path("inventory.toml")
+        path = inventory or Path(settings.INVENTORY_FILE)
         typer.echo(summarize(load_inventory(path)))
 
     run_guarded(body)

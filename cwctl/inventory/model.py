@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cwctl import settings
 from cwctl.errors import InputError
 from cwctl.topology import Topology
 
@@ -15,23 +16,23 @@ from cwctl.topology import Topology
 @dataclass(frozen=True)
 class SSHDefaults:
     user: str | None = None
-    port: int = 22
+    port: int = settings.SSH_PORT
     identity: str | None = None
     known_hosts: str | None = None  # None: ~/.ssh/known_hosts (never "don't check")
     jump: str | None = None
-    connect_timeout: float = 10.0
-    concurrency: int = 128
-    python: str = "python3"
+    connect_timeout: float = settings.SSH_CONNECT_TIMEOUT_S
+    concurrency: int = settings.SSH_CONCURRENCY
+    python: str = settings.SSH_PYTHON
 
 
 @dataclass(frozen=True)
 class ProbeSettings:
-    duration: float = 2.0  # seconds of probing per scan
-    rate: float = 100.0  # coded pairs per second per peer
-    peers: int = 10  # peers each host probes (K)
-    port: int = 0  # UDP port that answers probes; 0 = any free port
-    ports: int = 4  # source ports each host probes from (spreads ECMP paths)
-    gap_us: float = 20.0  # spacing of the two probes of a coded pair
+    duration: float = settings.PROBE_DURATION_S  # seconds of probing per scan
+    rate: float = settings.PROBE_RATE  # coded pairs per second per peer
+    peers: int = settings.PROBE_PEERS  # peers each host probes (K)
+    port: int = settings.PROBE_PORT  # UDP port that answers probes; 0 = any free port
+    ports: int = settings.PROBE_PORTS  # source ports each host probes from (spreads ECMP paths)
+    gap_us: float = settings.PROBE_GAP_US  # spacing of the two probes of a coded pair
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from cwctl import settings
 from cwctl.errors import InputError
 from cwctl.records import ProbeTable
 from cwctl.sim.clocks import Clocks
@@ -94,7 +95,7 @@ class FabricModel:
         topology: Topology | None,
         *,
         params: SimParams | None = None,
-        seed: int = 1,
+        seed: int = settings.SIM_SEED,
         faults: Iterable[str | Fault] = (),
         nics: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
@@ -124,16 +125,18 @@ class FabricModel:
         )
         self.state = ModelState()
         self.addresses: dict[str, str] = {}  # host -> address, when an inventory gave them
-        self.default_duration_s = 2.0  # an inventory's [probe] duration, when one gave it
+        self.default_duration_s = (
+            settings.PROBE_DURATION_S
+        )  # an inventory's [probe] duration, when one gave it
         self.elapsed_s = 0.0  # where the next window starts, seconds after the origin
         self.windows = 0
 
     @classmethod
     def leaf_spine(
         cls,
-        hosts: int = 64,
-        hosts_per_leaf: int = 8,
-        spines: int = 4,
+        hosts: int = settings.SIM_HOSTS,
+        hosts_per_leaf: int = settings.SIM_HOSTS_PER_LEAF,
+        spines: int = settings.SIM_SPINES,
         **kwargs: Any,
     ) -> FabricModel:
         """The default fabric shape (``gpu-001``…, ``leaf1``…, ``spine1``…)."""

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cwctl import settings
+
 
 @dataclass(frozen=True)
 class SimParams:
     # probing, exactly as the agents do it (inventory [probe] section)
-    rate: float = 100.0  # coded pairs per second per peer
-    peers: int = 10  # peers each host probes (K)
-    ports: int = 4  # source ports each host probes from, round robin (P)
+    rate: float = settings.PROBE_RATE  # coded pairs per second per peer
+    peers: int = settings.PROBE_PEERS  # peers each host probes (K)
+    ports: int = settings.PROBE_PORTS  # source ports each host probes from, round robin (P)
     base_port: int = 40000  # source ports are base_port + 0..P-1
-    gap_ns: int = 20_000  # spacing of the two probes of a coded pair
-    timestamps: str = "hw"  # hw (NIC stamps) | sw (kernel stamps)
-    load: float = 0.2  # mean utilisation of every queue, 0..1
+    gap_ns: int = int(settings.PROBE_GAP_US * 1000)  # spacing of the two probes of a coded pair
+    timestamps: str = settings.SIM_TIMESTAMPS  # hw (NIC stamps) | sw (kernel stamps)
+    load: float = settings.SIM_LOAD  # mean utilisation of every queue, 0..1
     reply_loss_keeps_t2: bool = False  # the agent nulls t2, t3, t4 of any lost exchange
 
     # clocks: offset uniform in +-offset_max_ns, drift normal, random-walk wander

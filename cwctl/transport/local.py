@@ -13,6 +13,7 @@ import contextlib
 import signal
 import sys
 
+from cwctl import settings
 from cwctl.collection import Collection, HostInfo
 from cwctl.errors import InputError
 from cwctl.inventory import ProbeSettings
@@ -20,13 +21,13 @@ from cwctl.pipeline import Progress, ScanRequest
 from cwctl.probe.bootstrap import bootstrap_argv
 from cwctl.transport.base import HostFailure, ScanPlan, probe_settings, run_scan
 
-MAX_LOCAL = 250  # 127.0.0.2 .. 127.0.0.251
-
 
 def local_hosts(n: int) -> list[HostInfo]:
     """``local-01`` ... bound to 127.0.0.2 ..."""
-    if not 2 <= n <= MAX_LOCAL:
-        raise InputError(f"--local {n}: give between 2 and {MAX_LOCAL} agents")
+    if not settings.LOCAL_MIN <= n <= settings.LOCAL_MAX:
+        raise InputError(
+            f"--local {n}: give between {settings.LOCAL_MIN} and {settings.LOCAL_MAX} agents"
+        )
     width = max(2, len(str(n)))
     return [HostInfo(name=f"local-{i + 1:0{width}d}", address=f"127.0.0.{2 + i}") for i in range(n)]
 

@@ -20,7 +20,6 @@ from cwctl.sim.fabric import HIDDEN_LEAF
 from cwctl.sim.model import FabricModel
 from cwctl.sim.params import SimParams
 
-DEFAULT_DURATION_S = 2.0
 _PROBE_KEYS = {"rate": "rate", "peers": "peers", "ports": "ports", "gap_us": "gap_ns"}
 
 

@@ -20,6 +20,7 @@ from textual.binding import Binding, BindingType
 from textual.timer import Timer
 from textual.widgets import DataTable
 
+from cwctl import settings
 from cwctl.errors import CwctlError
 from cwctl.snapshot import FabricSnapshot
 from cwctl.tui.control import ActionKind, PlannedAction, plan_action
@@ -36,7 +37,6 @@ from cwctl.tui.widgets.statusbar import status_text
 from cwctl.tui.widgets.suspects import SuspectsTable
 
 ACTIONS = frozenset({"reroute", "drain"})
-DEFAULT_INTERVAL_S = 1.0
 RETRY_INTERVAL_S = 5.0
 
 
@@ -58,7 +58,7 @@ class CwctlApp(App[None]):
         source: ScanSource,
         *,
         readonly: bool = False,
-        interval_s: float = DEFAULT_INTERVAL_S,
+        interval_s: float = settings.TUI_INTERVAL_S,
         max_scans: int | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -327,7 +327,7 @@ def make_app(
     source: ScanSource,
     *,
     readonly: bool = False,
-    interval_s: float = DEFAULT_INTERVAL_S,
+    interval_s: float = settings.TUI_INTERVAL_S,
     max_scans: int | None = None,
     clock: Callable[[], float] = time.time,
 ) -> CwctlApp:

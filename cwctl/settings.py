@@ -1,0 +1,42 @@
+"""Every default of cwctl, written once.
+
+The CLI's flags, the TUI, the simulator, the inventory's dataclasses and the docs'
+examples take their defaults from here; nothing else spells these numbers. Units are in
+the names. This module imports nothing: every layer may read it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- where the hosts come from ---------------------------------------------------------
+INVENTORY_FILE: Final = "inventory.toml"  # in the current directory
+INVENTORY_ENV: Final = "CWCTL_INVENTORY"  # overrides INVENTORY_FILE
+LOCAL_MAX: Final = 250  # --local N: agents on 127.0.0.2 .. 127.0.0.251
+LOCAL_MIN: Final = 2
+
+# --- the simulated fabric (--sim) ----------------------------------------------------------
+SIM_HOSTS: Final = 64  # gpu-001 ...
+SIM_HOSTS_PER_LEAF: Final = 8  # leaf1 ...
+SIM_SPINES: Final = 4  # spine1 ...
+SIM_SEED: Final = 1
+SIM_TIMESTAMPS: Final = "hw"  # hw (NIC) | sw (kernel)
+SIM_LOAD: Final = 0.2  # mean utilisation of every queue, 0..1
+SIM_HOST_PREFIX: Final = "gpu"
+
+# --- probing (the inventory's [probe] section) ------------------------------------------
+PROBE_DURATION_S: Final = 2.0  # seconds of probing per scan
+PROBE_RATE: Final = 100.0  # coded pairs per second per peer
+PROBE_PEERS: Final = 10  # peers each host probes (K)
+PROBE_PORT: Final = 0  # UDP port that answers probes; 0 = any free port
+PROBE_PORTS: Final = 4  # source ports each host probes from (spreads ECMP paths)
+PROBE_GAP_US: Final = 20.0  # spacing of the two probes of a coded pair
+
+# --- SSH (the inventory's [ssh] section) ---------------------------------------------------
+SSH_PORT: Final = 22
+SSH_CONNECT_TIMEOUT_S: Final = 10.0
+SSH_CONCURRENCY: Final = 128  # below sshd's MaxStartups 10:30:100 per source, with a mux
+SSH_PYTHON: Final = "python3"
+
+# --- the TUI -----------------------------------------------------------------------------
+TUI_INTERVAL_S: Final = 1.0  # pause between two scans

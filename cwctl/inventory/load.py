@@ -26,6 +26,7 @@ from cwctl.inventory.addresses import (
     present,
 )
 from cwctl.inventory.model import (
+    SECTIONS,
     Host,
     Inventory,
     InventoryError,
@@ -33,37 +34,18 @@ from cwctl.inventory.model import (
     Scheduler,
     SSHDefaults,
     Switch,
+    section_keys,
 )
 from cwctl.tomlcheck import TomlChecker, did_you_mean, syntax_problem
 
 # --- validation -----------------------------------------------------------------------
 
-_TOP_KEYS = ("ssh", "probe", "scheduler", "switch", "host")
-_SSH_KEYS = (
-    "user",
-    "port",
-    "identity",
-    "known_hosts",
-    "jump",
-    "connect_timeout",
-    "concurrency",
-    "python",
-)
-_PROBE_KEYS = ("duration", "rate", "peers", "port", "ports", "gap_us")
-_SCHEDULER_KEYS = ("kind", "host")
-_SWITCH_KEYS = ("name", "role", "uplinks", "addresses", "kind", "address", "user", "port", "python")
-_HOST_KEYS = (
-    "name",
-    "address",
-    "user",
-    "port",
-    "python",
-    "leaf",
-    "nics",
-    "gpus",
-    "probe_address",
-    "probe_addresses",
-)
+_TOP_KEYS = tuple(SECTIONS)
+_SSH_KEYS = section_keys("ssh")
+_PROBE_KEYS = section_keys("probe")
+_SCHEDULER_KEYS = section_keys("scheduler")
+_SWITCH_KEYS = section_keys("switch")
+_HOST_KEYS = section_keys("host")
 _SECTIONS = {
     "[ssh]": _SSH_KEYS,
     "[probe]": _PROBE_KEYS,

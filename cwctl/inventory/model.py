@@ -5,7 +5,7 @@ Plain frozen dataclasses; ``cwctl.inventory.load`` builds them from a validated 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from cwctl import settings
@@ -153,6 +153,23 @@ class Inventory:
             switch_of_address=self.switch_of_address(),
             host_of_address=self.host_of_address(),
         )
+
+
+# THE inventory keys: each section's keys are its dataclass's fields (a new key is a new
+# field). The loader refuses any other key, docs/inventory.md and inventory.example.toml
+# show each one (tests/unit/test_inventory_keys.py holds all three to this table).
+SECTIONS: dict[str, type] = {
+    "ssh": SSHDefaults,
+    "probe": ProbeSettings,
+    "scheduler": Scheduler,
+    "switch": Switch,  # [[switch]]
+    "host": Host,  # [[host]]
+}
+
+
+def section_keys(section: str) -> tuple[str, ...]:
+    """The keys a section of the inventory file may hold, in declaration order."""
+    return tuple(f.name for f in fields(SECTIONS[section]))
 
 
 class InventoryError(InputError):

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
 
 from cwctl import settings
-from cwctl.cli.app import app, run_guarded
+from cwctl.cli.app import app, fail, run_guarded
 from cwctl.cli.options import SCAN_FLAGS, SourceFlags, build_request, source_flags
 
 
 @app.command()
-@source_flags(*SCAN_FLAGS)
+@source_flags(*SCAN_FLAGS, "replay")
 def tui(
     flags: SourceFlags,
     interval: Annotated[
@@ -20,7 +21,8 @@ def tui(
     ] = settings.TUI_INTERVAL_S,
     readonly: Annotated[bool, typer.Option("--readonly", help="Hide every action.")] = False,
 ) -> None:
-    """The scan pipeline, continuously, in a live terminal UI."""
+    """The scan pipeline, continuously, in a live terminal UI (--replay FILE: review a
+    saved scan). Needs a terminal on stdin and stdout."""
 
     def body() -> None:
         from cwctl.tui.app import make_app
@@ -31,6 +33,21 @@ def tui(
             from cwctl.inventory import load_inventory
 
             load_inventory(request.inventory)  # a broken inventory: one line, before the UI
-        make_app(PipelineSource(request), readonly=readonly, interval_s=interval).run()
+        if not has_terminal():
+            fail("tui needs a terminal on stdin and stdout (for a report: cwctl scan)")
+        # saved records: one scan says it all, and there are no hosts to act on
+        review = flags.replay is not None
+        app_ = make_app(
+            PipelineSource(request),
+            readonly=readonly or review,
+            interval_s=interval,
+            max_scans=1 if review else None,
+        )
+        app_.run()
 
     run_guarded(body)
+
+
+def has_terminal() -> bool:
+    """Are stdin and stdout both terminals? (Without one, Textual's driver spins.)"""
+    return sys.stdin.isatty() and sys.stdout.isatty()

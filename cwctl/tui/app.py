@@ -297,7 +297,7 @@ class CwctlApp(App[None]):
                 self.notify(f"{kind} {target}: cancelled, nothing applied")
                 self.run_worker(plan.discard(), group="action-close")
 
-        self.push_screen(ConfirmScreen(plan.title, plan.text), decided)
+        self.push_screen(ConfirmScreen(plan.title, plan.text, plan.targets), decided)
 
     @work(exclusive=True, group="action")
     async def apply_worker(self, plan: PlannedAction) -> None:

@@ -27,6 +27,7 @@ class PlannedAction:
     text: str
     apply: Callable[[], Awaitable[str]] | None  # None: cannot be applied from here
     close: Callable[[], Awaitable[None]] | None = None  # release what planning opened
+    targets: tuple[str, ...] = ()  # every host or switch a step changes, in step order
 
     @property
     def available(self) -> bool:
@@ -85,8 +86,19 @@ async def plan_action(kind: ActionKind, target: str, source: Any) -> PlannedActi
             raise ActionFailed(outcome.message)
         return str(outcome.message)
 
+    targets = tuple(dict.fromkeys(step_target(step) for step in prepared.plan.steps))
     title = f"{kind} {target}: apply this plan?"
-    return PlannedAction(kind, target, title, prepared.text, apply, prepared.close)
+    return PlannedAction(kind, target, title, prepared.text, apply, prepared.close, targets)
+
+
+def step_target(step: Any) -> str:
+    """What a step changes, by name: the host or switch it runs on, or for a simulator
+    step the element its change names (``leaf1``, ``gpu-003/mlx5_1``), marked simulated."""
+    change = step.change or {}
+    for key in ("leaf", "switch", "nic", "host", "node"):
+        if isinstance(change.get(key), str):
+            return f"{change[key]} (simulated)"
+    return str(step.host)
 
 
 class ActionFailed(CwctlError):

@@ -292,6 +292,13 @@ async def test_reroute_on_the_simulator_changes_the_next_scan(
             assert "ECMP weight of spine3 1 -> 0" in str(
                 app.screen.query_one("#plan-text").render()
             )
+            targets = str(app.screen.query_one("#targets").render())  # every leaf it changes
+            assert (
+                targets
+                == "changes "
+                + ", ".join(f"leaf{i} (simulated)" for i in range(1, 4))
+                + " and leaf4 (simulated)"
+            )
             await pilot.press("n")
             await pilot.pause()
             assert source.model.state.ecmp_weight == {}  # cancelled: the fabric is untouched

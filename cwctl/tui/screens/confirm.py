@@ -11,26 +11,40 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
 
+def targets_line(targets: tuple[str, ...]) -> str:
+    """``changes gpu-003 and leaf1``: every host or switch the plan touches, by name."""
+    if not targets:
+        return "changes nothing outside cwctl"
+    names = list(targets)
+    said = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return f"changes {said}"
+
+
 class ConfirmScreen(ModalScreen[bool]):
-    """Shows a plan; ``y`` applies, ``n`` or ``esc`` cancels. Focus starts on Cancel."""
+    """Shows a plan and every target it changes; ``y`` applies, ``n`` or ``esc`` cancels.
+    Focus starts on Cancel."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer(True)", "Apply"),
         Binding("n,escape", "answer(False)", "Cancel"),
     ]
 
-    def __init__(self, title: str, body: str) -> None:
+    def __init__(self, title: str, body: str, targets: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.title_text = title
         self.body = body
+        self.targets = targets
 
     def compose(self) -> ComposeResult:
+        on = self.targets[0] if len(self.targets) == 1 else f"{len(self.targets)} targets"
         with Vertical(id="confirm", classes="dialog"):
             yield Label(self.title_text, classes="pane-title")
+            yield Label(targets_line(self.targets), id="targets")
             with VerticalScroll(id="plan"):
                 yield Static(self.body, id="plan-text")
             with Horizontal(classes="buttons"):
-                yield Button("Apply (y)", variant="error", id="yes")
+                yield Button(f"Apply on {on} (y)" if self.targets else "Apply (y)",
+                             variant="error", id="yes")  # fmt: skip
                 yield Button("Cancel (n)", variant="primary", id="no")
 
     def on_mount(self) -> None:

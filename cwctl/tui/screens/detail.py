@@ -8,10 +8,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Label, Static
+from textual.widgets import Footer, Label, Static
 
 from cwctl.report.units import fmt_ns, fmt_ppb, fmt_ratio
-from cwctl.snapshot import FabricSnapshot, HostReport
+from cwctl.snapshot import FabricSnapshot, HostReport, PathReport
+from cwctl.tui.widgets.sortable import Column, SortableTable, number_key
 
 
 def clock_text(host: HostReport, reference: str | None) -> str:
@@ -44,6 +45,33 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:39] + "…"
 
 
+class HostPathsTable(SortableTable[PathReport]):
+    """Every path the host is an end of; by queueing (p99 over the floor), worst first."""
+
+    default_sort = 7
+
+    def __init__(self, host: str, **kwargs: Any) -> None:
+        self.host_name = host
+        self.columns_spec = _path_columns(host)
+        super().__init__(**kwargs)
+
+
+def _path_columns(host: str) -> list[Column[PathReport]]:
+    def out(p: PathReport) -> bool:
+        return p.src == host
+
+    return [
+        Column("direction", lambda p: "out →" if out(p) else "in ←", lambda p: not out(p)),
+        Column("peer", lambda p: p.dst if out(p) else p.src, lambda p: p.dst if out(p) else p.src),
+        Column("sent", lambda p: str(p.sent), lambda p: p.sent, True),
+        Column("loss", lambda p: fmt_ratio(p.loss), lambda p: p.loss, True),
+        Column("floor", lambda p: fmt_ns(p.owd_min_ns), lambda p: number_key(p.owd_min_ns), True),
+        Column("p50", lambda p: fmt_ns(p.owd_p50_ns), lambda p: number_key(p.owd_p50_ns), True),
+        Column("p99", lambda p: fmt_ns(p.owd_p99_ns), lambda p: number_key(p.owd_p99_ns), True),
+        Column("excess", lambda p: fmt_ns(p.excess_ns), lambda p: number_key(p.excess_ns), True),
+    ]
+
+
 class HostDetailScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,backspace", "app.pop_screen", "Back"),
@@ -63,23 +91,11 @@ class HostDetailScreen(Screen[None]):
             yield Label("GPUs", classes="section")
             yield Static(gpu_text(host), id="gpus")
             yield Label("Paths", classes="section")
-            yield DataTable(id="paths", cursor_type="row")
+            yield HostPathsTable(self.host_name, id="paths")
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one("#paths", DataTable)
-        table.add_columns("direction", "peer", "sent", "loss", "floor", "p50", "p99", "excess")
+        table = self.query_one("#paths", HostPathsTable)
         mine = [p for p in self.snapshot.paths if self.host_name in (p.src, p.dst)]
-        for p in sorted(mine, key=lambda p: -(p.excess_ns or 0.0)):
-            out = p.src == self.host_name
-            table.add_row(
-                "out →" if out else "in ←",
-                p.dst if out else p.src,
-                str(p.sent),
-                fmt_ratio(p.loss),
-                fmt_ns(p.owd_min_ns),
-                fmt_ns(p.owd_p50_ns),
-                fmt_ns(p.owd_p99_ns),
-                fmt_ns(p.excess_ns),
-            )
+        table.set_rows([(f"{p.src}>{p.dst}", p) for p in mine])
         table.focus()

@@ -17,12 +17,16 @@ KEYS = [
     ("tab", "next panel: heatmap, suspects, hosts"),
     ("arrows, h j k l", "move the heatmap's cursor"),
     ("m", "heatmap metric: excess delay / loss"),
+    ("o, click a header", "sort a table by its next column (a click: that one; again: reverse)"),
+    ("", "the column a table is sorted by shows ▼ (largest first) or ▲"),
     ("s", "scan now"),
     ("r", "reroute around the selected suspect (plan, then confirm)"),
     ("d", "drain the selected host (plan, then confirm)"),
-    ("q", "quit"),
+    ("y, n", "in a confirm dialog: apply, cancel (esc cancels too)"),
+    ("esc, backspace", "close a dialog, this help or the host detail"),
+    ("q", "quit (in a dialog or this help: close it)"),
 ]
-READONLY_HIDDEN = ("r", "d")
+READONLY_HIDDEN = ("r", "d", "y, n")
 
 
 def help_text(readonly: bool) -> str:

@@ -1,54 +1,67 @@
-"""The hosts table: clock offset, drift, uncertainty, status and GPU verdict per host."""
+"""The hosts table: clock offset, drift, uncertainty, status and GPU verdict per host.
+
+Sorted by leaf (the heatmap's order) until the operator picks another column (``o`` or
+a click on its header); offset and drift sort by size, largest first.
+"""
 
 from __future__ import annotations
 
-from textual.widgets import DataTable
-
 from cwctl.report.units import fmt_ns, fmt_ppb
-from cwctl.snapshot import FabricSnapshot
-from cwctl.tui.grid import host_matches, host_order
+from cwctl.snapshot import FabricSnapshot, HostReport
+from cwctl.tui.grid import host_matches, natural
+from cwctl.tui.widgets.sortable import Column, SortableTable, number_key
 
 
-class HostsTable(DataTable[str]):
+def _abs(value: float | None) -> float:
+    return number_key(abs(value) if value is not None else None)
+
+
+HOST_COLUMNS: list[Column[HostReport]] = [
+    Column("host", lambda h: h.name, lambda h: natural(h.name)),
+    Column(
+        "leaf",
+        lambda h: h.leaf or "-",
+        lambda h: (h.leaf is None, natural(h.leaf or ""), natural(h.name)),
+    ),
+    Column(
+        "status",
+        lambda h: h.status if h.error is None else f"{h.status}: {h.error}",
+        lambda h: (h.status == "ok", h.status, natural(h.name)),
+    ),
+    Column("offset", lambda h: fmt_ns(h.offset_ns, signed=True), lambda h: _abs(h.offset_ns), True),
+    Column("drift", lambda h: fmt_ppb(h.drift_ppb), lambda h: _abs(h.drift_ppb), True),
+    Column("±", lambda h: fmt_ns(h.uncertainty_ns), lambda h: number_key(h.uncertainty_ns), True),
+    Column(
+        "GPU",
+        lambda h: h.gpu_verdict or "-",
+        lambda h: {"fail": 0, "warn": 1, "ok": 2}.get(h.gpu_verdict or "", 3),
+    ),
+]
+
+
+class HostsTable(SortableTable[HostReport]):
     """One row per host (those the filter keeps); the row key is the host's name."""
+
+    columns_spec = HOST_COLUMNS
+    default_sort = 1  # leaf, then name: the heatmap's order
 
     snapshot: FabricSnapshot | None = None
     host_filter: str = ""
 
-    def on_mount(self) -> None:
-        self.cursor_type = "row"
-        self.add_columns("host", "leaf", "status", "offset", "drift", "±", "GPU")
-
     def update_snapshot(self, snapshot: FabricSnapshot) -> None:
         self.snapshot = snapshot
-        self._fill()
+        self._refill()
 
     def set_filter(self, needle: str) -> None:
         self.host_filter = needle
-        self._fill()
+        self._refill()
 
-    def _fill(self) -> None:
+    def _refill(self) -> None:
         if self.snapshot is None:
             return
-        selected = self.selected_host
-        self.clear()
-        by_name = {h.name: h for h in self.snapshot.hosts}
-        for name in host_order(self.snapshot):  # the heatmap's order: by leaf, then name
-            h = by_name[name]
-            if not host_matches(h, self.host_filter):
-                continue
-            self.add_row(
-                h.name,
-                h.leaf or "-",
-                h.status if h.error is None else f"{h.status}: {h.error}",
-                fmt_ns(h.offset_ns, signed=True),
-                fmt_ppb(h.drift_ppb),
-                fmt_ns(h.uncertainty_ns),
-                h.gpu_verdict or "-",
-                key=h.name,
-            )
-        if selected is not None and selected in self.rows:
-            self.move_cursor(row=self.get_row_index(selected))
+        self.set_rows(
+            [(h.name, h) for h in self.snapshot.hosts if host_matches(h, self.host_filter)]
+        )
 
     @property
     def shown_hosts(self) -> list[str]:
@@ -56,6 +69,4 @@ class HostsTable(DataTable[str]):
 
     @property
     def selected_host(self) -> str | None:
-        if not self.row_count:
-            return None
-        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        return self.selected_key

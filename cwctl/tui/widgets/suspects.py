@@ -1,30 +1,28 @@
-"""The suspects panel: ranked elements with the evidence that names them."""
+"""The suspects panel: ranked elements with the evidence that names them (by score,
+highest first, until another column is picked)."""
 
 from __future__ import annotations
 
-from textual.widgets import DataTable
+from cwctl.snapshot import FabricSnapshot, Suspect
+from cwctl.tui.widgets.sortable import Column, SortableTable
 
-from cwctl.snapshot import FabricSnapshot
+SUSPECT_COLUMNS: list[Column[Suspect]] = [
+    Column("score", lambda s: f"{s.score:.2f}", lambda s: s.score, True),
+    Column("kind", lambda s: s.kind, lambda s: (s.kind, -s.score)),
+    Column("element", lambda s: s.element, lambda s: s.element),
+    Column("evidence", lambda s: s.evidence),
+]
 
 
-class SuspectsTable(DataTable[str]):
-    """One row per suspect, most likely first; the row key is the element's name."""
+class SuspectsTable(SortableTable[Suspect]):
+    """One row per suspect; the row key is the element's name."""
 
-    def on_mount(self) -> None:
-        self.cursor_type = "row"
-        self.add_columns("score", "kind", "element", "evidence")
+    columns_spec = SUSPECT_COLUMNS
+    default_sort = 0
 
     def update_snapshot(self, snapshot: FabricSnapshot) -> None:
-        selected = self.selected_element
-        self.clear()
-        for s in sorted(snapshot.suspects, key=lambda s: -s.score):
-            self.add_row(f"{s.score:.2f}", s.kind, s.element, s.evidence, key=s.element)
-        if selected is not None and selected in {s.element for s in snapshot.suspects}:
-            self.move_cursor(row=self.get_row_index(selected))
+        self.set_rows([(s.element, s) for s in snapshot.suspects])
 
     @property
     def selected_element(self) -> str | None:
-        if not self.row_count:
-            return None
-        key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        return key.value
+        return self.selected_key

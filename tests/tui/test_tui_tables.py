@@ -1,0 +1,144 @@
+"""Sortable tables that show what they are sorted by, a help screen that lists every key,
+confirm dialogs that name their targets, and --replay under Pilot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from textual.binding import Binding
+from textual.widgets import Label
+from tui_fixtures import known_snapshot
+
+from cwctl.pipeline import ScanRequest
+from cwctl.tui.app import CwctlApp, make_app
+from cwctl.tui.screens.confirm import ConfirmScreen, NoticeScreen, targets_line
+from cwctl.tui.screens.detail import HostDetailScreen, HostPathsTable
+from cwctl.tui.screens.filter import FilterScreen
+from cwctl.tui.screens.help import KEYS, HelpScreen, help_text
+from cwctl.tui.source import FixedSource, PipelineSource
+from cwctl.tui.widgets.heatmap import Heatmap
+from cwctl.tui.widgets.hosts import HostsTable
+from cwctl.tui.widgets.sortable import SortableTable
+from cwctl.tui.widgets.suspects import SuspectsTable
+
+SIZE = (120, 40)
+
+
+async def wait_for(pilot: Any, condition: Any, timeout_s: float = 10.0) -> None:
+    waited = 0.0
+    while not condition():
+        assert waited < timeout_s, "timed out waiting"
+        await pilot.pause(0.02)
+        waited += 0.02
+
+
+def _header(table: SortableTable[Any]) -> list[str]:
+    return [str(c.label) for c in table.columns.values()]
+
+
+def _column(table: SortableTable[Any], index: int) -> list[str]:
+    return [str(table.get_row_at(i)[index]) for i in range(table.row_count)]
+
+
+async def test_tables_say_what_they_are_sorted_by_and_o_changes_it() -> None:
+    app = make_app(FixedSource([known_snapshot()], label="SIMULATED"), max_scans=1)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.scans == 1)
+        hosts = app.dashboard.query_one(HostsTable)
+        assert _header(hosts)[1] == "leaf▲"  # the heatmap's order, and it says so
+        assert _column(hosts, 0) == ["gpu-001", "gpu-002", "gpu-003", "gpu-004"]
+        suspects = app.dashboard.query_one(SuspectsTable)
+        assert _header(suspects)[0] == "score▼"
+        hosts.focus()
+        await pilot.press("o")  # next sortable column: status
+        await pilot.press("o")  # then offset, largest first
+        assert hosts.sorted_by == "offset▼" and _header(hosts)[3] == "offset▼"
+        assert _header(hosts)[1] == "leaf"  # the old arrow is gone
+        # offsets are 1 us x the host's index in the fixture: gpu-002 3 us, gpu-004 2 us...
+        assert _column(hosts, 0) == ["gpu-002", "gpu-004", "gpu-001", "gpu-003"]
+        hosts.sort_by(3)  # a second click on the same header reverses it
+        assert hosts.sorted_by == "offset▲"
+        assert _column(hosts, 0) == ["gpu-003", "gpu-001", "gpu-004", "gpu-002"]
+
+
+async def test_host_detail_paths_sorted_by_a_shown_column() -> None:
+    app = make_app(FixedSource([known_snapshot()], label="SIMULATED"), max_scans=1)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.scans == 1)
+        app.push_screen(HostDetailScreen(known_snapshot(), "gpu-004"))
+        await pilot.pause()
+        table = app.screen.query_one(HostPathsTable)
+        assert table.sorted_by == "excess▼"
+        peers = _column(table, 1)
+        assert peers[0] == "gpu-001"  # 100 us of excess: the worst of gpu-004's paths
+        excess = _column(table, 7)
+        assert excess[0] == "100 us"
+
+
+def _binding_keys() -> set[str]:
+    from cwctl.tui.screens.detail import HostDetailScreen
+
+    keys: set[str] = set()
+    for owner in (CwctlApp, Heatmap, SortableTable, ConfirmScreen, NoticeScreen, HelpScreen,
+                  HostDetailScreen, FilterScreen):  # fmt: skip
+        for b in owner.BINDINGS:
+            assert isinstance(b, Binding)
+            keys.update(k.strip() for k in b.key.split(","))
+    return keys
+
+
+def test_help_lists_every_key_the_app_binds() -> None:
+    shown = {
+        tok.strip()
+        for k, _ in KEYS
+        for part in k.split(",")
+        for tok in part.replace("click a header", "").split()
+    }
+    names = {"question_mark": "?", "slash": "/", "escape": "esc",
+             "up": "arrows", "down": "arrows", "left": "arrows", "right": "arrows"}  # fmt: skip
+    missing = {k for k in _binding_keys() if names.get(k, k) not in shown}
+    assert not missing, f"keys bound but not in the help screen: {missing}"
+    assert "y, n" not in help_text(readonly=True)  # actions hidden under --readonly
+
+
+async def test_help_screen_opens_on_question_mark() -> None:
+    app = make_app(FixedSource([known_snapshot()], label="SIMULATED"), max_scans=1)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.scans == 1)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = str(app.screen.query_one("#help-text").render())
+        assert "sort a table" in text and "drain" in text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+def test_targets_line_names_every_target() -> None:
+    assert targets_line(("gpu-003",)) == "changes gpu-003"
+    assert targets_line(("leaf1", "leaf2", "leaf3")) == "changes leaf1, leaf2 and leaf3"
+
+
+async def test_confirm_dialog_names_the_exact_targets() -> None:
+    app = make_app(FixedSource([known_snapshot()], label="SIMULATED"), max_scans=1)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.scans == 1)
+        app.push_screen(ConfirmScreen("reroute spine3: apply this plan?", "1. ...",
+                                      ("leaf1", "leaf2")))  # fmt: skip
+        await pilot.pause()
+        assert str(app.screen.query_one("#targets", Label).render()) == "changes leaf1 and leaf2"
+        assert "Apply on 2 targets" in str(app.screen.query_one("#yes").render())
+
+
+async def test_replay_shows_the_saved_scan(tmp_path: Path) -> None:
+    from cwctl.pipeline import SimOptions, scan
+
+    records = tmp_path / "scan.jsonl"
+    await scan(ScanRequest(sim=SimOptions(hosts=8), duration_s=0.3, save_records=records))
+    source = PipelineSource(ScanRequest(replay=records))
+    tui = make_app(source, max_scans=1, readonly=True)
+    async with tui.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: tui.scans == 1, 30)
+        assert tui.dashboard.query_one(HostsTable).row_count == 8
+        status = str(tui.dashboard.query_one("#status").render())
+        assert f"replay {records}" in status

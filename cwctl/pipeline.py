@@ -46,6 +46,7 @@ class ScanRequest:
     reference: str | None = None
     concurrency: int | None = None
     accept_new_host_keys: bool = False
+    via: str = "ssh"  # how inventory hosts are reached: ssh | slurm (one srun step)
     overrides: dict[str, Any] = field(default_factory=dict)  # probe settings from flags
 
 
@@ -67,6 +68,10 @@ async def collect(request: ScanRequest, progress: Progress | None = None) -> Col
         from cwctl.transport.local import collect_local
 
         collection = await collect_local(request, progress)
+    elif request.inventory is not None and request.via == "slurm":
+        from cwctl.transport.slurm import collect_slurm
+
+        collection = await collect_slurm(request, progress)
     elif request.inventory is not None:
         from cwctl.transport.ssh import collect_ssh
 

@@ -50,6 +50,11 @@ class Timestamps(StrEnum):
     sw = "sw"
 
 
+class Via(StrEnum):
+    ssh = "ssh"
+    slurm = "slurm"
+
+
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     typer.echo(f"cwctl: {message}", err=True)
     raise typer.Exit(code)

@@ -20,7 +20,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from cwctl import settings
-from cwctl.cli.app import Format, Timestamps, fail
+from cwctl.cli.app import Format, Timestamps, Via, fail
 
 _TIMESTAMPS = Timestamps(settings.SIM_TIMESTAMPS)
 
@@ -45,6 +45,7 @@ class SourceFlags:
     reference: str | None = None
     concurrency: int | None = None
     accept_new_host_keys: bool = False
+    via: Via = Via.ssh
 
 
 _DEFAULTS = {f.name: f.default for f in fields(SourceFlags)}
@@ -110,6 +111,12 @@ FLAGS: dict[str, Any] = {
         typer.Option(
             "--accept-new-host-keys",
             help="Trust and record unknown SSH host keys (changed keys are still refused).",
+        ),
+    ],
+    "via": Annotated[
+        Via,
+        typer.Option(
+            "--via", help="How the inventory's agents start: ssh, or slurm (one srun step)."
         ),
     ],
 }
@@ -203,6 +210,8 @@ def build_request(flags: SourceFlags) -> Any:
         fail(f"give one source of hosts, not {' and '.join(given)}")
     if flags.fault and not flags.sim:
         fail("--fault needs --sim")
+    if flags.via is Via.slurm and given:
+        fail(f"--via slurm starts an inventory's agents: give -i/--inventory, not {given[0]}")
     sim_options = None
     if flags.sim:
         sim_options = SimOptions(
@@ -226,4 +235,5 @@ def build_request(flags: SourceFlags) -> Any:
         reference=flags.reference,
         concurrency=flags.concurrency,
         accept_new_host_keys=flags.accept_new_host_keys,
+        via=flags.via.value,
     )

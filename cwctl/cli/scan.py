@@ -37,7 +37,7 @@ def _duration_option(value: str) -> str:
 
 
 @app.command()
-@source_flags(*SCAN_FLAGS, "save_records", "replay")
+@source_flags(*SCAN_FLAGS, "via", "save_records", "replay")
 def scan(
     flags: SourceFlags,
     fmt: FormatOpt = Format.table,

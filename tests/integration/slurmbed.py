@@ -194,7 +194,8 @@ PartitionName=all Nodes=ALL Default=YES State=UP MaxTime=INFINITE
         ctld = f"hostname {self.prefix}ctl && exec slurmctld -D -i -f {self.conf}"
         self._spawn(["unshare", "--uts", "sh", "-c", ctld], "slurmctld")
         for node in self.nodes:
-            inner = f"hostname {node} && exec slurmd -D -N {node} -f {self.conf}"  # its own UTS namespace: the node's hostname is its own
+            # its own UTS namespace: the node's hostname is its own
+            inner = f"hostname {node} && exec slurmd -D -N {node} -f {self.conf}"
             argv = [
                 "nsenter", f"--net=/run/netns/{node}",
                 "unshare", "--uts", "--mount", "--propagation", "private",

@@ -87,3 +87,44 @@ def test_drain_of_a_node_slurm_does_not_know_fails_and_says_so(
     assert result.exit_code == 3, result.output  # type: ignore[attr-defined]
     assert "step 1 failed" in result.stderr  # type: ignore[attr-defined]
     assert json.loads(run("journal", "--format", "json").stdout)["entries"]  # type: ignore[attr-defined]
+
+
+def test_scan_through_one_srun_step(slurm: SlurmCluster, env: Path) -> None:
+    result = run("scan", "-i", str(env), "--via", "slurm", "--format", "json", "--duration", "1")
+    assert result.exit_code in (0, 3), result.output  # type: ignore[attr-defined]
+    report = json.loads(result.stdout)  # type: ignore[attr-defined]
+    assert report["source"] == "slurm"
+    hosts = {h["name"]: h for h in report["hosts"]}
+    assert set(hosts) == set(slurm.nodes)
+    assert all(h["status"] == "ok" for h in hosts.values()), hosts
+    # one kernel clock behind every namespace: the true offsets are all zero
+    for h in hosts.values():
+        assert abs(h["offset_ns"]) < 200_000, h
+    pairs = {(p["src"], p["dst"]) for p in report["paths"]}
+    assert len(pairs) == slurm.n * (slurm.n - 1)  # every node probed and answered
+    assert all(p["received"] > 0 for p in report["paths"])
+    assert report["records"] > 100
+
+
+def test_a_drained_node_is_left_out_and_the_others_are_scanned(
+    slurm: SlurmCluster, env: Path
+) -> None:
+    node = slurm.nodes[0]
+    slurm.run("scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=cwctl test")
+    try:
+        result = run("scan", "-i", str(env), "--via", "slurm", "--format", "json")
+    finally:
+        slurm.run("scontrol", "update", f"NodeName={node}", "State=RESUME")
+        slurm.wait_idle()
+    assert result.exit_code == 3, result.output  # type: ignore[attr-defined]
+    hosts = {h["name"]: h for h in json.loads(result.stdout)["hosts"]}  # type: ignore[attr-defined]
+    assert hosts[node]["status"] == "unreachable"
+    assert "drained" in hosts[node]["error"]
+    assert all(hosts[n]["status"] == "ok" for n in slurm.nodes[1:]), hosts
+
+
+def test_via_slurm_needs_an_inventory() -> None:
+    result = run("scan", "--sim", "--via", "slurm")
+    assert result.exit_code == 2
+    assert "--via slurm" in result.stderr and "--sim" in result.stderr  # type: ignore[attr-defined]
+    assert "Traceback" not in result.output  # type: ignore[attr-defined]

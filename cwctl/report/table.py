@@ -28,6 +28,12 @@ def is_simulated(snapshot: FabricSnapshot) -> bool:
     return snapshot.source == "sim" or snapshot.source.endswith(":sim")
 
 
+def applied_actions(snapshot: FabricSnapshot) -> list[str]:
+    """The changes actions left in the simulated fabric this scan ran on (none: [])."""
+    applied = (snapshot.truth or {}).get("applied") or []
+    return [str(line) for line in applied]
+
+
 def sync_p99_ns(snapshot: FabricSnapshot) -> float | None:
     """The 99th percentile of the hosts' clock uncertainty (the sync quality figure)."""
     vals = sorted(
@@ -98,6 +104,13 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
     lines = []
     if is_simulated(snapshot):
         lines.append("SIMULATED fabric (--sim): these are not measurements of a real network")
+    applied = applied_actions(snapshot)
+    if applied:
+        more = f" (+{len(applied) - 3} more)" if len(applied) > 3 else ""
+        lines.append(
+            f"the simulated fabric carries {len(applied)} applied action change(s): "
+            f"{'; '.join(applied[:3])}{more} (cwctl sim status; cwctl sim reset clears them)"
+        )
     lines.append(
         f"source {snapshot.source} · timestamps {snapshot.timestamp_source} · "
         f"{snapshot.records:,} records · {len(snapshot.paths):,} paths · "
@@ -225,6 +238,8 @@ def render_table(snapshot: FabricSnapshot, *, color: bool = True, width: int = 8
     lines = summary_lines(snapshot)
     for i, line in enumerate(lines):
         style = "bold yellow" if i == 0 and is_simulated(snapshot) else ""
+        if line.startswith("the simulated fabric carries"):
+            style = "bold yellow"
         if line.startswith("top suspect"):
             style = "bold red"
         console.print(Text(line, style=style), overflow="fold")

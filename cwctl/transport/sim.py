@@ -16,6 +16,7 @@ from typing import Any
 
 from cwctl.collection import Collection, HostInfo, HostStatus
 from cwctl.pipeline import Progress, ScanRequest, SimOptions
+from cwctl.sim.applied import applied_changes
 from cwctl.sim.fabric import HIDDEN_LEAF
 from cwctl.sim.model import FabricModel
 from cwctl.sim.params import SimParams
@@ -90,7 +91,7 @@ def run_model(model: FabricModel, duration_s: float) -> Collection:
         status={name: HostStatus() for name in fabric.hosts},
         topology=model.topology,
         peers={h: list(ps) for h, ps in model.peers.items()},
-        truth=window.truth,
+        truth={**window.truth, "applied": applied_changes(model.state)},
         params={
             "simulated": True,
             "seed": model.seed,

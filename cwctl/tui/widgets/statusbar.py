@@ -22,6 +22,9 @@ def status_text(
     readonly: bool = False,
 ) -> str:
     parts = [source_label]
+    applied = (snapshot.truth or {}).get("applied") if snapshot is not None else None
+    if applied:
+        parts.append(f"ACTIONS APPLIED ({len(applied)}: cwctl sim status)")
     if readonly:
         parts.append("READONLY")
     if snapshot is not None:

@@ -127,6 +127,7 @@ class FabricSnapshot:
     truth: dict[str, Any] | None = None
     records: int = 0
     telemetry: dict[str, Any] = field(default_factory=dict)  # thresholds and baselines used
+    t_ref_ns: int | None = None  # the instant (reference time) the offsets hold at
 
     @property
     def unreachable(self) -> list[HostReport]:
@@ -149,6 +150,8 @@ class FabricSnapshot:
             "paths": [p.to_json() for p in self.paths],
             "suspects": [s.to_json() for s in self.suspects],
         }
+        if self.t_ref_ns is not None:
+            out["t_ref_ns"] = self.t_ref_ns
         if self.telemetry:
             out["telemetry"] = self.telemetry
         if self.truth is not None:

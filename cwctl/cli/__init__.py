@@ -1,7 +1,7 @@
 """The typer shell: parse flags, call the core, print. Nothing else lives here.
 
 ``app`` is the typer application; importing this package registers every command
-(``scan``, ``tui``, the control commands, ``inventory check``) on it.
+(``scan``, ``tui``, the control commands, ``sync``, ``inventory check``) on it.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from cwctl.cli import scan  # noqa: F401
 from cwctl.cli import tui  # noqa: F401
 from cwctl.cli import actions  # noqa: F401
 from cwctl.cli import sim  # noqa: F401
+from cwctl.cli import sync  # noqa: F401
 
 # isort: on
 from cwctl.cli.app import app, run_guarded

@@ -48,6 +48,7 @@ import threading
 import time
 
 from cwctl.probe.channel import Control, Output
+from cwctl.probe.chronysock import feed
 from cwctl.probe.exchanges import Agent
 from cwctl.probe.gpu.sampler import GpuSampler
 from cwctl.probe.wire import now_ns
@@ -84,6 +85,8 @@ def run(control, out):
     born = time.monotonic()
     deadline = born + float(params.get("deadline_s", 60.0))
     host = out.host = str(params.get("host") or socket.gethostname())
+    if params.get("mode") == "chrony":  # cwctl sync --apply: feed chronyd, no probing
+        return feed(params, control, out)
     try:
         agent = Agent(params, out)
     except (OSError, ValueError, KeyError) as exc:

@@ -35,6 +35,7 @@ AGENT_MODULES = (
     "cwctl.probe.gpu.xid",
     "cwctl.probe.gpu.nvml",
     "cwctl.probe.gpu.sampler",
+    "cwctl.probe.chronysock",
     "cwctl.probe.agent",
 )
 AGENT_MAIN = "cwctl.probe.agent"  # its main() runs the agent

@@ -132,6 +132,7 @@ def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSna
         truth=collection.truth,
         records=len(table),
         telemetry=telemetry,
+        t_ref_ns=solution.t_ref_ns if solution.reference is not None else None,
     )
 
 

@@ -1,0 +1,285 @@
+"""``cwctl sync`` (feed each host's chronyd the solved offsets) and ``cwctl sync check``."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+
+from cwctl.cli.app import Timestamps, app, fail, run_guarded
+from cwctl.cli.options import (
+    AcceptKeysOpt,
+    ConcurrencyOpt,
+    DurationOpt,
+    FaultOpt,
+    HostsOpt,
+    HostsPerLeafOpt,
+    InventoryOpt,
+    LoadOpt,
+    LocalOpt,
+    ReferenceOpt,
+    SeedOpt,
+    SimOpt,
+    SpinesOpt,
+    TimestampsOpt,
+    build_request,
+)
+from cwctl.errors import EXIT_OK, EXIT_PROBLEMS
+
+sync_app = typer.Typer(
+    help="Feed each host's chronyd the offsets cwctl solves (SOCK refclock); dry run by default.",
+    invoke_without_command=True,
+)
+app.add_typer(sync_app, name="sync")
+
+
+class SyncFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
+SocketOpt = Annotated[
+    str,
+    typer.Option(
+        "--socket",
+        help="chronyd's refclock SOCK path on each host; {host} becomes the host's name.",
+    ),
+]
+ChronycSocketOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--chronyc-socket",
+        help="chronyd's command socket for chronyc -h ({host} allowed); default chronyc's own.",
+    ),
+]
+PeriodOpt = Annotated[
+    float, typer.Option("--sample-period", help="Seconds between samples to chronyd.")
+]
+FormatOpt = Annotated[SyncFormat, typer.Option("--format", help="table or json (one per line).")]
+
+
+def _check_period(period: float) -> None:
+    if not 0.05 <= period <= 64:
+        fail(f"--sample-period {period:g}: give 0.05 to 64 seconds")
+
+
+@sync_app.callback()
+def sync(
+    ctx: typer.Context,
+    inventory: InventoryOpt = None,
+    local: LocalOpt = None,
+    sim: SimOpt = False,
+    hosts: HostsOpt = 64,
+    hosts_per_leaf: HostsPerLeafOpt = 8,
+    spines: SpinesOpt = 4,
+    seed: SeedOpt = 1,
+    fault: FaultOpt = None,
+    timestamps: TimestampsOpt = Timestamps.hw,
+    load: LoadOpt = 0.2,
+    duration: DurationOpt = None,
+    reference: ReferenceOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    accept_new_host_keys: AcceptKeysOpt = False,
+    apply: Annotated[
+        bool, typer.Option("--apply", help="Feed chronyd (default: dry run).")
+    ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Confirm --step feeds without asking.")
+    ] = False,
+    step: Annotated[
+        bool, typer.Option("--step", help="Also feed offsets beyond --max-offset (confirmed).")
+    ] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", help="Seconds from scan to scan.")
+    ] = 10.0,
+    count: Annotated[
+        int | None, typer.Option("--count", help="Stop after N rounds (default: until Ctrl-C).")
+    ] = None,
+    max_uncertainty: Annotated[
+        str,
+        typer.Option("--max-uncertainty", help="Feed only hosts whose error bar is under this."),
+    ] = "1us",
+    max_offset: Annotated[
+        str, typer.Option("--max-offset", help="Larger offsets need --step and a confirmation.")
+    ] = "1ms",
+    socket: SocketOpt = "/run/chrony/cwctl.sock",
+    chronyc_socket: ChronycSocketOpt = None,
+    period: PeriodOpt = 1.0,
+    fmt: FormatOpt = SyncFormat.table,
+) -> None:
+    """Scan every --interval seconds; with --apply, feed each qualifying host's chronyd."""
+    if ctx.invoked_subcommand is not None:
+        return
+
+    def body() -> int:
+        from cwctl.chrony.chronyc import poll_for
+        from cwctl.chrony.feeders import FeederSettings
+        from cwctl.chrony.fleet import fleet_for
+        from cwctl.chrony.loop import SyncPlan
+        from cwctl.chrony.rules import FeedRules, check_socket_template, parse_time_ns
+
+        rules = FeedRules(
+            max_uncertainty_ns=parse_time_ns("--max-uncertainty", max_uncertainty),
+            max_offset_ns=parse_time_ns("--max-offset", max_offset),
+            step=step,
+        )
+        if not 0.5 <= interval <= 86_400:
+            fail(f"--interval {interval:g}: give 0.5 to 86400 seconds")
+        if count is not None and count < 1:
+            fail(f"--count {count}: give at least 1 round")
+        _check_period(period)
+        request = build_request(
+            inventory=inventory,
+            local=local,
+            sim=sim,
+            replay=None,
+            hosts=hosts,
+            hosts_per_leaf=hosts_per_leaf,
+            spines=spines,
+            seed=seed,
+            faults=fault,
+            timestamps=timestamps,
+            load=load,
+            duration=duration,
+            save_records=None,
+            reference=reference,
+            concurrency=concurrency,
+            accept_new_host_keys=accept_new_host_keys,
+        )
+        fleet = fleet_for(request)
+        check_socket_template(socket, fleet.names)
+        if chronyc_socket is not None:
+            check_socket_template(chronyc_socket, fleet.names, "--chronyc-socket")
+        if reference is not None and reference not in fleet.names:
+            fail(f"--reference {reference!r} is not one of the {len(fleet.names)} hosts")
+        if apply:
+            fleet.require_hosts("--apply")
+        scan_s = request.duration_s if request.duration_s is not None else 2.0
+        feeder = FeederSettings(
+            period_s=period,
+            hold_s=2 * max(interval, scan_s + 5.0) + 10.0,
+            idle_exit_s=3 * interval + 120.0,
+        )
+        plan = SyncPlan(apply, interval, count, rules, socket, feeder)
+        return asyncio.run(
+            _run(request, plan, fleet, reference, chronyc_socket, yes, fmt, poll_for(period))
+        )
+
+    raise typer.Exit(run_guarded(body))
+
+
+async def _run(
+    request: Any,
+    plan: Any,
+    fleet: Any,
+    reference: str | None,
+    chronyc_socket: str | None,
+    yes: bool,
+    fmt: SyncFormat,
+    poll: int,
+) -> int:
+    from cwctl.chrony.check import check_hosts, choose_reference
+    from cwctl.chrony.loop import SyncRun
+    from cwctl.cli.scan import _progress_printer
+    from cwctl.report.feed import render_round_json, render_round_table
+
+    try:
+        if reference is not None:
+            why = "named with --reference"
+        elif fleet.runner is None:
+            reference = fleet.names[0]
+            why = f"{fleet.source} hosts have no chronyd to ask: the first host"
+        else:
+            checks = await check_hosts(
+                fleet.runner, fleet.names, socket_template=plan.socket_template,
+                chronyc_socket=chronyc_socket, poll=poll,
+            )  # fmt: skip
+            reference, why = choose_reference(checks)
+        journal = None
+        if plan.apply:
+            from cwctl.actions.journal import Journal
+
+            journal = Journal()
+
+        def confirm(d: Any) -> bool:
+            if yes:
+                return True
+            if not sys.stdin.isatty():
+                return False
+            return typer.confirm(
+                f"feed {d.host} an offset of {d.offset_ns / 1e6:+.3f} ms, beyond --max-offset?",
+                default=False,
+            )
+
+        def on_round(rnd: Any) -> None:
+            text = render_round_json(rnd) if fmt is SyncFormat.json else render_round_table(rnd)
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+        run = SyncRun(
+            request, plan, fleet, reference, why,
+            confirm=confirm, on_round=on_round, journal=journal, progress=_progress_printer(),
+        )  # fmt: skip
+        return await run.run()
+    finally:
+        await fleet.close()
+
+
+@sync_app.command("check")
+def check(
+    inventory: InventoryOpt = None,
+    local: LocalOpt = None,
+    socket: SocketOpt = "/run/chrony/cwctl.sock",
+    chronyc_socket: ChronycSocketOpt = None,
+    period: PeriodOpt = 1.0,
+    concurrency: ConcurrencyOpt = None,
+    accept_new_host_keys: AcceptKeysOpt = False,
+    fmt: FormatOpt = SyncFormat.table,
+) -> None:
+    """Is chronyd running on each host, with cwctl's refclock, and what does it make of it?
+
+    Exit 0 when every host is ready, 3 when some are not."""
+
+    def body() -> int:
+        from cwctl.chrony.check import check_hosts, choose_reference
+        from cwctl.chrony.chronyc import poll_for
+        from cwctl.chrony.fleet import fleet_for
+        from cwctl.chrony.rules import check_socket_template
+        from cwctl.errors import InputError
+        from cwctl.report.feed import render_check_json, render_check_table
+
+        _check_period(period)
+        request = build_request(
+            inventory=inventory, local=local, sim=False, replay=None, hosts=2,
+            hosts_per_leaf=8, spines=1, seed=0, faults=None, timestamps=Timestamps.hw,
+            load=0.0, duration=None, save_records=None, reference=None,
+            concurrency=concurrency, accept_new_host_keys=accept_new_host_keys,
+        )  # fmt: skip
+        fleet = fleet_for(request)
+        fleet.require_hosts("cwctl sync check")
+        check_socket_template(socket, fleet.names)
+        if chronyc_socket is not None:
+            check_socket_template(chronyc_socket, fleet.names, "--chronyc-socket")
+
+        async def go() -> list[Any]:
+            try:
+                return await check_hosts(
+                    fleet.runner, fleet.names, socket_template=socket,
+                    chronyc_socket=chronyc_socket, poll=poll_for(period),
+                )  # fmt: skip
+            finally:
+                await fleet.close()
+
+        checks = asyncio.run(go())
+        try:
+            reference: tuple[str, str] | None = choose_reference(checks)
+        except InputError:
+            reference = None
+        render = render_check_json if fmt is SyncFormat.json else render_check_table
+        sys.stdout.write(render(checks, reference))
+        return EXIT_OK if all(c.ready for c in checks) else EXIT_PROBLEMS
+
+    raise typer.Exit(run_guarded(body))

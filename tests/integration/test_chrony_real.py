@@ -1,0 +1,204 @@
+"""``cwctl sync`` against real chronyd daemons (Debian's chrony, ``-x``: the shared
+kernel clock is never touched), one per ``--local`` host, each with its own SOCK
+refclock socket and command socket (``chronyd.py``).
+
+What chronyd reports is read with chronyc and parsed by the test itself. Signs: cwctl's
+``offset_ns`` is host minus reference; the SOCK sample carries true minus host; chronyc's
+``tracking`` System time is positive when the host clock is *slow* of its source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cwctl.actions.history import history
+from cwctl.actions.journal import Journal
+from cwctl.chrony.feeders import FeederSettings, close_feeder, open_feeder
+from cwctl.transport.local import launch_local, local_hosts
+from tests.integration.chronyd import Chronyd, ChronydSet
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def chronyds() -> Iterator[ChronydSet]:
+    s = ChronydSet()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def wait_for(what: str, check, timeout_s: float = 60.0, every_s: float = 0.25):
+    """Poll ``check()`` until it returns something true (a deadline, not a timing claim)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout_s:g} s (last: {got!r})")
+        time.sleep(every_s)
+
+
+def cwctl(args: list[str], state: Path, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CWCTL_STATE_DIR": str(state)}
+    env.pop("CWCTL_INVENTORY", None)
+    return subprocess.run(
+        [sys.executable, "-m", "cwctl.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+def sockets(s: ChronydSet) -> list[str]:
+    return [
+        "--socket", f"{s.dir}/{{host}}.sock",
+        "--chronyc-socket", f"{s.dir}/{{host}}-cmd/chronyd.sock",
+        "--sample-period", "0.2",
+    ]  # fmt: skip
+
+
+def selected(d: Chronyd) -> bool:
+    src = d.cwc_source()
+    return src is not None and src["state"] == "*"
+
+
+def test_the_sign_chronyd_sees_is_the_one_cwctl_measured(chronyds):
+    """The feeder agent, given known estimates, moves each chronyd's idea of its clock by
+    exactly the offset, in the right direction: a host 400 us ahead of the reference is
+    400 us fast; one 250 us behind is 250 us slow."""
+    b, c = chronyds.start("local-02"), chronyds.start("local-03")
+    wanted = {"local-02": 400_000.0, "local-03": -250_000.0}  # cwctl offset_ns
+
+    async def feed() -> None:
+        feeders = []
+        settings = FeederSettings(period_s=0.2, hold_s=120, idle_exit_s=120)
+        try:
+            for info in local_hosts(3)[1:]:
+                d = chronyds.daemons[info.name]
+                f = await open_feeder(launch_local, info, settings.params(info.name, d.sock))
+                feeders.append(f)
+                await f.send(
+                    {"type": "estimate", "round": 1, "offset_ns": wanted[info.name],
+                     "drift_ppb": 0.0, "t_ref_ns": time.time_ns()}
+                )  # fmt: skip
+            await asyncio.to_thread(wait_for, "CWC selected", lambda: selected(b) and selected(c))
+        finally:
+            for f in feeders:
+                await close_feeder(f)
+
+    asyncio.run(feed())
+    for d in (b, c):
+        fast_s = -d.system_time_s()  # how far ahead of its source chronyd finds the host
+        assert fast_s == pytest.approx(wanted[d.host] * 1e-9, abs=1e-6), d.host
+        assert d.cwc_samples() >= 1 and d.cwc_source()["reach"] > 0  # type: ignore[index]
+
+
+def test_sync_apply_feeds_each_hosts_chronyd_and_leaves_nothing_behind(chronyds, tmp_path):
+    # local-01's chronyd has a time source (its own, stratum 3) and the others none:
+    # cwctl takes it as the reference without being told
+    chronyds.start("local-01", local_stratum=3)
+    for host in ("local-02", "local-03"):
+        chronyds.start(host)
+    state = tmp_path / "state"
+    args = ["sync", "--apply", "--local", "3", "--duration", "1", "--interval", "4",
+            "--count", "3", "--max-uncertainty", "100us", "--format", "json",
+            *sockets(chronyds)]  # fmt: skip
+    result = cwctl(args, state)
+    assert result.returncode == 0, result.stderr
+    rounds = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["feed"]["round"] for r in rounds] == [1, 2, 3]
+    fed: dict[str, list[float]] = {"local-02": [], "local-03": []}
+    for r in rounds:
+        assert r["feed"]["mode"] == "apply" and r["reference"] == "local-01"
+        assert "best time source: stratum 3" in r["feed"]["reference_why"]
+        hosts = {h["name"]: h for h in r["hosts"]}
+        assert hosts["local-01"]["feed"]["action"] == "skip"
+        for name, offsets in fed.items():
+            f = hosts[name]["feed"]
+            assert f["action"] == "fed" and f["samples"] > 0 and f["error"] is None, f
+            # the last sample is the estimate carried along its drift: same sign and size
+            # up to drift * seconds (tens of ns on loopback)
+            assert f["offset_s"] == pytest.approx(-hosts[name]["offset_ns"] * 1e-9)
+            offsets += [f["offset_s"], f["last_offset_s"]]
+    print("\nfed (chrony offset, true - host, ns):")
+    for name, offsets in fed.items():
+        d = chronyds.daemons[name]
+        src = d.cwc_source()
+        assert src is not None and src["state"] == "*", (name, src)  # selected
+        assert src["reach"] > 0 and d.cwc_samples() >= 2
+        slow_s = d.system_time_s()  # chronyd's estimate of true - host
+        lo, hi = min(offsets), max(offsets)
+        print(f"  {name}: fed {[round(x * 1e9, 1) for x in offsets]}; chronyd: {slow_s * 1e9:+.1f}")
+        tol = max(100e-9, hi - lo)
+        assert lo - tol <= slow_s <= hi + tol, (name, slow_s, offsets)
+    ref = chronyds.daemons["local-01"]
+    assert ref.cwc_samples() == 0 and ref.cwc_source()["reach"] == 0  # type: ignore[index]
+    # every fed round is a journalled action, written ahead of its effect
+    actions = history(Journal(state)).actions
+    assert [a.plan.kind for a in actions] == ["sync"] * 3
+    assert all(a.status == "applied" and len(a.plan.steps) == 2 for a in actions)
+    # cwctl is gone: its feeders with it, and chronyd sees the refclock fall silent
+    for name in fed:
+        d = chronyds.daemons[name]
+        wait_for(
+            f"{name} refclock quiet",
+            lambda d=d: (d.cwc_source() or {}).get("reach", 1) & 0b11 == 0,
+            30,
+        )
+
+
+def test_a_dry_run_shows_what_it_would_feed_and_feeds_nothing(chronyds, tmp_path):
+    chronyds.start("local-01", local_stratum=3)
+    for host in ("local-02", "local-03"):
+        chronyds.start(host)
+    state = tmp_path / "state"
+    args = ["sync", "--local", "3", "--duration", "1", "--interval", "1", "--count", "2",
+            "--max-uncertainty", "100us", "--format", "json",
+            *sockets(chronyds)]  # fmt: skip
+    result = cwctl(args, state)
+    assert result.returncode == 0, result.stderr
+    for r in map(json.loads, result.stdout.splitlines()):
+        assert r["feed"]["mode"] == "dry-run" and r["feed"]["fed"] == 2
+        for h in r["hosts"][1:]:
+            assert h["feed"]["action"] == "feed"
+            assert h["feed"]["socket"] == f"{chronyds.dir}/{h['name']}.sock"
+            assert h["feed"]["offset_s"] == pytest.approx(-h["offset_ns"] * 1e-9)
+    time.sleep(2.5)  # one refclock poll (2 s): a sample sent would show by now
+    for d in chronyds.daemons.values():
+        assert d.cwc_samples() == 0 and d.cwc_source()["reach"] == 0  # type: ignore[index]
+    assert not (state / "journal.jsonl").exists()
+
+
+def test_check_says_what_each_chronyd_lacks(chronyds):
+    chronyds.start("local-01", local_stratum=3)
+    chronyds.start("local-02", refclock=False)  # local-03: no chronyd at all
+    result = cwctl(
+        ["sync", "check", "--local", "3", "--format", "json", *sockets(chronyds)],
+        Path("/nonexistent"),
+    )
+    assert result.returncode == 3, result.stderr
+    out = json.loads(result.stdout)
+    assert out["schema"] == "cwctl.sync-check/1" and out["reference"] == "local-01"
+    one, two, three = out["hosts"]
+    assert one["ready"] and one["chronyd"] == "running" and one["refclock"]
+    assert one["source"]["reach"] == "0" and one["sourcestats"]["samples"] == 0
+    line = f"refclock SOCK {chronyds.dir}/local-02.sock refid CWC poll 1 filter 8"
+    assert not two["ready"] and not two["refclock"] and two["refclock_line"] == line
+    assert any(line in p for p in two["problems"])
+    assert three["chronyd"] == "not running" and not three["ready"]
+    table = cwctl(["sync", "check", "--local", "3", *sockets(chronyds)], Path("/nonexistent"))
+    assert f"add to chrony.conf on local-02:\n  {line}" in table.stdout

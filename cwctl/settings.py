@@ -40,3 +40,10 @@ SSH_PYTHON: Final = "python3"
 
 # --- the TUI -----------------------------------------------------------------------------
 TUI_INTERVAL_S: Final = 1.0  # pause between two scans
+
+# --- cwctl sync: feeding chronyd (docs/sync.md, "Feeding chronyd") ----------------------
+SYNC_SOCKET: Final = "/run/chrony/cwctl.sock"  # the refclock SOCK path on each host
+SYNC_INTERVAL_S: Final = 10.0  # from scan to scan
+SYNC_SAMPLE_PERIOD_S: Final = 1.0  # one sample to chronyd this often
+SYNC_MAX_UNCERTAINTY: Final = "1us"  # feed only hosts with an error bar under this
+SYNC_MAX_OFFSET: Final = "1ms"  # larger offsets need --step and a confirmation

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cwctl import settings
 from cwctl.chrony.rules import FeedDecision
 from cwctl.collection import HostInfo
 from cwctl.probe.bootstrap import agent_payload
@@ -27,7 +28,7 @@ HELLO_TIMEOUT_S = 20.0
 
 @dataclass
 class FeederSettings:
-    period_s: float = 1.0  # one sample this often
+    period_s: float = settings.SYNC_SAMPLE_PERIOD_S  # one sample this often
     hold_s: float = 60.0  # an estimate is fed this long after its t_ref, no longer
     idle_exit_s: float = 120.0  # the agent exits when cwctl says nothing for this long
 

@@ -17,20 +17,15 @@ Also here: the operator's values, checked before any work (``parse_time_ns``,
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from cwctl import settings
 from cwctl.errors import InputError
-from cwctl.report.units import fmt_ns
+from cwctl.report.units import fmt_ns, parse_ns
 
 SUN_PATH_MAX = 107  # sockaddr_un.sun_path is 108 bytes with its NUL
-DEFAULT_SOCKET = "/run/chrony/cwctl.sock"
-DEFAULT_MAX_UNCERTAINTY_NS = 1_000.0
-DEFAULT_MAX_OFFSET_NS = 1_000_000.0
 
-_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
-_TIME = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|µs|ms|s)\s*$")
 
 # fed (--apply), feed (dry run: would feed), skip (the reason says why), failed (--apply:
 # the feeder could not start or send; ``error`` says why)
@@ -39,13 +34,10 @@ Action = Literal["fed", "feed", "skip", "failed"]
 
 def parse_time_ns(flag: str, text: str) -> float:
     """``250ns``, ``2us``, ``1.5ms``, ``0.01s`` in nanoseconds; positive and finite."""
-    m = _TIME.match(text)
-    if m is None:
-        raise InputError(f"{flag} {text!r}: give a time with its unit, e.g. 500ns, 2us, 1ms")
-    value = float(m.group(1)) * _UNITS[m.group(2)]
-    if not math.isfinite(value) or value <= 0:
-        raise InputError(f"{flag} {text!r}: must be more than zero")
-    return value
+    try:
+        return parse_ns(text)
+    except ValueError as exc:
+        raise InputError(f"{flag} {exc}") from None
 
 
 def socket_path(template: str, host: str) -> str:
@@ -75,8 +67,8 @@ def check_socket_template(template: str, hosts: list[str], flag: str = "--socket
 
 @dataclass(frozen=True)
 class FeedRules:
-    max_uncertainty_ns: float = DEFAULT_MAX_UNCERTAINTY_NS
-    max_offset_ns: float = DEFAULT_MAX_OFFSET_NS
+    max_uncertainty_ns: float = parse_ns(settings.SYNC_MAX_UNCERTAINTY)
+    max_offset_ns: float = parse_ns(settings.SYNC_MAX_OFFSET)
     step: bool = False  # may offsets beyond max_offset_ns be fed (after a confirmation)?
 
 

@@ -9,24 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
-from cwctl.cli.app import Timestamps, app, fail, run_guarded
-from cwctl.cli.options import (
-    AcceptKeysOpt,
-    ConcurrencyOpt,
-    DurationOpt,
-    FaultOpt,
-    HostsOpt,
-    HostsPerLeafOpt,
-    InventoryOpt,
-    LoadOpt,
-    LocalOpt,
-    ReferenceOpt,
-    SeedOpt,
-    SimOpt,
-    SpinesOpt,
-    TimestampsOpt,
-    build_request,
-)
+from cwctl import settings
+from cwctl.cli.app import app, fail, run_guarded
+from cwctl.cli.options import SCAN_FLAGS, SourceFlags, build_request, source_flags
 from cwctl.errors import EXIT_OK, EXIT_PROBLEMS
 
 sync_app = typer.Typer(
@@ -67,22 +52,10 @@ def _check_period(period: float) -> None:
 
 
 @sync_app.callback()
+@source_flags(*SCAN_FLAGS)
 def sync(
     ctx: typer.Context,
-    inventory: InventoryOpt = None,
-    local: LocalOpt = None,
-    sim: SimOpt = False,
-    hosts: HostsOpt = 64,
-    hosts_per_leaf: HostsPerLeafOpt = 8,
-    spines: SpinesOpt = 4,
-    seed: SeedOpt = 1,
-    fault: FaultOpt = None,
-    timestamps: TimestampsOpt = Timestamps.hw,
-    load: LoadOpt = 0.2,
-    duration: DurationOpt = None,
-    reference: ReferenceOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    accept_new_host_keys: AcceptKeysOpt = False,
+    flags: SourceFlags,
     apply: Annotated[
         bool, typer.Option("--apply", help="Feed chronyd (default: dry run).")
     ] = False,
@@ -94,20 +67,20 @@ def sync(
     ] = False,
     interval: Annotated[
         float, typer.Option("--interval", help="Seconds from scan to scan.")
-    ] = 10.0,
+    ] = settings.SYNC_INTERVAL_S,
     count: Annotated[
         int | None, typer.Option("--count", help="Stop after N rounds (default: until Ctrl-C).")
     ] = None,
     max_uncertainty: Annotated[
         str,
         typer.Option("--max-uncertainty", help="Feed only hosts whose error bar is under this."),
-    ] = "1us",
+    ] = settings.SYNC_MAX_UNCERTAINTY,
     max_offset: Annotated[
         str, typer.Option("--max-offset", help="Larger offsets need --step and a confirmation.")
-    ] = "1ms",
-    socket: SocketOpt = "/run/chrony/cwctl.sock",
+    ] = settings.SYNC_MAX_OFFSET,
+    socket: SocketOpt = settings.SYNC_SOCKET,
     chronyc_socket: ChronycSocketOpt = None,
-    period: PeriodOpt = 1.0,
+    period: PeriodOpt = settings.SYNC_SAMPLE_PERIOD_S,
     fmt: FormatOpt = SyncFormat.table,
 ) -> None:
     """Scan every --interval seconds; with --apply, feed each qualifying host's chronyd."""
@@ -131,24 +104,8 @@ def sync(
         if count is not None and count < 1:
             fail(f"--count {count}: give at least 1 round")
         _check_period(period)
-        request = build_request(
-            inventory=inventory,
-            local=local,
-            sim=sim,
-            replay=None,
-            hosts=hosts,
-            hosts_per_leaf=hosts_per_leaf,
-            spines=spines,
-            seed=seed,
-            faults=fault,
-            timestamps=timestamps,
-            load=load,
-            duration=duration,
-            save_records=None,
-            reference=reference,
-            concurrency=concurrency,
-            accept_new_host_keys=accept_new_host_keys,
-        )
+        request = build_request(flags)
+        reference = flags.reference
         fleet = fleet_for(request)
         check_socket_template(socket, fleet.names)
         if chronyc_socket is not None:
@@ -157,7 +114,7 @@ def sync(
             fail(f"--reference {reference!r} is not one of the {len(fleet.names)} hosts")
         if apply:
             fleet.require_hosts("--apply")
-        scan_s = request.duration_s if request.duration_s is not None else 2.0
+        scan_s = request.duration_s or settings.PROBE_DURATION_S
         feeder = FeederSettings(
             period_s=period,
             hold_s=2 * max(interval, scan_s + 5.0) + 10.0,
@@ -229,14 +186,12 @@ async def _run(
 
 
 @sync_app.command("check")
+@source_flags("inventory", "local", "concurrency", "accept_new_host_keys")
 def check(
-    inventory: InventoryOpt = None,
-    local: LocalOpt = None,
-    socket: SocketOpt = "/run/chrony/cwctl.sock",
+    flags: SourceFlags,
+    socket: SocketOpt = settings.SYNC_SOCKET,
     chronyc_socket: ChronycSocketOpt = None,
-    period: PeriodOpt = 1.0,
-    concurrency: ConcurrencyOpt = None,
-    accept_new_host_keys: AcceptKeysOpt = False,
+    period: PeriodOpt = settings.SYNC_SAMPLE_PERIOD_S,
     fmt: FormatOpt = SyncFormat.table,
 ) -> None:
     """Is chronyd running on each host, with cwctl's refclock, and what does it make of it?
@@ -252,12 +207,7 @@ def check(
         from cwctl.report.feed import render_check_json, render_check_table
 
         _check_period(period)
-        request = build_request(
-            inventory=inventory, local=local, sim=False, replay=None, hosts=2,
-            hosts_per_leaf=8, spines=1, seed=0, faults=None, timestamps=Timestamps.hw,
-            load=0.0, duration=None, save_records=None, reference=None,
-            concurrency=concurrency, accept_new_host_keys=accept_new_host_keys,
-        )  # fmt: skip
+        request = build_request(flags)
         fleet = fleet_for(request)
         fleet.require_hosts("cwctl sync check")
         check_socket_template(socket, fleet.names)

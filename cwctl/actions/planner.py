@@ -3,10 +3,11 @@
 =============================  ==========================  ===============================
 element                        ``--sim``                    real fabric (inventory)
 =============================  ==========================  ===============================
-spine ``spine2``               ECMP weight 0 in every leaf  ``ip route`` next hops on the
-                                                            hosts of every leaf it serves
-link ``leaf1-spine2``          ECMP weight 0 in every leaf  ``ip route`` next hops on the
-                               (see ``_link_note``)         hosts of ``leaf1``
+spine ``spine2``               ECMP weight 0 in every leaf  the leaves' ECMP groups (kind
+                                                            "linux", ``switchroute.py``);
+                                                            with --gateway: host routes
+link ``leaf1-spine2``          ECMP weight 0 in every leaf  ``leaf1``'s groups + the other
+                               (see ``_link_note``)         leaves' routes towards leaf1
 NIC ``gpu-001/mlx5_1``         exclude the NIC              NCCL exclusion on ``gpu-001``
 host ``gpu-001``, access link  drain                        drain through ``[scheduler]``
 leaf ``leaf1``                 refused: its hosts have no other way in (drain them)
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cwctl.actions import k8s, nccl, route, simulated, slurm
+from cwctl.actions import k8s, nccl, route, simulated, slurm, switchroute
 from cwctl.actions.plan import LOCAL, ActionPlan, Step, new_plan_id
 from cwctl.actions.runners import Runner
 from cwctl.errors import EXIT_PROBLEMS, CwctlError, InputError
@@ -180,9 +181,20 @@ async def plan_reroute(
                 plan.notes.append(_link_note(element))
     elif element.kind == "nic":
         plan.steps = await _nccl_steps(element, target, runner, options, plan.id)
-    else:
+    elif options.gateways:  # the operator says the hosts choose the next hop
         plan.steps = await _route_steps(element, target, runner, options)
-    if not plan.steps:
+    else:  # the leaves choose the spine: their ECMP groups (switchroute.py)
+        found = await switchroute.plan_switch_reroute(
+            target.inventory,
+            element.name,
+            element.spine or element.name,
+            element.leaf if element.kind == "link" else None,
+            runner,
+            prefix=options.prefix,
+        )
+        plan.steps, plan.prior = found.steps, found.prior
+        plan.notes += found.notes
+    if not plan.steps and not plan.notes:  # every mechanism above read the state first
         plan.notes.append(f"nothing to change: {element.name} is already avoided")
     return plan
 
@@ -237,12 +249,25 @@ async def _route_steps(
     outputs = await _read_all(
         runner, hosts, lambda h: route.show_argv(prefix), f"the route to {prefix}"
     )
-    steps = []
+    steps, unknown = [], []
+    owner = inv.switch_of_address()
     for host in hosts:
         current = route.parse_route(outputs[host], prefix, host)
         step = route.reweight_step(host, current, avoid, element.name)
         if step is not None:
             steps.append(step)
+        unknown += [
+            f"{host} via {h.gateway}" + (f" ({owner[h.gateway]})" if h.gateway in owner else "")
+            for h in current.nexthops
+            if h.gateway not in options.gateways
+        ]
+    if unknown and not steps:  # "already avoided" only when every next hop is known
+        raise InputError(
+            f"cannot tell whether the hosts' routes to {prefix} avoid {element.name}: "
+            f"next hop(s) {', '.join(unknown[:4])} lead to no switch named with --gateway; "
+            "where a leaf chooses the spine, host routes cannot steer around it (give the "
+            'leaves kind = "linux" in the inventory and reroute without --gateway)'
+        )
     return steps
 
 

@@ -1,7 +1,8 @@
 """Runners: where a step's argv (or model change) is carried out.
 
 ``LocalRunner`` runs argv with ``asyncio.create_subprocess_exec`` (no shell).
-``SSHRunner`` runs it on an inventory host (or the scheduler's host) over SSH with the
+``SSHRunner`` runs it on an inventory host, a switch with ``kind`` (at its management
+address), or the scheduler's host, over SSH with the
 scan transport's connection settings (``SSHLauncher``: host keys checked against
 known_hosts, ~/.ssh/config, the jump host); the remote side needs a command line, so
 the argv is quoted with ``shlex.join`` (POSIX shell quoting: each element arrives as one
@@ -124,6 +125,10 @@ class SSHRunner:
             h = inv.host(host)
             port = h.port if h.port is not None else (inv.ssh.port if inv.ssh.port != 22 else ())
             return inv.endpoint(h), port
+        switch = next((s for s in inv.switches if s.name == host and s.kind), None)
+        if switch is not None:  # a switch cwctl may act on, at its management address
+            port = switch.port if switch.port is not None else inv.ssh.port
+            return inv.switch_endpoint(switch), (port if port != 22 else ())
         ep = Endpoint(host, host, inv.ssh.port, inv.ssh.user, inv.ssh.python)
         return ep, (inv.ssh.port if inv.ssh.port != 22 else ())
 

@@ -70,11 +70,14 @@ def reroute(
     element: Annotated[str, typer.Argument(help="The suspect to steer around.")],
     flags: SourceFlags,
     prefix: Annotated[
-        str | None, typer.Option("--prefix", help="TCP: the destination prefix to reweight.")
+        str | None, typer.Option("--prefix", help="Only the route for exactly this prefix.")
     ] = None,
     gateway: Annotated[
         list[str] | None,
-        typer.Option("--gateway", help="TCP: SWITCH=ADDRESS, the next hop to SWITCH (repeatable)."),
+        typer.Option(
+            "--gateway",
+            help="Host routes: SWITCH=ADDRESS, the next hop to SWITCH (repeatable).",
+        ),
     ] = None,
     nccl_conf: Annotated[
         str, typer.Option("--nccl-conf", help="NIC: the NCCL config file on the host.")

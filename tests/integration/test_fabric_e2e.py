@@ -13,12 +13,18 @@ import json
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cwctl.actions.journal import FAILPOINT_ENV
 from tests.testbed import layout as L
 from tests.testbed.bed import Testbed
+from tests.testbed.faults import apply_fault, crosses, flow_path
+from tests.testbed.shell import run
+from tests.testbed.traffic import delivered
 
 pytestmark = pytest.mark.netns
 CWCTL = [sys.executable, "-m", "cwctl.cli"]
@@ -52,3 +58,129 @@ def test_healthy_fabric_scans_clean(fabric: Testbed) -> None:
     assert worst < 2000.0, {n: h["offset_ns"] for n, h in hosts.items()}
     assert report["suspects"] == []
     assert rc == 0, err
+
+
+# -- switch-side reroute ------------------------------------------------------------------
+SWITCHES = (*L.SPINES, *L.LEAVES)
+
+
+def switch_routes(bed: Testbed) -> dict[str, str]:
+    return {s: run(["ip", "route", "show"], ns=bed.ns(s)).stdout for s in SWITCHES}
+
+
+def sample_flows(bed: Testbed) -> list[tuple[str, str, int, list[str]]]:
+    """Cross-leaf flows (both ways) and the nodes the kernel sends each over."""
+    pairs = [("gpu-001", "gpu-005"), ("gpu-006", "gpu-002"), ("gpu-003", "gpu-008")]
+    return [
+        (a, b, sport, flow_path(bed, a, b, sport, 50000))
+        for a, b in pairs
+        for sport in range(40000, 40012)
+    ]
+
+
+def over(flows: list[tuple[str, str, int, list[str]]], src: str, dst: str) -> list[Any]:
+    return [f for f in flows if crosses(f[3], src, dst)]
+
+
+def test_reroute_a_link_on_the_leaves_verify_then_roll_back_exactly(fabric: Testbed) -> None:
+    before = switch_routes(fabric)
+    flows = sample_flows(fabric)
+    up, down = over(flows, "leaf1", "spine2"), over(flows, "spine2", "leaf1")
+    assert up and down  # the kernel hashes some of them over the link, both ways
+    apply_fault(fabric, "leaf1>spine2", "down")
+    a, b, sport, _ = up[0]
+    assert delivered(fabric, a, b, sport, 50000) == 0
+    proc = cwctl(fabric, "reroute", "leaf1-spine2", "--apply", "--yes", "--verify")
+    assert proc.returncode == 0, proc.stderr
+    assert "leaf1-spine2 is no longer a suspect" in proc.stderr
+    after = switch_routes(fabric)
+    assert [s for s in SWITCHES if after[s] != before[s]] == list(L.LEAVES)
+    assert "spine2" not in after["leaf1"].split("10.201.102.0/24", 1)[1].split("\n")[0]
+    now = sample_flows(fabric)
+    assert not over(now, "leaf1", "spine2") and not over(now, "spine2", "leaf1")
+    assert delivered(fabric, a, b, sport, 50000) == 200  # the same 5-tuple, rerouted
+    proc = cwctl(fabric, "rollback", "--apply", "--yes")
+    assert proc.returncode == 0, proc.stderr
+    assert switch_routes(fabric) == before  # `ip route` byte for byte
+
+
+def test_a_kill_in_the_middle_of_the_apply_leaves_a_journal_rollback_restores(
+    fabric: Testbed,
+) -> None:
+    before = switch_routes(fabric)
+    env = {
+        **os.environ,
+        "CWCTL_INVENTORY": str(fabric.inventory),
+        # stop just before the 5th journal line: intent, step 1 started + ok, step 2
+        # started; step 2 has run on leaf2 but its outcome is not written
+        FAILPOINT_ENV: "journal:5",
+    }
+    proc = subprocess.Popen(
+        [*CWCTL, "reroute", "spine2", "--apply", "--yes"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        while proc.poll() is None and _state(proc.pid) != "T":
+            time.sleep(0.02)
+        assert proc.poll() is None, "cwctl finished instead of stopping at the failpoint"
+        changed = switch_routes(fabric)
+        assert changed["leaf1"] != before["leaf1"] and changed["leaf2"] != before["leaf2"]
+    finally:
+        proc.kill()
+        proc.wait()
+    journal = Path(os.environ["CWCTL_STATE_DIR"]) / "journal.jsonl"
+    events = [json.loads(line).get("event") for line in journal.read_text().splitlines()]
+    assert "intent" in events and "end" not in events
+    roll = cwctl(fabric, "rollback", "--apply", "--yes")
+    assert roll.returncode == 0, roll.stderr
+    assert "interrupted" in roll.stderr
+    assert switch_routes(fabric) == before
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "?"
+
+
+def test_without_switch_access_reroute_says_so_and_changes_nothing(
+    fabric: Testbed, tmp_path: Path
+) -> None:
+    out, in_switch = [], False
+    for line in fabric.inventory.read_text().splitlines():
+        if line.startswith("[["):
+            in_switch = line == "[[switch]]"
+        if in_switch and line.startswith(("kind = ", "address = ")):
+            continue  # the switch's access: kind and its management address
+        out.append(line)
+    blind = tmp_path / "no-switch-access.toml"
+    blind.write_text("\n".join(out) + "\n")
+    before = switch_routes(fabric)
+    proc = cwctl(fabric, "reroute", "spine2", "-i", str(blind), "--apply", "--yes")
+    assert proc.returncode == 2, proc.stderr
+    assert "no access to leaf1, leaf2" in proc.stderr and "Traceback" not in proc.stderr
+    assert switch_routes(fabric) == before
+
+
+def test_host_routes_never_claim_a_spine_is_avoided(fabric: Testbed) -> None:
+    """The defect: `reroute spine2 --prefix default --apply` said "already avoided"."""
+    before = switch_routes(fabric)
+    for extra in ([], ["--gateway", "spine2=10.201.12.2"]):
+        proc = cwctl(fabric, "reroute", "spine2", "--prefix", "default", "--apply", "--yes", *extra)
+        assert proc.returncode != 0, proc.stderr
+        assert "already avoided" not in proc.stderr + proc.stdout
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert switch_routes(fabric) == before
+
+
+def test_nothing_to_change_only_after_checking_the_leaves(fabric: Testbed) -> None:
+    before = switch_routes(fabric)
+    assert cwctl(fabric, "reroute", "spine2", "--apply", "--yes").returncode == 0
+    again = cwctl(fabric, "reroute", "spine2")
+    assert again.returncode == 0, again.stderr
+    assert "nothing to change: checked 16 route(s) on leaf1, leaf2" in again.stdout
+    assert cwctl(fabric, "rollback", "--apply", "--yes").returncode == 0
+    assert switch_routes(fabric) == before

@@ -190,6 +190,14 @@ class Testbed:
                 lines.append(f"route add {L.host_subnet(leaf)} via {via} dev {leaf} proto static")
         return lines
 
+    def reset_routes(self) -> None:
+        """Put every static route back as ``up`` made it (after a test changed some)."""
+        for node in L.NODES:
+            lines = [ln for ln in self._node_lines(node) if ln.startswith("route add")]
+            ip_batch(
+                [ln.replace("route add", "route replace", 1) for ln in lines], ns=self.ns(node)
+            )
+
     def _sysctls(self, icmp_ratelimit_ms: int | None) -> None:
         """Written to /proc/sys inside each namespace (no procps needed)."""
         procs = []

@@ -51,7 +51,10 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
 
 @pytest.fixture
 def fabric(testbed: Testbed) -> Iterator[Testbed]:
-    """The module's testbed with no fault on, before and after the test."""
+    """The module's testbed with no fault on and its routes as built, before and after
+    the test."""
     clear(testbed)
+    testbed.reset_routes()
     yield testbed
     clear(testbed)
+    testbed.reset_routes()

@@ -1,0 +1,284 @@
+"""ECMP groups on Linux switches (iproute2 over SSH): steer around a spine or a leaf-spine link.
+
+In a leaf-spine fabric the leaves, not the hosts, choose the spine: each leaf hashes a
+flow onto one of the next hops of its route to the destination. So a reroute around
+``spine2`` changes those routes on the leaves, for every ``[[switch]]`` with
+``kind = "linux"`` (reached over SSH like a host, at its management ``address``):
+
+- read each affected leaf's main table (``ip -j route show``);
+- a next hop leads to a spine when its gateway is one of that spine's ``addresses``;
+- for a spine: every route of every leaf it serves; for a link ``leafL-spineS``: every
+  route of ``leafL`` (traffic up the link) and, on the other leaves, the routes towards
+  ``leafL``'s hosts (traffic down it: a route whose prefix holds one of their addresses);
+- plan ``ip route replace`` of that exact route without those next hops; the undo is
+  ``ip route replace`` of the route exactly as read (``prior`` keeps the JSON read).
+
+Nothing is claimed that was not read: a route whose every next hop leads to the element
+is refused (removing them would cut it), a route with attributes this module cannot
+write back is refused by name, and "nothing to change" means every affected leaf was
+read and none of its routes (to the affected destinations) uses the element.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cwctl.actions.plan import Step
+from cwctl.actions.runners import Runner
+from cwctl.errors import EXIT_PROBLEMS, CwctlError, InputError
+
+READ_ARGV = ("ip", "-j", "route", "show")
+KINDS = ("linux",)
+
+_ROUTE_KEYS = {"type", "dst", "gateway", "dev", "protocol", "scope", "metric", "prefsrc"}
+_ROUTE_KEYS |= {"flags", "nexthops"}
+_HOP_KEYS = {"gateway", "dev", "weight", "flags"}
+_STATE_FLAGS = {"linkdown", "dead"}  # the kernel's view of the link, not configuration
+_WRITABLE_FLAGS = {"onlink"}
+
+
+class Unwritable(ValueError):
+    """A route with something ``ip route replace`` here would not write back."""
+
+
+def _flags(obj: Mapping[str, Any], what: str) -> list[str]:
+    flags = [str(f) for f in obj.get("flags") or []]
+    odd = [f for f in flags if f not in _STATE_FLAGS | _WRITABLE_FLAGS]
+    if odd:
+        raise Unwritable(f"{what} has flag(s) {', '.join(odd)}")
+    return [f for f in flags if f in _WRITABLE_FLAGS]
+
+
+def hops_of(route: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The next hops of a route as read (one for a single-path route)."""
+    if "nexthops" in route:
+        return [dict(h) for h in route["nexthops"]]
+    if "gateway" in route:
+        return [{k: route[k] for k in ("gateway", "dev", "flags") if k in route}]
+    return []
+
+
+def replace_argv(
+    route: Mapping[str, Any], hops: Sequence[Mapping[str, Any]] | None = None
+) -> tuple[str, ...]:
+    """``ip route replace`` of ``route`` (as ``ip -j route show`` printed it), with
+    ``hops`` as its next hops when given (always written as ``nexthop`` groups then)."""
+    dst = str(route.get("dst", ""))
+    what = f"route {dst or '?'}"
+    odd = sorted(set(route) - _ROUTE_KEYS)
+    if odd or not dst:
+        raise Unwritable(f"{what} has attribute(s) {', '.join(odd) or 'none: no dst'}")
+    if route.get("type", "unicast") != "unicast":
+        raise Unwritable(f"{what} is of type {route['type']}")
+    argv = ["ip", "route", "replace", dst]
+    if "protocol" in route:
+        argv += ["proto", str(route["protocol"])]
+    if "scope" in route:
+        argv += ["scope", str(route["scope"])]
+    if "metric" in route:
+        argv += ["metric", str(int(route["metric"]))]
+    if "prefsrc" in route:
+        argv += ["src", str(route["prefsrc"])]
+    route_flags = _flags(route, what)
+    if hops is None and "nexthops" not in route:
+        if "gateway" not in route:
+            raise Unwritable(f"{what} has no gateway (a directly connected net)")
+        argv += ["via", str(route["gateway"])]
+        argv += ["dev", str(route["dev"])] if "dev" in route else []
+        return (*argv, *route_flags)
+    for hop in hops if hops is not None else route["nexthops"]:
+        odd = sorted(set(hop) - _HOP_KEYS)
+        if odd or "gateway" not in hop:
+            raise Unwritable(
+                f"a next hop of {what} has attribute(s) {', '.join(odd) or 'no gateway'}"
+            )
+        argv += ["nexthop", "via", str(hop["gateway"])]
+        argv += ["dev", str(hop["dev"])] if "dev" in hop else []
+        argv += ["weight", str(int(hop.get("weight", 1)))]
+        argv += _flags(hop, f"a next hop of {what}")
+    return (*argv, *route_flags)
+
+
+def parse_table(stdout: str, switch: str) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(stdout or "[]")
+    except ValueError:
+        raise CwctlError(
+            f"{switch}: '{' '.join(READ_ARGV)}' printed no JSON (is iproute2 too old for -j?)",
+            exit_code=EXIT_PROBLEMS,
+        ) from None
+    if not isinstance(data, list):
+        raise CwctlError(
+            f"{switch}: '{' '.join(READ_ARGV)}' printed no list", exit_code=EXIT_PROBLEMS
+        )
+    return [r for r in data if isinstance(r, dict)]
+
+
+def _net(dst: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    if dst == "default":
+        return ipaddress.ip_network("0.0.0.0/0")
+    try:
+        return ipaddress.ip_network(dst, strict=False)
+    except ValueError:
+        return None
+
+
+def same_prefix(dst: str, prefix: str) -> bool:
+    a, b = _net(dst), _net(prefix)
+    return a is not None and a == b
+
+
+def holds_any(dst: str, addresses: Sequence[str]) -> bool:
+    net = _net(dst)
+    if net is None:
+        return False
+    for address in addresses:
+        try:
+            if ipaddress.ip_address(address) in net:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+@dataclass
+class SwitchPlan:
+    """What planning found: the steps, the routes read (``prior``), notes for the operator."""
+
+    steps: list[Step] = field(default_factory=list)
+    prior: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def affected_leaves(inv: Any, spine: str) -> list[Any]:
+    """The leaves whose ECMP groups can send traffic over the element."""
+    return [s for s in inv.switches if s.role == "leaf" and spine in s.uplinks]
+
+
+def check_access(inv: Any, element: str, spine: str, leaves: Sequence[Any]) -> None:
+    """Refuse, naming what is missing, unless cwctl can read and change every leaf."""
+    where = inv.path or "the inventory"
+    if not leaves:
+        raise InputError(
+            f"{where}: no leaf lists {spine} among its uplinks: nothing routes over {element}"
+        )
+    no_access = [s.name for s in leaves if s.kind is None]
+    if no_access:
+        raise InputError(
+            f"cannot reroute around {element}: the leaves choose the spine (their ECMP "
+            f"groups) and cwctl has no access to {', '.join(no_access)}; give each "
+            f'[[switch]] kind = "linux" and its management address in {where} '
+            f"(or, where the hosts choose the next hop, --prefix and --gateway {spine}=ADDRESS)"
+        )
+    spine_switch = inv.switch(spine)
+    if not spine_switch.addresses:
+        raise InputError(
+            f"cannot reroute around {element} on the leaves: {where} gives {spine} no "
+            f"addresses, so no next hop can be told to lead to it (add [[switch]] "
+            f"{spine} addresses = [its fabric interface addresses])"
+        )
+    other = [s.name for s in leaves if s.kind not in KINDS]
+    if other:
+        raise InputError(f"cannot act on switch(es) {', '.join(other)}: kind not one of {KINDS}")
+
+
+async def read_tables(runner: Runner, switches: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    results = await asyncio.gather(*(runner.run(s, READ_ARGV) for s in switches))
+    failed = [
+        f"{s}: {r.detail() or f'exit {r.rc}'}"
+        for s, r in zip(switches, results, strict=True)
+        if not r.ok
+    ]
+    if failed:
+        raise CwctlError(
+            f"could not read the routes on {len(failed)} switch(es): " + "; ".join(failed[:5]),
+            exit_code=EXIT_PROBLEMS,
+        )
+    return {s: parse_table(r.stdout, s) for s, r in zip(switches, results, strict=True)}
+
+
+def _names(hops: Sequence[Mapping[str, Any]], owner: Mapping[str, str]) -> str:
+    return ", ".join(f"{h.get('gateway')} ({owner.get(str(h.get('gateway')), '?')})" for h in hops)
+
+
+async def plan_switch_reroute(
+    inv: Any,
+    element: str,
+    spine: str,
+    leaf: str | None,
+    runner: Runner,
+    *,
+    prefix: str | None = None,
+) -> SwitchPlan:
+    """Plan the change of the leaves' ECMP groups that keeps traffic off ``element``
+    (``spine``, or the link ``leaf``-``spine``); reads the leaves through ``runner``."""
+    leaves = affected_leaves(inv, spine)
+    check_access(inv, element, spine, leaves)
+    owner = inv.switch_of_address()
+    via_spine = set(inv.switch(spine).addresses)
+    below = [a for h in inv.hosts if h.leaf == leaf for _, a in h.probe_binds()] if leaf else []
+    tables = await read_tables(runner, [s.name for s in leaves])
+    out = SwitchPlan()
+    considered = 0
+    refused = []
+    for s in leaves:
+        wanted = []
+        for route in tables[s.name]:
+            dst = str(route.get("dst", ""))
+            if prefix is not None and not same_prefix(dst, prefix):
+                continue
+            if leaf is not None and s.name != leaf and not holds_any(dst, below):
+                continue  # not towards leaf's hosts: does not come down the link
+            considered += 1
+            hops = hops_of(route)
+            if any(str(h.get("gateway")) in via_spine for h in hops):
+                wanted.append((route, hops))
+        for route, hops in wanted:
+            dst = str(route["dst"])
+            kept = [h for h in hops if str(h.get("gateway")) not in via_spine]
+            if not kept:
+                refused.append(
+                    f"{s.name}: every next hop of {dst} leads to {spine} ({_names(hops, owner)}); "
+                    "removing them would cut the route"
+                )
+                continue
+            try:
+                undo = replace_argv(route)
+                argv = replace_argv(route, kept)
+            except Unwritable as exc:
+                refused.append(f"{s.name}: {exc}: cwctl would not restore it exactly")
+                continue
+            out.prior.setdefault(s.name, {})[dst] = route
+            before, after = _names(hops, owner), _names(kept, owner)
+            out.steps.append(
+                Step(
+                    host=s.name,
+                    description=f"{s.name} route {dst}: next hops {before} -> {after}",
+                    argv=argv,
+                    undo_argv=undo,
+                    undo_description=f"{s.name} route {dst}: next hops back to {before}",
+                )
+            )
+    if refused:
+        raise InputError(f"cannot reroute around {element}: " + "; ".join(refused))
+    names = ", ".join(s.name for s in leaves)
+    if prefix is not None and considered == 0:
+        raise InputError(f"no route for {prefix} on {names}: name a prefix the leaves route")
+    if not out.steps:
+        scope = f"to {prefix} " if prefix is not None else ""
+        out.notes.append(
+            f"nothing to change: checked {considered} route(s) {scope}on {names}; "
+            f"none has a next hop through {spine}"
+        )
+    elif leaf is not None:
+        out.notes.append(
+            f"traffic up {element} leaves {leaf} by these routes; traffic down it comes from "
+            f"the other leaves' routes towards {leaf}'s hosts (a route that also leads "
+            f"elsewhere stops using {spine} for all of it)"
+        )
+    return out

@@ -35,6 +35,7 @@ class HostReport:
     gpu_verdict: str | None = None  # ok | warn | fail | None (no GPU data)
     gpu_reason: str | None = None
     leaf: str | None = None  # the leaf switch it hangs off, when the topology says
+    agent: dict[str, Any] | None = None  # what its agent cost, and whether it was busy
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -53,6 +54,8 @@ class HostReport:
         if self.gpu_verdict is not None:
             out["gpu_verdict"] = self.gpu_verdict
             out["gpu_reason"] = self.gpu_reason
+        if self.agent is not None:
+            out["agent"] = self.agent
         return out
 
 

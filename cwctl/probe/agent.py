@@ -146,7 +146,10 @@ def run(control, out):
             else:
                 poller.unregister(1)
             out_registered = out.waiting
-        for fd, events in poller.poll(wait_ms):
+        planned_ns = now + int(wait_ms * 1e6)  # when this loop means to run again
+        events_now = poller.poll(wait_ms)
+        agent.cost.ran(planned_ns, now_ns())  # later than planned: the host starved us
+        for fd, events in events_now:
             if fd == 1:
                 out.flush()
             elif fd == 0:
@@ -166,6 +169,9 @@ def run(control, out):
                     agent.drain(sock)
         now = now_ns()
         if agent.start_ns is not None and now >= agent.start_ns:
+            agent.cost.probing_started()
+            if now >= agent.end_ns:
+                agent.cost.probing_ended()
             agent.send_due(now)
         agent.expire(now)
         agent.expire_replies(now)

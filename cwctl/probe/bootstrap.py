@@ -24,6 +24,7 @@ from typing import Any
 # each is stdlib-only Python 3.8).
 AGENT_MODULES = (
     "cwctl.probe.wire",
+    "cwctl.probe.cost",
     "cwctl.probe.stamps",
     "cwctl.probe.hostfacts",
     "cwctl.probe.batch",

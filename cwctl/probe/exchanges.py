@@ -11,6 +11,7 @@ import platform
 import socket
 
 from cwctl.probe.batch import BATCH_ROWS, BATCH_S, Batch
+from cwctl.probe.cost import Cost
 from cwctl.probe.hostfacts import guess_vm, read_text
 from cwctl.probe.stamps import (
     MSG_ERRQUEUE,
@@ -105,6 +106,7 @@ class Agent:
         self.start_ns = None
         self.end_ns = None
         self.schedule = []  # per target: next pair number
+        self.cost = Cost()  # CPU, bytes on the wire, lateness: the summary's "cost"
 
     def make_socket(self, port):
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -222,6 +224,7 @@ class Agent:
         for attempt in (0, 1):
             try:
                 sock.sendto(data, addr)
+                self.cost.sent(len(data))
                 return True
             except OSError as exc:
                 if attempt == 0 and exc.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH):
@@ -243,6 +246,7 @@ class Agent:
                 if exc.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH):
                     continue
                 raise
+            self.cost.received(len(data))
             fields = decode(data)
             if fields is None:
                 continue
@@ -285,8 +289,12 @@ class Agent:
             follow = self.tx_kernel
             reply_flags = (FLAG_T2_KERNEL if t2k else 0) | (FLAG_FOLLOW_UP if follow else 0)
             t3 = now_ns()
+            if t2k:  # answered this long after the kernel had it: was the agent starved?
+                self.cost.ran(t2, t3)
             try:
-                sock.sendto(encode(KIND_REPLY, seq, idx, reply_flags, rid, t2, t3), addr)
+                reply = encode(KIND_REPLY, seq, idx, reply_flags, rid, t2, t3)
+                sock.sendto(reply, addr)
+                self.cost.sent(len(reply))
             except OSError:
                 return
             if follow:
@@ -312,7 +320,9 @@ class Agent:
 
     def send_follow(self, addr, seq, t3):
         with contextlib.suppress(OSError):
-            self.answer.sendto(encode(KIND_FOLLOW, seq, a=t3), addr)
+            data = encode(KIND_FOLLOW, seq, a=t3)
+            self.answer.sendto(data, addr)
+            self.cost.sent(len(data))
 
     def expire_replies(self, now):
         """Replies whose TX stamp never came: their initiators keep the user-time t3."""
@@ -391,6 +401,7 @@ class Agent:
             "lost": dict(self.lost),
             "rx": rx,
             "send_errors": dict(self.send_errors),
+            "cost": self.cost.summary(),
         }
 
     def error(self, message, fatal=False):

@@ -17,6 +17,7 @@ import numpy as np
 from cwctl.collection import Collection
 from cwctl.snapshot import FabricSnapshot, HostReport, Suspect
 from cwctl.sync import ClockSolution, one_way_delays
+from cwctl.telemetry.busy import agent_reports, busy_mask, starved_spans
 from cwctl.telemetry.localize import flow_counts, gpu_suspects, localise
 from cwctl.telemetry.paths import observations, path_reports, path_table
 
@@ -87,6 +88,8 @@ def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSna
     paths = []
     suspects: list[Suspect] = []
     telemetry: dict[str, Any] = {}
+    busy_counts: dict[str, int] = {}
+    busy_exchanges = 0
     if len(table):
         fwd, rev = one_way_delays(table, solution)
         obs = observations(table, fwd, rev)
@@ -99,6 +102,18 @@ def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSna
             usable_rows = ~bad_host[table.src] & ~bad_host[table.dst]
         else:
             usable_obs, usable_rows = np.ones(len(obs), bool), np.ones(len(table), bool)
+        # a starved agent's exchanges are the host's business, not the network's
+        spans = starved_spans(collection)
+        if spans:
+            offsets = np.asarray(solution.offset_ns, np.float64)
+            rows = busy_mask(
+                table.hosts, table.src, table.dst, table.t1, spans, offsets, counts=busy_counts
+            )
+            usable_rows = usable_rows & ~rows
+            usable_obs = usable_obs & ~busy_mask(
+                obs.hosts, obs.src, obs.dst, obs.t_ns, spans, offsets
+            )
+            busy_exchanges = int(rows.sum())
         counts = flow_counts(table, obs, pt, usable_rows, usable_obs)
         host_nics = {h.name: h.nics for h in collection.hosts if h.nics}
         if collection.topology is not None:
@@ -119,6 +134,11 @@ def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSna
         }
         if len(results) > 1:
             telemetry["background_delayed"] = round(results[1].fit.background, 8)
+        if busy_exchanges:
+            telemetry["busy_exchanges"] = busy_exchanges
+    agents = agent_reports(collection, busy_counts)
+    for report in hosts:
+        report.agent = agents.get(report.name)
     suspects = _with_gpu_suspects(hosts, suspects)
     return FabricSnapshot(
         source=collection.source,

@@ -39,7 +39,18 @@ Progress = Callable[[str, dict[str, Any]], None]
 HELLO_TIMEOUT_S = 20.0  # from session open to hello (python start-up, bind)
 PROBE_TIMEOUT_S = 0.5  # an exchange unanswered this long is lost (agent's timeout_s)
 LINGER_S = PROBE_TIMEOUT_S + 0.2  # agents keep answering this long after their window
-FINISH_GRACE_S = 15.0  # after the expected end before an agent is given up (gpu sampling)
+# After the expected end, before an agent is given up: its linger and GPU sampler stop
+# (up to 10 s), then its last records through a collector that decodes every host's
+# stream in this one process, so the wait grows with the fleet (5 ms of records per host).
+FINISH_GRACE_BASE_S = 12.0
+FINISH_GRACE_PER_HOST_S = 0.005
+
+
+def finish_grace_s(n_hosts: int) -> float:
+    """Seconds past the expected end of probing before an agent is given up."""
+    return FINISH_GRACE_BASE_S + FINISH_GRACE_PER_HOST_S * max(0, n_hosts)
+
+
 _STDERR_KEEP = 4096
 
 
@@ -234,7 +245,7 @@ async def run_scan(
             *(_start(run, table, peers[run.name], start_ns, start_in_s) for run in live)
         )
         loop = asyncio.get_running_loop()
-        until = loop.time() + start_in_s + plan.duration_s + FINISH_GRACE_S
+        until = loop.time() + start_in_s + plan.duration_s + finish_grace_s(len(live))
         await asyncio.gather(*(_collect(run, until) for run in live))
     finally:
         await asyncio.shield(_close_all(runs))
@@ -279,7 +290,10 @@ def agent_params(run: HostRun, plan: ScanPlan) -> dict[str, Any]:
         "timeout_s": PROBE_TIMEOUT_S,
         "linger_s": LINGER_S,
         # the agent's own end, whatever happens to us: hello wait + start + probing + slack
-        "deadline_s": plan.hello_timeout_s + plan.duration_s + FINISH_GRACE_S + 10.0,
+        "deadline_s": plan.hello_timeout_s
+        + plan.duration_s
+        + finish_grace_s(len(plan.hosts))
+        + 10.0,
     }
 
 

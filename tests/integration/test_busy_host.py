@@ -1,0 +1,63 @@
+"""A starved agent is not the network: real agents on loopback, one stopped (SIGSTOP) for
+a second in the middle of probing. Its peers see its answers come late or never; the
+agent sees, when it runs again, that it ran a second later than it planned. The scan
+reports the host busy and names no network suspect, where the same records without the
+agent's starved spans do blame that host (the control: the check can fail)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import signal
+import threading
+from typing import Any
+
+from cwctl.pipeline import ScanRequest, analyse, collect
+
+STOP_AFTER_S = 0.6  # into the probing window
+STOP_FOR_S = 1.2  # longer than the probe timeout (0.5 s): exchanges are lost
+
+
+def test_a_stopped_agent_is_reported_busy_not_as_a_network_suspect() -> None:
+    pids: dict[str, int] = {}
+    victim = "local-02"
+    stopped = threading.Event()
+
+    def stop_and_continue(pid: int) -> None:
+        os.kill(pid, signal.SIGSTOP)
+        stopped.set()
+        threading.Timer(STOP_FOR_S, os.kill, (pid, signal.SIGCONT)).start()
+
+    def progress(event: str, fields: dict[str, Any]) -> None:
+        if event == "connected":
+            pids[fields["host"]] = fields["pid"]
+        elif event == "started":
+            delay = fields["start_in_s"] + STOP_AFTER_S
+            threading.Timer(delay, stop_and_continue, (pids[victim],)).start()
+
+    request = ScanRequest(local=4, duration_s=3.0, overrides={"rate": 50.0})
+    collection = asyncio.run(collect(request, progress))
+    assert stopped.is_set()
+    assert all(s.status == "ok" for s in collection.status.values()), collection.status
+
+    snapshot = analyse(collection)
+    agent = {h.name: h.agent for h in snapshot.hosts}
+    assert agent[victim] is not None and agent[victim]["busy"], agent[victim]
+    assert agent[victim]["starved_s"] >= STOP_FOR_S * 0.8
+    assert snapshot.telemetry["busy_exchanges"] > 0
+    assert not any(s.element == victim or victim in s.element for s in snapshot.suspects), [
+        (s.element, s.evidence) for s in snapshot.suspects
+    ]
+    assert not [s for s in snapshot.suspects if s.kind in ("host", "nic")], snapshot.suspects
+
+    # the control: the same records without the starved spans blame the stopped host
+    blind = copy.deepcopy(collection)
+    for summary in blind.summaries.values():
+        summary["cost"]["starved"] = []
+    naive = analyse(blind)
+    assert any(s.element == victim for s in naive.suspects), [
+        (s.element, s.evidence) for s in naive.suspects
+    ]
+    lossy = [p for p in naive.paths if victim in (p.src, p.dst) and p.received < p.sent]
+    assert lossy  # the loss is really there; only its reading changed

@@ -172,6 +172,7 @@ async def plan_reroute(
     )
     if target.model is not None:
         model = target.model
+        plan.prior = {"sim": simulated.state_to_json(model.state)}
         if element.kind == "nic":
             plan.steps = simulated.exclude_nic_step(model, element.name)
         else:
@@ -180,9 +181,9 @@ async def plan_reroute(
             if element.kind == "link":
                 plan.notes.append(_link_note(element))
     elif element.kind == "nic":
-        plan.steps = await _nccl_steps(element, target, runner, options, plan.id)
+        plan.steps = await _nccl_steps(element, target, runner, options, plan)
     elif options.gateways:  # the operator says the hosts choose the next hop
-        plan.steps = await _route_steps(element, target, runner, options)
+        plan.steps = await _route_steps(element, target, runner, options, plan)
     else:  # the leaves choose the spine: their ECMP groups (switchroute.py)
         found = await switchroute.plan_switch_reroute(
             target.inventory,
@@ -221,8 +222,14 @@ async def _read_all(runner: Runner, hosts: list[str], argv_for: Any, what: str) 
     return {h: r.stdout for h, r in zip(hosts, results, strict=True)}
 
 
+def _seen(host: str, argv: list[str], stdout: str) -> dict[str, Any]:
+    """A ``prior`` entry: what ``argv`` printed on ``host`` while planning (re-read and
+    compared before applying: ``session.check_prior``)."""
+    return {"host": host, "read": list(argv), "seen": stdout}
+
+
 async def _route_steps(
-    element: Element, target: Target, runner: Runner, options: RouteOptions
+    element: Element, target: Target, runner: Runner, options: RouteOptions, plan: ActionPlan
 ) -> list[Step]:
     inv = target.inventory
     spine = element.spine or element.name
@@ -241,7 +248,7 @@ async def _route_steps(
             f"cannot plan a TCP reroute around {element.name}; missing: " + "; ".join(missing)
         )
     assert options.prefix is not None
-    prefix = options.prefix
+    prefix = route.check_prefix(options.prefix)
     hosts = _route_hosts(element, inv)
     if not hosts:
         raise InputError(f"no inventory host sits on a leaf whose traffic crosses {element.name}")
@@ -249,16 +256,18 @@ async def _route_steps(
     outputs = await _read_all(
         runner, hosts, lambda h: route.show_argv(prefix), f"the route to {prefix}"
     )
+    routes = {host: route.parse_route(outputs[host], prefix, host) for host in hosts}
+    await _check_gateways(runner, hosts, routes, avoid, prefix, plan)
     steps, unknown = [], []
     owner = inv.switch_of_address()
     for host in hosts:
-        current = route.parse_route(outputs[host], prefix, host)
-        step = route.reweight_step(host, current, avoid, element.name)
+        plan.prior[f"route:{host}"] = _seen(host, route.show_argv(prefix), outputs[host])
+        step = route.reweight_step(host, routes[host], avoid, element.name)
         if step is not None:
             steps.append(step)
         unknown += [
             f"{host} via {h.gateway}" + (f" ({owner[h.gateway]})" if h.gateway in owner else "")
-            for h in current.nexthops
+            for h in routes[host].nexthops
             if h.gateway not in options.gateways
         ]
     if unknown and not steps:  # "already avoided" only when every next hop is known
@@ -271,8 +280,33 @@ async def _route_steps(
     return steps
 
 
+async def _check_gateways(
+    runner: Runner,
+    hosts: list[str],
+    routes: dict[str, route.Route],
+    avoid: dict[str, str],
+    prefix: str,
+    plan: ActionPlan,
+) -> None:
+    """A ``--gateway`` no route uses is refused unless some host reaches it directly
+    (then it is already avoided: the plan says so): a typo is never "already avoided"."""
+    unused = route.unused_gateways(routes, avoid)
+    if not unused:
+        return
+    onlink = {}
+    for gw in unused:
+        results = await asyncio.gather(*(runner.run(h, route.get_argv(gw)) for h in hosts))
+        onlink[gw] = any(r.ok and route.is_onlink(r.stdout) for r in results)
+    used = ", ".join(sorted({h.gateway for r in routes.values() for h in r.nexthops}))
+    route.check_onlink(unused, avoid, onlink, prefix, used)
+    for gw in unused:
+        plan.notes.append(
+            f"no route to {prefix} uses {gw} ({avoid[gw]}) as a next hop: already avoided"
+        )
+
+
 async def _nccl_steps(
-    element: Element, target: Target, runner: Runner, options: RouteOptions, plan_id: str
+    element: Element, target: Target, runner: Runner, options: RouteOptions, plan: ActionPlan
 ) -> list[Step]:
     inv = target.inventory
     host, nic = element.host, element.nic
@@ -280,13 +314,15 @@ async def _nccl_steps(
     python = inv.endpoint(host).python
     key = nccl.setting_for(nic)
     path = nccl.check_conf_path(options.nccl_conf)
-    out = await _read_all(runner, [host], lambda h: nccl.read_argv(python, path, key), path)
+    read = nccl.read_argv(python, path, key)
+    out = await _read_all(runner, [host], lambda h: read, path)
+    plan.prior[f"nccl:{host}"] = _seen(host, read, out[host])
     _, current = nccl.parse_read(out[host], host)
     others = tuple(n for n in inv.host(host).nics if n != nic)
     new = nccl.excluded_value(current, nic, key=key, host=host, others=others)
     if new is None:
         return []
-    backup = f"{path}.cwctl-{plan_id}"
+    backup = f"{path}.cwctl-{plan.id}"
     return [
         nccl.exclude_step(
             host, python=python, path=path, key=key, current=current, new=new, backup=backup
@@ -325,6 +361,7 @@ def _plan_scheduler(
     if target.model is not None:
         if host not in target.model.fabric.hosts:
             raise InputError(f"no host named {host!r} in the simulated fabric")
+        plan.prior = {"sim": simulated.state_to_json(target.model.state)}
         plan.steps = simulated.drain_step(target.model, host, resume=kind == "resume")
         if not plan.steps:
             state = "drained" if kind == "drain" else "in service"

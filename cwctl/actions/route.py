@@ -14,6 +14,7 @@ names what is missing and stops (exit 2).
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -116,11 +117,65 @@ def reweight_step(host: str, route: Route, avoid: Mapping[str, str], element: st
 
 
 def parse_gateways(specs: list[str] | None) -> dict[str, str]:
-    """``--gateway SWITCH=ADDRESS`` (repeatable) as {address: switch}."""
+    """``--gateway SWITCH=ADDRESS`` (repeatable) as {address: switch}; ADDRESS must be an
+    IP address (written as ``ip route`` prints it)."""
     out: dict[str, str] = {}
     for spec in specs or ():
         switch, eq, address = spec.partition("=")
         if not eq or not switch.strip() or not address.strip():
             raise InputError(f"--gateway {spec!r}: expected SWITCH=ADDRESS (spine2=10.0.2.1)")
-        out[address.strip()] = switch.strip()
+        try:
+            gateway = str(ipaddress.ip_address(address.strip()))
+        except ValueError:
+            why = f"{address.strip()!r} is not an IP address"
+            raise InputError(f"--gateway {spec!r}: {why}") from None
+        if gateway in out and out[gateway] != switch.strip():
+            raise InputError(f"--gateway {gateway} is given for both {out[gateway]} and {switch}")
+        out[gateway] = switch.strip()
     return out
+
+
+def check_prefix(prefix: str) -> str:
+    """``--prefix``: a network (``10.0.0.0/8``, host bits zero) or ``default``."""
+    if prefix == "default":
+        return prefix
+    try:
+        return str(ipaddress.ip_network(prefix.strip(), strict=True))
+    except ValueError as exc:
+        raise InputError(f"--prefix {prefix!r}: not a network ({exc})") from None
+
+
+def unused_gateways(routes: Mapping[str, Route], avoid: Mapping[str, str]) -> list[str]:
+    """The ``--gateway`` addresses to avoid that no host's route uses as a next hop:
+    either already avoided (an earlier reroute) or mistyped (``check_onlink`` tells)."""
+    used = {h.gateway for r in routes.values() for h in r.nexthops}
+    return sorted(gw for gw in avoid if gw not in used)
+
+
+def get_argv(address: str) -> list[str]:
+    return ["ip", "-j", "route", "get", address]
+
+
+def is_onlink(stdout: str) -> bool:
+    """From ``ip -j route get ADDRESS``: is ADDRESS directly reachable (a neighbour, so
+    possibly a next hop), rather than local or itself behind a gateway?"""
+    try:
+        data = json.loads(stdout or "[]")
+    except ValueError:
+        return False
+    first = data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
+    return bool(first) and "gateway" not in first and first.get("type", "unicast") == "unicast"
+
+
+def check_onlink(
+    unused: list[str], avoid: Mapping[str, str], onlink: Mapping[str, bool], prefix: str, used: str
+) -> None:
+    """Refuse the unused gateways no host can reach directly: no route's next hop and
+    not even a neighbour is a typo, not "already avoided" (exit 2)."""
+    typos = [gw for gw in unused if not onlink.get(gw)]
+    if typos:
+        raise InputError(
+            f"--gateway {', '.join(f'{avoid[g]}={g}' for g in typos)}: no host's route to "
+            f"{prefix} has that next hop, and no host reaches it directly (the routes use "
+            f"{used or 'none'}); check the address"
+        )

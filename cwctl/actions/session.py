@@ -1,69 +1,100 @@
-"""One action from start to end, for the shells: build the target and runner, plan,
-show, confirm (through a callback the shell gives), apply, verify, journal.
+"""The one front door for actions: every shell (the CLI, the TUI) plans and applies here.
 
-The CLI passes ``confirm`` (``typer.confirm``) and ``say`` (stderr) / ``show`` (stdout)
-callbacks; nothing here prints or asks by itself. Exit codes (docs/actions.md): 0 shown
-or applied (and verified), 2 refused or declined, 3 a step failed (what ran was rolled
-back) or ``--verify`` still finds the suspect.
+    async with ActionSession(request, model=kept) as session:   # takes the action lock
+        plan = await session.plan(Ask("reroute", "spine2"))     # reads the hosts
+        show(format_plan(plan))
+        if confirmed:
+            outcome = await session.apply(plan, verify=True)    # journalled, write-ahead
+
+The lock is taken before planning and held until the session closes, so the state a
+plan reads cannot be changed by another cwctl action before it is applied; and before
+applying, the state is read again and compared with what the plan was made on
+(``prior.py``): a plan whose state has changed (by hand, by another tool) is refused
+(``StalePlan``, exit 2) and nothing is applied. ``lock=False`` is for a dry run that will
+not apply. ``ActionSession.rollback`` opens the session a journalled action needs (its
+fabric, from the journal's context) with the plan that undoes it.
+
+``model`` is the caller's simulator model for ``--sim`` requests (the TUI's, so its next
+scan shows the change); without it the model is built for the request with the state
+earlier actions saved.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from cwctl import settings
+from cwctl.actions import prior
 from cwctl.actions.executor import (
     ROLLBACK_FAILED,
+    Execution,
+    Verification,
     apply_plan,
     record_verification,
     rollback_plan,
     verify,
 )
-from cwctl.actions.history import INTERRUPTED, find, history
+from cwctl.actions.history import Action, History, find, history
 from cwctl.actions.journal import ActionLock, Journal
-from cwctl.actions.plan import ActionPlan, format_plan
-from cwctl.actions.planner import Target
+from cwctl.actions.plan import ActionPlan, with_sudo
+from cwctl.actions.planner import RouteOptions, Target, plan_drain, plan_reroute, plan_resume
 from cwctl.actions.runners import Runner, SimRunner, SSHRunner
-from cwctl.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, InputError
+from cwctl.errors import CwctlError, InputError
+
+Kind = Literal["reroute", "drain", "resume"]
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What the operator asks for."""
+
+    kind: Kind
+    element: str
+    options: RouteOptions | None = None  # reroute: prefix, gateways, NCCL file
+    reason: str = "cwctl"  # drain / resume: for the scheduler
+    evict: bool = False  # drain on Kubernetes
+    sudo: bool = False
+
+
+class StalePlan(CwctlError):
+    """The state a plan was made on has changed; nothing was applied."""
 
 
 @dataclass
-class Shell:
-    """How the session talks to the operator."""
+class Outcome:
+    execution: Execution
+    verification: Verification | None = None
+    lines: list[str] = field(default_factory=list)
 
-    show: Callable[[str], None]  # data: the plan (stdout)
-    say: Callable[[str], None]  # messages (stderr)
-    confirm: Callable[[ActionPlan], bool]
-    full: bool = False  # show programs passed as arguments in full (-v)
-    as_json: bool = False  # one cwctl.action/1 object on stdout instead of the text plan
+    @property
+    def ok(self) -> bool:
+        good = self.verification is None or self.verification.gone
+        return self.execution.failed is None and good
 
-
-def sim_target(request: Any) -> tuple[Target, Runner]:
-    """The simulator's model for ``request`` (with the state saved by earlier actions)."""
-    from cwctl.actions.simulated import restore_saved_state
-    from cwctl.transport.sim import model_for
-
-    model = model_for(request)
-    restore_saved_state(model, request)
-    return Target(model=model, request=request), SimRunner(model, request)
+    @property
+    def message(self) -> str:
+        return "\n".join(self.lines)
 
 
-def inventory_target(request: Any, **ssh_options: Any) -> tuple[Target, Runner]:
+def build_target(request: Any, model: Any = None, **ssh_options: Any) -> tuple[Target, Runner]:
+    """The target and runner for ``request``: the simulator's model (the caller's, else
+    one with the state earlier actions saved) or the inventory's hosts over SSH."""
+    if model is not None:
+        return Target(model=model, request=request), SimRunner(model, request)
+    if request.sim is not None:
+        from cwctl.actions.simulated import restore_saved_state
+        from cwctl.transport.sim import model_for
+
+        model = model_for(request)
+        restore_saved_state(model, request)
+        return Target(model=model, request=request), SimRunner(model, request)
     from cwctl.inventory import load_inventory
 
     inventory = load_inventory(request.inventory)
     target = Target(inventory=inventory, request=request, ssh_options=dict(ssh_options))
     return target, SSHRunner(inventory, **ssh_options)
-
-
-def target_for(request: Any, **ssh_options: Any) -> tuple[Target, Runner]:
-    return (
-        sim_target(request) if request.sim is not None else inventory_target(request, **ssh_options)
-    )
 
 
 def request_from_context(context: dict[str, Any]) -> Any:
@@ -85,147 +116,117 @@ def request_from_context(context: dict[str, Any]) -> Any:
     return ScanRequest(inventory=inventory)
 
 
-ACTION_SCHEMA = "cwctl.action/1"
+def failure_line(plan: ActionPlan, execution: Execution) -> str:
+    """Which step failed where, and what became of the steps before it."""
+    assert execution.failed is not None
+    step = plan.steps[execution.failed]
+    detail = execution.outcomes[execution.failed].detail
+    undone = [o for o in execution.outcomes if o.status == ROLLBACK_FAILED]
+    tail = (
+        f"; rolling back failed for step(s) {', '.join(str(o.index + 1) for o in undone)}: "
+        "check them by hand"
+        if undone
+        else "; the steps before it were rolled back"
+    )
+    return f"step {execution.failed + 1} failed on {step.host}: {detail}{tail} (journal {plan.id})"
 
 
-async def carry_out(
-    plan: ActionPlan,
-    target: Target,
-    runner: Runner,
-    shell: Shell,
-    *,
-    apply: bool,
-    check: bool = False,
-    journal: Journal | None = None,
-) -> int:
-    """Show the plan; with ``apply``, confirm, execute, journal, verify. The exit code.
-
-    With ``shell.as_json`` the plan is not shown as text: one ``cwctl.action/1`` object is
-    shown at the end instead (the plan, what happened to each step, the verification)."""
-    report: dict[str, Any] = {"schema": ACTION_SCHEMA, "plan": plan.to_json(), "status": ""}
-    if not shell.as_json:
-        shell.show(format_plan(plan, full=shell.full))
-    try:
-        return await _carry_out(plan, target, runner, shell, report, apply, check, journal)
-    finally:
-        if shell.as_json:
-            shell.show(json.dumps(report, indent=1) + "\n")
-
-
-async def _carry_out(
-    plan: ActionPlan,
-    target: Target,
-    runner: Runner,
-    shell: Shell,
-    report: dict[str, Any],
-    apply: bool,
-    check: bool,
-    journal: Journal | None,
-) -> int:
-    if not apply:
-        report["status"] = "planned"
-        shell.say("dry run: nothing changed (--apply carries the plan out)")
-        return EXIT_OK
-    if not plan.steps and not plan.rollback_of:  # (a rollback is journalled even when
-        # empty: it closes an interrupted action that was killed before any step started)
-        report["status"] = "nothing to apply"
-        shell.say("nothing to apply")
-        return EXIT_OK
-    if not shell.confirm(plan):
-        report["status"] = "declined"
-        shell.say("not applied (declined)")
-        return EXIT_USAGE
-    journal = journal or Journal()
-    execution = await apply_plan(plan, runner, journal)
-    report["status"] = execution.status
-    report["steps"] = [o.to_json() for o in execution.outcomes]
-    shell.say("steps:\n" + execution.summary())
-    if execution.failed is not None:
-        step = plan.steps[execution.failed]
-        detail = execution.outcomes[execution.failed].detail
-        undone = [o for o in execution.outcomes if o.status == ROLLBACK_FAILED]
-        tail = (
-            f"; rolling back failed for step(s) {', '.join(str(o.index + 1) for o in undone)}: "
-            "check them by hand"
-            if undone
-            else "; the steps before it were rolled back"
-        )
-        shell.say(
-            f"step {execution.failed + 1} failed on {step.host}: {detail}{tail} (journal {plan.id})"
-        )
-        return EXIT_PROBLEMS
-    if plan.rollback_of:
-        shell.say(f"rolled back {plan.rollback_of} (journal {plan.id})")
-    else:
-        shell.say(f"applied {plan.id}; undo with: cwctl rollback {plan.id}")
-    if check and plan.kind != "rollback":
-        result = await verify(target, plan.element)
-        record_verification(journal, plan, result)
-        report["verify"] = result.to_json()
-        shell.say(result.message())
-        return EXIT_OK if result.gone else EXIT_PROBLEMS
-    return EXIT_OK
-
-
-async def act(
-    make_plan: Callable[[Target, Runner], Awaitable[ActionPlan]],
-    request: Any,
-    shell: Shell,
-    *,
-    apply: bool,
-    check: bool = False,
-    **ssh_options: Any,
-) -> int:
-    """Plan (reading the hosts through the runner) and carry out. With ``apply`` all of
-    it, from reading the current state to journalling, holds the action lock, so two
-    actions never plan from the same state (a simulator change saved meanwhile, say)."""
-
-    async def go() -> int:
-        _warn_interrupted(shell)
-        target, runner = target_for(request, **ssh_options)
+class ActionSession:
+    def __init__(
+        self,
+        request: Any,
+        *,
+        model: Any = None,
+        journal: Journal | None = None,
+        lock: bool = True,
+        **ssh_options: Any,
+    ) -> None:
+        self.request = request
+        self.journal = journal or Journal()
+        self._lock = ActionLock(self.journal.directory)
+        if lock:
+            self._lock.__enter__()  # before anything is read: plan and apply under it
         try:
-            plan = await make_plan(target, runner)
-            return await carry_out(plan, target, runner, shell, apply=apply, check=check)
-        finally:
-            await runner.close()
+            self.target, self.runner = build_target(request, model, **ssh_options)
+        except BaseException:
+            self._lock.release()
+            raise
 
-    if apply:
-        with ActionLock():
-            return await go()
-    return await go()
+    async def __aenter__(self) -> ActionSession:
+        return self
 
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
-def _warn_interrupted(shell: Shell) -> None:
-    for action in history(Journal()).interrupted():
-        shell.say(
-            f"note: {action.plan.kind} {action.plan.element} ({action.id}) was interrupted; "
-            f"cwctl rollback {action.id} undoes what it may have changed"
-        )
+    @classmethod
+    def rollback(
+        cls, action_id: str | None, *, journal: Journal | None = None, lock: bool = True, **ssh: Any
+    ) -> tuple[ActionSession, ActionPlan, Action, History]:
+        """The session for undoing ``action_id`` (the latest apply when None), its plan,
+        the action, and the journal's history (for its warnings)."""
+        journal = journal or Journal()
+        guard = ActionLock(journal.directory)
+        if lock:
+            guard.__enter__()  # so two rollbacks of one action cannot both run
+        try:
+            hist = history(journal)
+            action = find(journal, action_id, hist)
+            plan = rollback_plan(action)
+            request = request_from_context(plan.context)
+            session = cls(request, journal=journal, lock=False, **ssh)
+        except BaseException:
+            guard.release()
+            raise
+        session._lock = guard
+        return session, plan, action, hist
 
+    def interrupted(self) -> list[Action]:
+        return history(self.journal).interrupted()
 
-async def roll_back(action_id: str | None, shell: Shell, *, apply: bool, **ssh_options: Any) -> int:
-    """Plan the undo of a journalled action; with ``apply`` carry it out (under the lock,
-    so the same action cannot be rolled back twice, even by two processes at once)."""
-    journal = Journal()
+    async def plan(self, ask: Ask) -> ActionPlan:
+        """Plan ``ask`` on this session's target (reading the hosts through the runner)."""
+        if ask.kind == "reroute":
+            plan = await plan_reroute(ask.element, self.target, self.runner, ask.options)
+        elif ask.kind == "drain":
+            plan = plan_drain(ask.element, self.target, reason=ask.reason, evict=ask.evict)
+        else:
+            plan = plan_resume(ask.element, self.target, reason=ask.reason)
+        return with_sudo(plan) if ask.sudo else plan
 
-    async def go() -> int:
-        hist = history(journal)
-        for line in hist.read.skipped:
-            shell.say(line)
-        action = find(journal, action_id, hist)
-        if action.status == INTERRUPTED:
-            shell.say(
-                f"{action.id} was interrupted: undoing the {len(action.may_have_changed())} "
-                "step(s) that may have changed"
+    async def check_prior(self, plan: ActionPlan) -> None:
+        """Refuse (``StalePlan``) a plan whose targets no longer read as they did."""
+        if not plan.prior:
+            return
+        changed = prior.stale(plan, await prior.current(plan, self.target, self.runner))
+        if changed:
+            raise StalePlan(
+                f"the state {plan.id} was planned on has changed since ({', '.join(changed)}): "
+                "nothing applied; plan again"
             )
-        plan = rollback_plan(action)
-        target, runner = target_for(request_from_context(plan.context), **ssh_options)
-        try:
-            return await carry_out(plan, target, runner, shell, apply=apply, journal=journal)
-        finally:
-            await runner.close()
 
-    if apply:
-        with ActionLock(journal.directory):
-            return await go()
-    return await go()
+    async def apply(self, plan: ActionPlan, *, check: bool = False) -> Outcome:
+        """Apply ``plan`` (write-ahead journalled); with ``check``, rescan and record
+        whether the element is still a suspect."""
+        if not self._lock.held:
+            self._lock.__enter__()
+        await self.check_prior(plan)
+        execution = await apply_plan(plan, self.runner, self.journal)
+        outcome = Outcome(execution, lines=[execution.summary()])
+        if execution.failed is not None:
+            outcome.lines.append(failure_line(plan, execution))
+            return outcome
+        if plan.rollback_of:
+            outcome.lines.append(f"rolled back {plan.rollback_of} (journal {plan.id})")
+        else:
+            outcome.lines.append(f"applied {plan.id}; undo with: cwctl rollback {plan.id}")
+        if check and plan.kind != "rollback":
+            outcome.verification = await verify(self.target, plan.element)
+            record_verification(self.journal, plan, outcome.verification)
+            outcome.lines.append(outcome.verification.message())
+        return outcome
+
+    async def close(self) -> None:
+        try:
+            await self.runner.close()
+        finally:
+            self._lock.release()

@@ -166,6 +166,16 @@ def save_state(model: FabricModel, request: Any) -> Path:
     return path
 
 
+def saved_state_json(request: Any) -> dict[str, Any]:
+    """The state saved for ``request``'s fabric, as ``state_to_json`` writes it (the
+    default state when none was saved or it cannot be read)."""
+    try:
+        data = json.loads(state_path(request).read_text())
+        return state_to_json(state_from_json(data["state"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return state_to_json(ModelState())
+
+
 def restore_saved_state(model: FabricModel, request: Any) -> bool:
     """Load the state saved for ``request``'s fabric into ``model``; False when none.
     A state file that no longer fits the model (names it lacks) is ignored."""

@@ -40,7 +40,7 @@ PlanFormatOpt = Annotated[
 
 def _shell(yes: bool, fmt: PlanFormat = PlanFormat.table) -> Any:
     """Plans to stdout, messages to stderr, confirmation with typer.confirm."""
-    from cwctl.actions.session import Shell
+    from cwctl.actions.shell import Shell
 
     def confirm(plan: Any) -> bool:
         if yes:
@@ -91,19 +91,16 @@ def reroute(
     """Plan steering traffic around a suspect; --apply carries it out."""
 
     def body() -> int:
-        from cwctl.actions.plan import with_sudo
-        from cwctl.actions.planner import RouteOptions, plan_reroute
+        from cwctl.actions.planner import RouteOptions
         from cwctl.actions.route import parse_gateways
-        from cwctl.actions.session import act
+        from cwctl.actions.session import Ask
+        from cwctl.actions.shell import act
 
         options = RouteOptions(prefix=prefix, gateways=parse_gateways(gateway), nccl_conf=nccl_conf)
         request = build_request(flags)
 
-        async def make(target: Any, runner: Any) -> Any:
-            plan = await plan_reroute(element, target, runner, options)
-            return with_sudo(plan) if sudo else plan
-
-        return asyncio.run(act(make, request, _shell(yes, fmt), apply=apply, check=verify))
+        ask = Ask("reroute", element, options=options, sudo=sudo)
+        return asyncio.run(act(ask, request, _shell(yes, fmt), apply=apply, check=verify))
 
     raise typer.Exit(run_guarded(body))
 
@@ -121,18 +118,11 @@ def _scheduler_action(
     fmt: PlanFormat = PlanFormat.table,
     sudo: bool = False,
 ) -> int:
-    from cwctl.actions.plan import with_sudo
-    from cwctl.actions.planner import plan_drain, plan_resume
-    from cwctl.actions.session import act
+    from cwctl.actions.session import Ask
+    from cwctl.actions.shell import act
 
-    async def make(target: Any, runner: Any) -> Any:
-        if kind == "drain":
-            plan = plan_drain(host, target, reason=reason, evict=evict)
-        else:
-            plan = plan_resume(host, target, reason=reason)
-        return with_sudo(plan) if sudo else plan
-
-    return asyncio.run(act(make, request, _shell(yes, fmt), apply=apply, check=verify))
+    ask = Ask("drain" if kind == "drain" else "resume", host, reason=reason, evict=evict, sudo=sudo)
+    return asyncio.run(act(ask, request, _shell(yes, fmt), apply=apply, check=verify))
 
 
 @app.command()
@@ -210,7 +200,7 @@ def rollback(
     """Undo an applied action (the latest, or the one named)."""
 
     def body() -> int:
-        from cwctl.actions.session import roll_back
+        from cwctl.actions.shell import roll_back
 
         return asyncio.run(roll_back(action_id, _shell(yes, fmt), apply=apply))
 

@@ -119,13 +119,31 @@ def _check_scheduler(c: TomlChecker, doc: Mapping[str, Any]) -> Scheduler:
     c.unknown_keys(t, "scheduler", _SCHEDULER_KEYS, _homes("[scheduler]"))
     kind = c.choice(t, "scheduler", "kind", _SCHEDULER_KINDS)
     host = c.string(t, "scheduler", "host")
+    if host in RESERVED_NAMES:
+        c.problem("scheduler.host", f"{host!r} is reserved; omit host to run on this machine")
     if host is not None and t.get("kind", "none") == "none":
         c.problem("scheduler.host", "is set, but scheduler.kind is not slurm or k8s")
     return Scheduler(**present(kind=kind, host=host))
 
 
+# names plans use for where a step runs (cwctl.actions.plan): "local" is this machine
+RESERVED_NAMES = ("local", "sim")
+
+
 def _name(c: TomlChecker, t: Mapping[str, Any], where: str) -> str | None:
-    return c.matching(t, where, "name", _NAME, _NAME_WHAT) if c.required(t, where, "name") else None
+    if not c.required(t, where, "name"):
+        return None
+    name = c.matching(t, where, "name", _NAME, _NAME_WHAT)
+    if name in RESERVED_NAMES:
+        c.problem(
+            f"{where}.name",
+            f"{name!r} is reserved (in plans it means {_RESERVED_MEANS[name]}); rename it",
+        )
+        return None
+    return name
+
+
+_RESERVED_MEANS = {"local": "this machine", "sim": "the simulator"}
 
 
 def _check_switches(c: TomlChecker, doc: Mapping[str, Any]) -> list[tuple[str, Switch]]:

@@ -261,19 +261,36 @@ class CwctlApp(App[None]):
         # --readonly: reroute and drain are hidden from the footer and never run.
         return not (action in ACTIONS and self.readonly)
 
-    def _action_target(self, kind: ActionKind) -> str | None:
-        if kind == "drain":
-            return self.selected_host()
-        suspects = self.dashboard.query_one(SuspectsTable)
-        return suspects.selected_element
+    def _drain_target(self) -> tuple[str | None, str]:
+        """(the host the focused row is, or None and why): d acts only on the row's own
+        element, never on a host picked from another widget."""
+        focused = self.focused
+        if isinstance(focused, HostsTable):
+            return focused.selected_host, "select a host first"
+        if isinstance(focused, Heatmap):
+            if focused.grid is not None and focused.grid.level == "leaf":
+                return None, "a leaf row: enter lists its hosts, d drains one of them"
+            return focused.cursor_host, "select a host first"
+        if isinstance(focused, SuspectsTable):
+            element = focused.selected_element
+            if element is None:
+                return None, "select a host first"
+            kinds = {s.element: s.kind for s in self.snapshot.suspects} if self.snapshot else {}
+            if kinds.get(element) == "host":
+                return element, ""
+            return None, f"d drains a host; {element} is a {kinds.get(element, 'suspect')}"
+        return None, "select a host first (hosts table or heatmap)"
 
     def _plan(self, kind: ActionKind) -> None:
         if self.readonly or self._covered():
             return
-        target = self._action_target(kind)
+        if kind == "drain":
+            target, why = self._drain_target()
+        else:
+            target = self.dashboard.query_one(SuspectsTable).selected_element
+            why = "select a suspect first"
         if target is None:
-            what = "a suspect" if kind == "reroute" else "a host"
-            self.notify(f"select {what} first", title=kind, severity="warning")
+            self.notify(why, title=kind, severity="warning")
             return
         self.notify(f"planning {kind} {target}…", timeout=2)
         self.plan_worker(kind, target)

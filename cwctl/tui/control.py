@@ -1,19 +1,21 @@
 """The TUI's bridge to ``cwctl.actions``: plan a reroute or a drain, apply it on yes.
 
-``plan_action`` prepares the plan with ``cwctl.actions.api.prepare`` on the hosts the
-source scans (for ``--sim``, on the very model the source probes, so the next scan shows
-the change). When no plan can be made (no actions API, a source without hosts, an
-element the planner refuses), the ``PlannedAction`` says why and its ``apply`` is
-``None``: the TUI shows the text and applies nothing.
+``plan_action`` plans through ``cwctl.actions.session.ActionSession`` (the CLI's front
+door too) on the hosts the source scans (for ``--sim``, on the very model the source
+probes, so the next scan shows the change). When no plan can be made (a source without
+hosts, an element the planner refuses, another action holding the lock), the
+``PlannedAction`` says why and its ``apply`` is ``None``: the TUI shows the text and
+applies nothing.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from cwctl.actions.plan import format_plan
+from cwctl.actions.session import ActionSession, Ask
 from cwctl.errors import CwctlError
 
 ActionKind = Literal["reroute", "drain"]
@@ -52,18 +54,11 @@ def unavailable(kind: ActionKind, target: str, why: str) -> PlannedAction:
     return PlannedAction(kind, target, f"{kind} {target}: unavailable", text, None)
 
 
-def _actions_api() -> Any:
-    try:
-        return importlib.import_module("cwctl.actions.api")
-    except ImportError:
-        return None
-
-
 async def plan_action(kind: ActionKind, target: str, source: Any) -> PlannedAction:
-    """The plan for ``kind`` on ``target`` with the hosts ``source`` scans."""
-    api = _actions_api()
-    if api is None:
-        return unavailable(kind, target, "cwctl.actions offers no planning API in this build")
+    """The plan for ``kind`` on ``target`` with the hosts ``source`` scans, made through
+    the actions' one front door (``ActionSession``: the CLI's too). The session holds the
+    action lock from planning until the plan is applied or discarded, and refuses to
+    apply a plan whose state has changed meanwhile."""
     request = getattr(source, "request", None)
     if request is None:
         return unavailable(kind, target, "these snapshots come from no hosts to act on")
@@ -73,22 +68,30 @@ async def plan_action(kind: ActionKind, target: str, source: Any) -> PlannedActi
 
         model = kept_model(request)  # the model the source's scans probe
     try:
-        prepared = await api.prepare(kind, target, request, model=model)
+        session = ActionSession(request, model=model)
     except CwctlError as exc:
         return PlannedAction(kind, target, f"{kind} {target}: no plan", str(exc), None)
+    try:
+        plan = await session.plan(Ask(kind, target))
+    except CwctlError as exc:
+        await session.close()
+        return PlannedAction(kind, target, f"{kind} {target}: no plan", str(exc), None)
+    except BaseException:
+        await session.close()
+        raise
 
     async def apply() -> str:
         try:
-            outcome = await prepared.apply()
+            outcome = await session.apply(plan)
         finally:
-            await prepared.close()
+            await session.close()
         if not outcome.ok:
             raise ActionFailed(outcome.message)
-        return str(outcome.message)
+        return outcome.message
 
-    targets = tuple(dict.fromkeys(step_target(step) for step in prepared.plan.steps))
+    targets = tuple(dict.fromkeys(step_target(step) for step in plan.steps))
     title = f"{kind} {target}: apply this plan?"
-    return PlannedAction(kind, target, title, prepared.text, apply, prepared.close, targets)
+    return PlannedAction(kind, target, title, format_plan(plan), apply, session.close, targets)
 
 
 def step_target(step: Any) -> str:

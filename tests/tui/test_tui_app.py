@@ -202,17 +202,15 @@ async def test_readonly_hides_every_action() -> None:
         assert {"Reroute", "Drain"} <= footer_keys(writable)
 
 
-async def test_actions_without_a_planner_say_so_and_apply_nothing(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr("cwctl.tui.control._actions_api", lambda: None)
-    app = fixed_app()
+async def test_actions_without_hosts_to_act_on_say_so_and_apply_nothing() -> None:
+    app = fixed_app()  # fixed snapshots: no request, no hosts behind them
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.scans == 1)
         await pilot.press("r")
         await wait_for(pilot, lambda: isinstance(app.screen, NoticeScreen))
         text = str(app.screen.query_one("#notice-text").render())
         assert "Actions are unavailable" in text and "leaf2" in text
+        assert "no hosts to act on" in text
         await pilot.press("escape")
         assert app.screen is app.dashboard and app.applied == []
 
@@ -348,6 +346,47 @@ async def test_enter_on_a_leaf_row_drills_into_its_hosts() -> None:
         app.screen.query_one(Input).value = "=leaf1"  # exactly leaf1, not leaf10..leaf12
         await pilot.press("enter")
         assert hosts.shown_hosts == ["gpu-001", "gpu-002", "gpu-003", "gpu-004"]
+
+
+async def test_d_on_a_leaf_row_drains_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It used to drain gpu-001 (the hosts table's first row) from a leaf row."""
+    done: list[str] = []
+    monkeypatch.setattr(app_module, "plan_action", recording_plan(done))
+    app = fixed_app(leafy_snapshot())
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.scans == 1)
+        heatmap = app.dashboard.query_one(Heatmap)
+        assert app.focused is heatmap and heatmap.grid is not None
+        assert heatmap.grid.level == "leaf"
+        await pilot.press("down", "d")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.screen is app.dashboard and done == []
+
+
+async def test_d_on_a_switch_suspect_drains_nothing_and_on_a_host_row_drains_that_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    done: list[str] = []
+    monkeypatch.setattr(app_module, "plan_action", recording_plan(done))
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.scans == 1)
+        suspects = app.dashboard.query_one(SuspectsTable)
+        app.set_focus(suspects)
+        await pilot.pause()
+        assert suspects.selected_element == "leaf2"
+        await pilot.press("d")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.screen is app.dashboard and done == []
+        hosts = app.dashboard.query_one(HostsTable)
+        app.set_focus(hosts)
+        await pilot.press("down", "d")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: len(done) == 1)
+        assert done == [f"drain {hosts.selected_host}"] and hosts.selected_host != "gpu-001"
 
 
 async def test_scan_now_replaces_the_armed_scan_instead_of_adding_one() -> None:

@@ -1,0 +1,56 @@
+"""Is the state a plan was made on still the state now? (A plan is refused if not.)
+
+Planning records what it read in ``plan.prior``, per target:
+
+- ``"route:HOST"`` / ``"nccl:HOST"``: ``{"host", "read": argv, "seen": stdout}``, the
+  command planning ran on the host and what it printed;
+- ``"sim"``: the simulator model's state (``simulated.state_to_json``);
+- ``"SWITCH"`` (a ``kind = "linux"`` switch of the inventory): ``{dst: route}``, the
+  routes of its table the plan changes, as ``ip -j route show`` printed them
+  (``switchroute.py``).
+
+Before applying, under the action lock, the session reads each again (the same argv on
+the same host; the simulator state saved for the request, which is what another cwctl
+process would have changed) and compares: ``stale`` names the targets that differ.
+``ActionPlan.fingerprint`` is the short hash of ``prior`` shown in plans and the journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from cwctl.actions import simulated, switchroute
+from cwctl.actions.plan import ActionPlan
+from cwctl.actions.runners import Runner
+
+
+async def current(plan: ActionPlan, target: Any, runner: Runner) -> dict[str, Any]:
+    """``plan.prior`` as it reads now."""
+    out: dict[str, Any] = {}
+    reads = {k: v for k, v in plan.prior.items() if isinstance(v, dict) and "read" in v}
+    results = await asyncio.gather(*(runner.run(v["host"], v["read"]) for v in reads.values()))
+    for (key, was), result in zip(reads.items(), results, strict=True):
+        seen = result.stdout if result.ok else f"<unreadable: {result.detail() or result.rc}>"
+        out[key] = {**was, "seen": seen}
+    switches = {
+        s.name
+        for s in getattr(getattr(target, "inventory", None), "switches", ())
+        if s.kind is not None and s.name in plan.prior
+    }
+    tables = await switchroute.read_tables(runner, sorted(switches)) if switches else {}
+    for name, table in tables.items():
+        by_dst = {str(r.get("dst", "")): r for r in table}
+        out[name] = {dst: by_dst.get(dst) for dst in plan.prior[name]}
+    if "sim" in plan.prior:
+        request = getattr(target, "request", None)
+        if request is not None and request.sim is not None:
+            out["sim"] = simulated.saved_state_json(request)
+        else:
+            out["sim"] = simulated.state_to_json(target.model.state)
+    return out
+
+
+def stale(plan: ActionPlan, now: dict[str, Any]) -> list[str]:
+    """The targets whose state differs from what the plan was made on."""
+    return sorted(k for k in plan.prior if now.get(k) != plan.prior[k])

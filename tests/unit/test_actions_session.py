@@ -1,0 +1,74 @@
+"""The one front door (``ActionSession``): plan and apply under one lock, on the
+caller's simulator model; a plan whose state changed meanwhile is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cwctl.actions.history import history
+from cwctl.actions.journal import ActionLock, Journal
+from cwctl.actions.session import ActionSession, Ask, StalePlan
+from cwctl.actions.shell import Shell, act
+from cwctl.actions.simulated import save_state
+from cwctl.errors import CwctlError
+from cwctl.pipeline import ScanRequest, SimOptions, analyse
+from cwctl.sim.model import DrainHost
+from cwctl.transport.sim import model_for, run_model
+
+
+@pytest.fixture
+def request_(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ScanRequest:
+    monkeypatch.setenv("CWCTL_STATE_DIR", str(tmp_path))
+    options = SimOptions(hosts=16, hosts_per_leaf=4, faults=("switch:spine3:down",))
+    return ScanRequest(sim=options, duration_s=0.5)
+
+
+async def test_plan_and_apply_on_the_callers_model(tmp_path: Path, request_: ScanRequest) -> None:
+    model = model_for(request_)
+    async with ActionSession(request_, model=model) as session:
+        plan = await session.plan(Ask("reroute", "spine3"))
+        assert any("ECMP weight of spine3 1 -> 0" in s.description for s in plan.steps)
+        assert model.state.ecmp_weight == {}  # planning changed nothing
+        outcome = await session.apply(plan, check=True)
+    assert outcome.ok and "no longer a suspect" in outcome.message
+    assert all(w == 0 for w in model.state.ecmp_weight.values())
+    assert analyse(run_model(model, 0.5)).suspects == []  # the caller's next scan sees it
+    (action,) = history(Journal(tmp_path)).actions
+    assert action.id == plan.id and action.status == "applied" and action.verify == "gone"
+
+
+async def test_a_plan_whose_state_changed_is_refused_and_nothing_applied(
+    tmp_path: Path, request_: ScanRequest
+) -> None:
+    async with ActionSession(request_) as session:
+        plan = await session.plan(Ask("reroute", "spine3"))
+        assert plan.prior and plan.fingerprint()
+        # meanwhile the saved fabric state changes outside this session (a hand edit,
+        # or a cwctl that did not respect the lock)
+        other = model_for(request_)
+        other.apply(DrainHost("gpu-002"))
+        save_state(other, request_)
+        with pytest.raises(StalePlan, match="has changed since \\(sim\\): nothing applied"):
+            await session.apply(plan)
+    assert history(Journal(tmp_path)).actions == []  # refused before the intent
+    model = model_for(request_)
+    assert model.state.ecmp_weight == {}
+
+
+async def test_planning_holds_the_lock_until_the_session_closes(
+    tmp_path: Path, request_: ScanRequest
+) -> None:
+    """The TUI's confirmation dialog sits between plan and apply: meanwhile no other
+    action (a CLI apply here) can plan from, or change, the same state."""
+    said: list[str] = []
+    shell = Shell(show=lambda _: None, say=said.append, confirm=lambda _: True)
+    session = ActionSession(request_)
+    await session.plan(Ask("drain", "gpu-001"))
+    with pytest.raises(CwctlError, match="another cwctl action is running"):
+        await act(Ask("drain", "gpu-003"), request_, shell, apply=True)
+    await session.close()
+    assert await act(Ask("drain", "gpu-003"), request_, shell, apply=True) == 0
+    with ActionLock(tmp_path):  # released after each
+        pass

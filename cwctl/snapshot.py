@@ -107,14 +107,20 @@ class Suspect:
     kind: SuspectKind
     score: float  # in [0, 1]
     evidence: str
+    # when the data cannot tell which: every element that could be it (``element`` then
+    # joins them with "|"); empty when the suspect is named outright
+    candidates: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "element": self.element,
             "kind": self.kind,
             "score": round(self.score, 4),
             "evidence": self.evidence,
         }
+        if self.candidates:
+            out["candidates"] = list(self.candidates)
+        return out
 
 
 @dataclass

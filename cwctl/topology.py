@@ -1,46 +1,19 @@
-"""The fabric's shape: hosts on leaves, leaves up to spines, and how ECMP picks a path.
+"""The fabric's shape: hosts on leaves, leaves up to spines; and which hosts probe which.
 
-The simulator routes probes with ``ecmp_hash`` and localisation maps probes back to the
-elements they crossed with the same function; that shared hash is what lets the source
-port of a record name the spine it went through. The hash is documented in
-``docs/records.md``: splitmix64 over (src id, dst id, source port), where a host's id
-is the CRC-32 of its name, so it does not depend on inventory order.
+Nothing here says which way a flow goes: under ECMP that is each switch's own hash,
+which cwctl does not know. Localisation learns a flow's path from discovered paths
+(path records, whose hop addresses ``switch_of_address`` names) and otherwise only what
+is certain: the hosts, their leaves and the leaves' equal-cost uplinks.
 """
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 
 from cwctl import settings
-
-U64 = npt.NDArray[np.uint64]
-_MASK = (1 << 64) - 1
-
-
-def host_id(name: str) -> int:
-    """A host's stable 32-bit id for ECMP hashing: CRC-32 of its UTF-8 name."""
-    return zlib.crc32(name.encode())
-
-
-def _splitmix64(x: U64) -> U64:
-    with np.errstate(over="ignore"):
-        x = x + np.uint64(0x9E3779B97F4A7C15)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))
-
-
-def ecmp_hash(src_id: U64 | int, dst_id: U64 | int, sport: npt.ArrayLike) -> U64:
-    """The ECMP hash of a flow, vectorised: ``splitmix64(src<<32 ^ dst) ^ sport`` mixed again."""
-    src = np.asarray(src_id, np.uint64)
-    dst = np.asarray(dst_id, np.uint64)
-    port = np.asarray(sport, np.uint64)
-    return _splitmix64(_splitmix64((src << np.uint64(32)) ^ dst) ^ port)
 
 
 @dataclass(frozen=True)
@@ -48,7 +21,7 @@ class Topology:
     """A two-tier leaf-spine fabric.
 
     ``leaf_of`` maps each host to its leaf; ``uplinks`` maps each leaf to the spines it
-    connects to, in order (the ECMP choice indexes this tuple). A host without a leaf
+    connects to, in order (its equal-cost next hops). A host without a leaf
     (an inventory that gives none) is outside the topology: localisation then falls back
     to hosts and NICs.
     """
@@ -68,38 +41,6 @@ class Topology:
     @property
     def spines(self) -> list[str]:
         return sorted({s for ups in self.uplinks.values() for s in ups}, key=_natural_key)
-
-    def spine_for(self, src: str, dst: str, sport: int) -> str | None:
-        """The spine a probe from ``src`` to ``dst`` leaving ``sport`` crosses (None: same leaf)."""
-        a, b = self.leaf_of.get(src), self.leaf_of.get(dst)
-        if a is None or b is None or a == b:
-            return None
-        ups = self.uplinks[a]
-        if not ups:
-            return None
-        h = int(ecmp_hash(host_id(src), host_id(dst), sport))
-        return ups[h % len(ups)]
-
-    def path_elements(self, src: str, dst: str, sport: int, nic: str | None = None) -> list[str]:
-        """The elements a probe crosses, in order, named as DESIGN.md names them.
-
-        ``src`` host, its NIC (``host/nic``) when known, its leaf, the leaf-spine link,
-        the spine, the far link, the far leaf, the far host. Within a leaf: host, leaf,
-        host. Names of links put the lower tier first (``leaf1-spine2``).
-        """
-        out = [src]
-        if nic is not None:
-            out.append(f"{src}/{nic}")
-        a, b = self.leaf_of.get(src), self.leaf_of.get(dst)
-        if a is not None:
-            out.append(a)
-        spine = self.spine_for(src, dst, sport)
-        if spine is not None and a is not None and b is not None:
-            out += [f"{a}-{spine}", spine, f"{b}-{spine}", b]
-        elif b is not None and b != a:
-            out.append(b)
-        out.append(dst)
-        return out
 
 
 def leaf_spine(

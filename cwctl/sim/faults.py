@@ -9,6 +9,8 @@ DESIGN.md spells it (``spine2``, ``leaf1-spine2``, ``gpu-001-leaf1``, ``gpu-001/
 ``congested[=LEVEL]``  the element's egress queues run at utilisation LEVEL (default 0.9)
 ``slow[=NS]``          adds NS nanoseconds to every crossing probe (default 5000)
 ``flap[=PERIOD]``      down for the first half of every PERIOD seconds (default 0.5)
+``silent``             a switch that forwards as usual but never answers TTL expiry
+                       (path discovery sees an unknown hop; not a fault of the data path)
 
 and ``@T`` starts the fault T seconds after the simulation's first window began.
 ``parse_fault`` checks the syntax; ``Fabric.element`` (in ``fabric.py``) checks the name.
@@ -24,7 +26,14 @@ from typing import Final
 from cwctl.errors import InputError
 
 KINDS: Final = ("switch", "link", "nic", "host")
-DEFAULT_VALUE: Final = {"down": None, "lossy": 0.02, "congested": 0.9, "slow": 5000.0, "flap": 0.5}
+DEFAULT_VALUE: Final = {
+    "down": None,
+    "lossy": 0.02,
+    "congested": 0.9,
+    "slow": 5000.0,
+    "flap": 0.5,
+    "silent": None,
+}
 MODES: Final = tuple(DEFAULT_VALUE)
 
 
@@ -57,9 +66,9 @@ def _number(text: str, spec: str, what: str) -> float:
 
 
 def _mode_value(mode: str, text: str | None, spec: str) -> float | None:
-    if mode == "down":
+    if mode in ("down", "silent"):
         if text is not None:
-            raise InputError(f"--fault {spec!r}: mode 'down' takes no value")
+            raise InputError(f"--fault {spec!r}: mode {mode!r} takes no value")
         return None
     if text is None:
         return DEFAULT_VALUE[mode]

@@ -17,6 +17,7 @@ job traffic: its access links go quiet and a ``congested`` fault of the host is 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,8 +28,11 @@ import numpy.typing as npt
 from cwctl import settings
 from cwctl.errors import InputError
 from cwctl.records import ProbeTable
+from cwctl.records.path import PathRecord
+from cwctl.sim.addresses import SimAddresses, sim_addresses
 from cwctl.sim.clocks import Clocks
 from cwctl.sim.delays import FixedDelays, draw_fixed
+from cwctl.sim.ecmp import ECMP_MODES, switch_seeds
 from cwctl.sim.fabric import Fabric, build_fabric
 from cwctl.sim.faults import Fault, parse_fault
 from cwctl.sim.params import SimParams
@@ -84,6 +88,7 @@ class ProbeWindow:
     truth: dict[str, Any]
     start_s: float
     duration_s: float
+    paths: list[PathRecord] = field(default_factory=list)  # what the agents discovered
 
 
 class FabricModel:
@@ -106,6 +111,10 @@ class FabricModel:
             raise InputError(f"--load must be in 0..1, got {self.params.load}")
         if self.params.rate <= 0 or self.params.ports < 1 or self.params.peers < 0:
             raise InputError("probe rate must be > 0, ports >= 1 and peers >= 0")
+        if self.params.ecmp not in ECMP_MODES:
+            raise InputError(
+                f"--ecmp must be one of {', '.join(ECMP_MODES)}, got {self.params.ecmp!r}"
+            )
         if len(set(hosts)) < 2:
             raise InputError("a simulated fabric needs at least 2 hosts")
         self.seed = seed
@@ -113,6 +122,12 @@ class FabricModel:
         self.topology = topology
         parsed = [f if isinstance(f, Fault) else parse_fault(f) for f in faults]
         self.faults: list[tuple[Fault, int]] = [(f, self.fabric.element(f)) for f in parsed]
+        for f in parsed:
+            if f.mode == "silent" and f.kind != "switch":
+                raise InputError(f"--fault {f.text or f.spec!r}: only a switch can be silent")
+        self.addresses: SimAddresses = sim_addresses(self.fabric)
+        # each switch's secret ECMP seed (leaves, then spines): never leaves cwctl.sim
+        self.switch_seeds = switch_seeds(seed, self.fabric.n_leaves + self.fabric.n_spines)
         root = np.random.SeedSequence(seed)
         clock_seq, fixed_seq, self._window_seq = root.spawn(3)
         self.clocks = Clocks(self.fabric.n_hosts, self.params, clock_seq)
@@ -124,7 +139,7 @@ class FabricModel:
             self.fabric.hosts, self.params.peers, seed=seed, leaf_of=leaf_of
         )
         self.state = ModelState()
-        self.addresses: dict[str, str] = {}  # host -> address, when an inventory gave them
+        self.host_addresses: dict[str, str] = {}  # host -> address, when an inventory gave them
         self.default_duration_s = (
             settings.PROBE_DURATION_S
         )  # an inventory's [probe] duration, when one gave it
@@ -183,6 +198,24 @@ class FabricModel:
 
     def restore_state(self, state: ModelState) -> None:
         self.state = copy.deepcopy(state)
+
+    def published_topology(self) -> Topology | None:
+        """The topology as an inventory would describe this fabric: with every switch's
+        fabric addresses and every NIC's probe address (never the ECMP hash or seeds)."""
+        if self.topology is None:
+            return None
+        fabric = self.fabric
+        switches = self.addresses.switch_addresses(fabric)
+        nics = self.addresses.host_addresses(fabric)
+        return dataclasses.replace(
+            self.topology,
+            switch_of_address={a: name for name, addrs in switches.items() for a in addrs},
+            host_of_address={
+                a: (host, fabric.nics[h][j] if len(fabric.nics[h]) > 1 else None)
+                for h, host in enumerate(fabric.hosts)
+                for j, a in enumerate(nics[host])
+            },
+        )
 
     # --- paths ----------------------------------------------------------------------
     def path(self, src: str, dst: str, sport: int) -> dict[str, Any]:

@@ -23,6 +23,19 @@ class SimParams:
     timestamps: str = settings.SIM_TIMESTAMPS  # hw (NIC stamps) | sw (kernel stamps)
     load: float = settings.SIM_LOAD  # mean utilisation of every queue, 0..1
     reply_loss_keeps_t2: bool = False  # the agent nulls t2, t3, t4 of any lost exchange
+    answer_port: int = 50000  # the UDP port every agent answers probes on (fixed per scan)
+
+    # routing: how switches hash flows over equal-cost next hops (cwctl/sim/ecmp.py)
+    ecmp: str = "hidden"  # hidden (per-switch secret seeds, full 5-tuple) | documented
+
+    # path discovery (cwctl/sim/discovery.py, docs/discovery.md): TTL-limited copies of
+    # each flow's 5-tuple; switches answer under the Linux ICMP rate limits
+    discovery: bool = True  # agents trace their flows and emit path records
+    icmp_ratelimit_ms: float = 1000.0  # net.ipv4.icmp_ratelimit: per switch and destination
+    icmp_burst: int = 6  # XRLIM_BURST_FACTOR: tokens a (switch, destination) bucket holds
+    icmp_msgs_per_sec: float = 1000.0  # net.ipv4.icmp_msgs_per_sec: per switch, all answers
+    icmp_msgs_burst: int = 50  # net.ipv4.icmp_msgs_burst
+    trace_max_ttl: int = 8  # the highest TTL a trace sends when no hop answers
 
     # clocks: offset uniform in +-offset_max_ns, drift normal, random-walk wander
     offset_max_ns: float = 1_000_000.0

@@ -9,6 +9,7 @@ JSON-serialisable (docs/simulator.md, "The truth object")::
      "drift_ppb": {"gpu-002": 15230.1, ...},   # drift minus the reference's drift
      "clock_error_ns": {...}, "clock_drift_ppb": {...},  # the same against true time
      "faults": ["spine2"],                     # elements with an active fault
+                                               # (a silent switch is not one)
      "fault_specs": [{"kind", "element", "mode", "value", "at_s"}],
      "paths": [{"src", "dst", "sent", "received", "loss",
                 "owd_min_ns", "owd_p50_ns", "owd_p99_ns"}],  # true network delays
@@ -112,6 +113,7 @@ def window_truth(
     t_ref = int(np.rint(t_mid + error[ref])) + params.epoch_ns
     end_ns = (start_s + duration_s) * 1e9
     active = [(f, eid) for f, eid in model.faults if f.at_s * 1e9 < end_ns]
+    data_path = [(f, eid) for f, eid in active if f.mode != "silent"]
     paths = path_quantiles(
         hosts,
         np.concatenate([edge_src, edge_dst]),
@@ -127,7 +129,7 @@ def window_truth(
         "drift_ppb": dict(zip(hosts, _round(drift - drift[ref]), strict=True)),
         "clock_error_ns": dict(zip(hosts, _round(error), strict=True)),
         "clock_drift_ppb": dict(zip(hosts, _round(drift), strict=True)),
-        "faults": sorted({fabric.names[eid] for _, eid in active}),
+        "faults": sorted({fabric.names[eid] for _, eid in data_path}),
         "fault_specs": [
             {
                 "kind": f.kind,

@@ -17,8 +17,9 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.records import TS_CODE, ProbeTable
+from cwctl.records.path import PathRecord
 from cwctl.sim.delays import queue_rho, sample_queueing, stamp_error
-from cwctl.topology import ecmp_hash, host_id
+from cwctl.sim.ecmp import documented_hash, host_id, tuple_hash
 
 if TYPE_CHECKING:
     from cwctl.sim.model import FabricModel, ProbeWindow
@@ -52,12 +53,29 @@ def _ecmp_groups(model: FabricModel) -> list[list[int]]:
     return groups
 
 
-def _choose_spine(model: FabricModel, groups: list[list[int]], a: I32, b: I32, sport: I64) -> I32:
-    """The spine each flow from host ``a`` to ``b`` crosses, as ``Topology.spine_for`` does."""
+def _choose_spine(
+    model: FabricModel,
+    groups: list[list[int]],
+    a: I32,
+    b: I32,
+    nics: tuple[I32, I32],
+    ports: tuple[I64, I64],
+    prober_sport: I64,
+) -> I32:
+    """The spine each flow from host ``a`` to ``b`` crosses: the ECMP choice of ``a``'s leaf.
+
+    ``nics`` are the flow's NICs (global indices) and ``ports`` its source and destination
+    ports, in the direction of travel: with the protocol, the 5-tuple the leaf hashes with
+    its own seed. The documented hash reads host names and the prober's source port.
+    """
     fabric = model.fabric
     la, lb = fabric.host_leaf[a], fabric.host_leaf[b]
-    ids = np.array([host_id(h) for h in fabric.hosts], np.uint64)
-    h = ecmp_hash(ids[a], ids[b], sport.astype(np.uint64))
+    if model.params.ecmp == "documented":
+        ids = np.array([host_id(h) for h in fabric.hosts], np.uint64)
+        h = documented_hash(ids[a], ids[b], prober_sport.astype(np.uint64))
+    else:
+        addr = model.addresses.nic
+        h = tuple_hash(model.switch_seeds[la], addr[nics[0]], addr[nics[1]], *ports)
     width = max(1, max((len(g) for g in groups), default=1))
     table = np.full((len(groups), width), NO_ROUTE, np.int32)
     size = np.ones(len(groups), np.uint64)
@@ -161,8 +179,9 @@ def flow_paths(a: I32, b: I32, port: npt.NDArray[np.int64], *, model: FabricMode
     nb = padded[b, port % safe[b]]
     dark = (count[a] == 0) | (count[b] == 0)
     groups = _ecmp_groups(model)
-    spine_fwd = _choose_spine(model, groups, a, b, sport)
-    spine_rev = _choose_spine(model, groups, b, a, sport)
+    answer = np.full(len(sport), params.answer_port, np.int64)
+    spine_fwd = _choose_spine(model, groups, a, b, (na, nb), (sport, answer), sport)
+    spine_rev = _choose_spine(model, groups, b, a, (nb, na), (answer, sport), sport)
     fe, fq, fbase = _direction(model, a, b, na, nb, spine_fwd)
     re, rq, rbase = _direction(model, b, a, nb, na, spine_rev)
     return FlowPaths(
@@ -207,6 +226,8 @@ class _Leg:
         survive: F64 | None = None
         congestion: list[tuple[npt.NDArray[np.bool_], float, float]] = []
         for fault, eid in model.faults:
+            if fault.mode == "silent":
+                continue
             if fault.mode == "congested":
                 if fault.kind == "host" and fabric.hosts[eid] in model.state.drained_hosts:
                     continue
@@ -383,4 +404,13 @@ def simulate_window(
         owd_rev_ns=column("owd_rev"),
         rev_sent=column("rev_sent"),
     )
-    return ProbeWindow(table=table, truth=truth, start_s=start_s, duration_s=duration_s)
+    records: list[PathRecord] = []
+    if params.discovery:
+        from cwctl.sim.discovery import discover
+
+        disc_rng = rng.spawn(1)[0]
+        a, b = ea[fe].astype(np.int64), eb[fe].astype(np.int64)
+        records = discover(model, a, b, fj, paths, start_s, duration_s, disc_rng)
+    return ProbeWindow(
+        table=table, truth=truth, start_s=start_s, duration_s=duration_s, paths=records
+    )

@@ -1,12 +1,14 @@
-"""Which elements of the fabric each probe flow crossed: the incidence matrix of localisation.
+"""Which elements of the fabric each probe flow crossed: the rows of localisation.
 
-A flow is one directed path and one source port (and the probing host's NIC when the
-records name it): under ECMP every probe of a flow takes the same route, so a flow maps
-to a fixed set of elements. With a ``Topology`` the route is the one
-``Topology.path_elements`` describes (host, NIC, leaf, leaf-spine link, spine, far link,
-far leaf, far host), the spine chosen by ``ecmp_hash`` over (sender, receiver, source
-port) in the direction of travel, computed here for all flows at once. Without one, the
-elements are the two hosts, the NIC, and the host pair itself.
+A flow is one direction of one 5-tuple (sender, receiver, the prober's source port, the
+prober's NIC when records name it): every probe of it takes the same route. What it
+certainly crossed: both hosts, both NICs (``_nic_columns``), both leaves. Which spine
+(and so which two leaf-spine links) only a discovered path tells (``routes.py``); where
+none does, the flow has one *alternative* per equal-cost spine (the spines both leaves
+reach), each a priori as likely, and the explanation (``explain.py``) weighs them as a
+mixture. A loss trial is a round trip: its alternatives are every pair of a forward and
+a reverse alternative, and what both directions cross counts twice. Without a topology
+the elements are the two hosts, the NIC, and the host pair itself.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from cwctl.telemetry.explain import Rows
 from cwctl.telemetry.paths import group_ids
-from cwctl.topology import Topology, ecmp_hash, host_id
+from cwctl.topology import Topology
 
 I64 = npt.NDArray[np.int64]
+B = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True)
@@ -46,11 +50,25 @@ class Flows:
 
 @dataclass(frozen=True)
 class Incidence:
-    """``matrix[f, e]`` is 1 when flow f crosses element e; names and kinds per element."""
+    """The rows of a signal's flows over one space of element names and kinds."""
 
     names: list[str]
     kinds: list[str]  # switch | link | nic | host
-    matrix: sp.csr_matrix  # (n_flows, n_elements), float64 0/1
+    rows: Rows
+
+    @property
+    def matrix(self) -> sp.csr_matrix:
+        """(flows x elements) 1 where the flow certainly crossed the element (whichever
+        alternative it took)."""
+        rows = self.rows
+        per_flow = np.bincount(rows.flow, minlength=rows.n_flows)
+        tier = sp.csr_matrix(rows.flow_matrix() @ (rows.matrix > 0).astype(np.float64))
+        flow_of = np.repeat(np.arange(tier.shape[0]), np.diff(tier.indptr))
+        tier.data = (tier.data >= per_flow[flow_of]).astype(np.float64)
+        certain = (rows.certain > 0).astype(np.float64)
+        out = sp.csr_matrix(certain.maximum(tier))
+        out.eliminate_zeros()
+        return out
 
 
 class _Names:
@@ -73,20 +91,82 @@ class _Names:
         return np.array([self.code(n, kind) for n in names] + [-1], np.int64)
 
 
-def incidence(
-    flows: Flows, topology: Topology | None, host_nics: Mapping[str, Sequence[str]] | None = None
-) -> Incidence:
-    """The flow x element incidence, vectorised over flows (loops only over hosts/switches).
+@dataclass(frozen=True)
+class _Tiers:
+    """The topology's leaves, spines and links as element codes (last index: none)."""
 
-    ``host_nics`` lists each host's NICs (inventory or simulator); it places the far
-    end's NIC, which records do not name (see ``_nic_columns``).
-    """
-    reg = _Names()
-    n = len(flows)
-    host_code = reg.codes(flows.hosts, "host")  # trailing -1 for "none"
+    host_leaf: I64  # per host (and a trailing "none"), leaf index or -1
+    leaf_code: I64
+    spine_code: I64
+    link_code: I64  # (leaves + 1, spines + 1)
+    common: B  # (leaves + 1, leaves + 1, spines): spines both leaves reach
+
+    @property
+    def n_spines(self) -> int:
+        return len(self.spine_code) - 1
+
+
+def _tiers(hosts: list[str], topology: Topology, reg: _Names) -> _Tiers:
+    leaves = topology.leaves
+    leaves += sorted(set(topology.leaf_of.values()) - set(leaves))
+    leaf_index = {leaf: i for i, leaf in enumerate(leaves)}
+    leaf_code = reg.codes(leaves, "switch")
+    spines = topology.spines
+    spine_index = {s: i for i, s in enumerate(spines)}
+    spine_code = reg.codes(spines, "switch")
+    host_leaf = np.array(
+        [leaf_index.get(topology.leaf_of.get(h, ""), -1) for h in hosts] + [-1], np.int64
+    )
+    n_l, n_s = len(leaves), len(spines)
+    link_code = np.full((n_l + 1, n_s + 1), -1, np.int64)
+    up = np.zeros((n_l + 1, max(n_s, 1)), bool)
+    for leaf, i in leaf_index.items():
+        for s in topology.uplinks.get(leaf, ()):
+            link_code[i, spine_index[s]] = reg.code(f"{leaf}-{s}", "link")
+            up[i, spine_index[s]] = True
+    common = up[:, None, :] & up[None, :, :]
+    return _Tiers(host_leaf, leaf_code, spine_code, link_code, common[:, :, :n_s])
+
+
+def _possible(src: I64, dst: I64, known: I64, t: _Tiers) -> B:
+    """(flows x spines+1): the spines each direction may have crossed; the last column
+    marks a direction that crosses no spine (same leaf, or no common spine)."""
+    a, b = t.host_leaf[src], t.host_leaf[dst]
+    n = len(src)
+    out = np.zeros((n, t.n_spines + 1), bool)
+    if t.n_spines:
+        common = t.common[a, b] & ((a >= 0) & (b >= 0) & (a != b))[:, None]
+        ok = known >= 0
+        if ok.any():
+            rows = np.flatnonzero(ok)
+            hit = common[rows, known[rows]]
+            common[rows[hit]] = False
+            common[rows[hit], known[rows[hit]]] = True
+        out[:, :-1] = common
+    out[:, -1] = ~out[:, :-1].any(axis=1)
+    return out
+
+
+def _tier_columns(a: I64, b: I64, spine: I64, t: _Tiers) -> list[I64]:
+    """The leaf-spine link, spine and spine-leaf link of a direction from leaf a to b
+    through ``spine`` (the "none" index: no columns)."""
+    none = spine >= t.n_spines
+    s = np.where(none, t.n_spines, spine)
+    return [
+        np.where(none, -1, t.link_code[a, s]),
+        np.where(none, -1, t.spine_code[s]),
+        np.where(none, -1, t.link_code[b, s]),
+    ]
+
+
+def _certain(
+    flows: Flows, reg: _Names, host_nics: Mapping[str, Sequence[str]], t: _Tiers | None
+) -> list[I64]:
+    """Per flow direction, the elements it certainly crossed: hosts, NICs, leaves."""
+    host_code = reg.codes(flows.hosts, "host")
     columns: list[I64] = [host_code[flows.src], host_code[flows.dst]]
     if flows.nics:
-        columns += _nic_columns(flows, reg, host_nics or {})
+        columns += _nic_columns(flows, reg, host_nics)
     elif host_nics:
         # records name no NIC: a host's only NIC is on all its flows (and cannot be told
         # apart from the host; the suspect's evidence says so)
@@ -99,11 +179,13 @@ def incidence(
             np.int64,
         )
         columns += [only[flows.src], only[flows.dst]]
-    leaf_of = topology.leaf_of if topology is not None else {}
-    placed = np.array([h in leaf_of for h in flows.hosts] + [False])
-    if topology is not None and placed.any():
-        columns += _fabric_columns(flows, topology, reg)
-    elif n:
+    if t is not None:
+        a, b = t.host_leaf[flows.src], t.host_leaf[flows.dst]
+        columns += [
+            np.where(a >= 0, t.leaf_code[a], -1),
+            np.where((b >= 0) & (b != a), t.leaf_code[b], -1),
+        ]
+    elif len(flows):
         # no topology: the unordered host pair is an element of its own
         lo, hi = np.minimum(flows.src, flows.dst), np.maximum(flows.src, flows.dst)
         inverse, pairs = group_ids(lo, hi)
@@ -111,16 +193,76 @@ def incidence(
             [f"{flows.hosts[a]}-{flows.hosts[b]}" for a, b in pairs.tolist()], "link"
         )
         columns.append(pair_code[inverse])
+    return columns
+
+
+def _matrix(columns: list[I64], n: int, n_elements: int) -> sp.csr_matrix:
+    """(n x elements) counts of the element codes in ``columns`` (-1: none)."""
     cols = np.stack(columns, axis=1) if columns else np.zeros((n, 0), np.int64)
     rows = np.repeat(np.arange(n), cols.shape[1])
     flat = cols.reshape(-1)
     keep = flat >= 0
     matrix = sp.csr_matrix(
-        (np.ones(int(keep.sum())), (rows[keep], flat[keep])), shape=(n, len(reg.names))
+        (np.ones(int(keep.sum())), (rows[keep], flat[keep])), shape=(n, n_elements)
     )
     matrix.sum_duplicates()
-    matrix.data[:] = 1.0
-    return Incidence(reg.names, reg.kinds, matrix)
+    return matrix
+
+
+def _rows(certain: list[I64], tier: list[I64], flow: I64, n_flows: int, n_el: int) -> Rows:
+    count = np.bincount(flow, minlength=n_flows)
+    return Rows(
+        _matrix(certain, n_flows, n_el),
+        _matrix(tier, len(flow), n_el),
+        flow.astype(np.int64),
+        -np.log(count[flow].astype(np.float64)),
+    )
+
+
+def incidences(
+    exchanges: Flows,
+    flows: Flows,
+    topology: Topology | None,
+    host_nics: Mapping[str, Sequence[str]] | None,
+    known: tuple[I64, I64, I64] | None = None,
+) -> tuple[Incidence, Incidence]:
+    """The loss rows (exchanges: round trips) and the delay rows (directed flows), over
+    one space of element names. ``known`` gives, per exchange forward, exchange reverse
+    and directed flow, the index in ``topology.spines`` of the discovered spine (-1:
+    unknown); None: nothing discovered."""
+    reg = _Names()
+    host_nics = host_nics or {}
+    placed = topology is not None and any(h in topology.leaf_of for h in flows.hosts)
+    t = _tiers(flows.hosts, topology, reg) if topology is not None and placed else None
+    back = Flows(exchanges.hosts, exchanges.nics, exchanges.dst, exchanges.src,
+                 exchanges.sport, exchanges.nic, np.ones(len(exchanges), bool))  # fmt: skip
+    cert_x = _certain(exchanges, reg, host_nics, t) + _certain(back, reg, host_nics, t)
+    cert_f = _certain(flows, reg, host_nics, t)
+    nx, nf = len(exchanges), len(flows)
+    loss_tier: list[I64] = []
+    delay_tier: list[I64] = []
+    if t is None:
+        loss_flow, delay_flow = np.arange(nx), np.arange(nf)
+    else:
+        unknown = (np.full(nx, -1), np.full(nx, -1), np.full(nf, -1))
+        kx_f, kx_r, k_f = known if known is not None else unknown
+        pf = _possible(exchanges.src, exchanges.dst, kx_f, t)
+        pr = _possible(exchanges.dst, exchanges.src, kx_r, t)
+        pairs = pf[:, :, None] & pr[:, None, :]
+        loss_flow, s1, s2 = np.nonzero(pairs)
+        a, b = t.host_leaf[exchanges.src[loss_flow]], t.host_leaf[exchanges.dst[loss_flow]]
+        loss_tier = _tier_columns(a, b, s1, t) + _tier_columns(b, a, s2, t)
+        p = _possible(flows.src, flows.dst, k_f, t)
+        delay_flow, s = np.nonzero(p)
+        a, b = t.host_leaf[flows.src[delay_flow]], t.host_leaf[flows.dst[delay_flow]]
+        delay_tier = _tier_columns(a, b, s, t)
+    n_el = len(reg.names)
+    loss = _rows(cert_x, loss_tier, loss_flow, nx, n_el)
+    delay = _rows(cert_f, delay_tier, delay_flow, nf, n_el)
+    return (
+        Incidence(list(reg.names), list(reg.kinds), loss),
+        Incidence(list(reg.names), list(reg.kinds), delay),
+    )
 
 
 def _nic_columns(flows: Flows, reg: _Names, host_nics: Mapping[str, Sequence[str]]) -> list[I64]:
@@ -153,41 +295,3 @@ def _nic_columns(flows: Flows, reg: _Names, host_nics: Mapping[str, Sequence[str
     far_ok = has & ((only[far] >= 0) | known[far, nic])
     far_col = np.where(far_ok, nic_code[far * n_nics + far_nic], -1)
     return [prober_col, far_col]
-
-
-def _fabric_columns(flows: Flows, topology: Topology, reg: _Names) -> list[I64]:
-    """Leaf, spine and link columns per flow, via the ECMP hash of the direction of travel."""
-    leaves = topology.leaves
-    leaves += sorted(set(topology.leaf_of.values()) - set(leaves))
-    leaf_index = {leaf: i for i, leaf in enumerate(leaves)}
-    leaf_code = reg.codes(leaves, "switch")
-    spines = topology.spines
-    spine_index = {s: i for i, s in enumerate(spines)}
-    spine_code = reg.codes(spines, "switch")
-    host_leaf = np.array(
-        [leaf_index.get(topology.leaf_of.get(h, ""), -1) for h in flows.hosts] + [-1], np.int64
-    )
-    width = max((len(topology.uplinks.get(leaf, ())) for leaf in leaves), default=0)
-    up = np.full((len(leaves) + 1, max(width, 1)), -1, np.int64)
-    n_up = np.zeros(len(leaves) + 1, np.int64)
-    for leaf, i in leaf_index.items():
-        ups = topology.uplinks.get(leaf, ())
-        n_up[i] = len(ups)
-        up[i, : len(ups)] = [spine_index[s] for s in ups]
-    link_code = np.full((len(leaves) + 1, len(spines) + 1), -1, np.int64)
-    for leaf, i in leaf_index.items():
-        for s in topology.uplinks.get(leaf, ()):
-            link_code[i, spine_index[s]] = reg.code(f"{leaf}-{s}", "link")
-    a, b = host_leaf[flows.src], host_leaf[flows.dst]
-    ids = np.array([host_id(h) for h in flows.hosts], np.uint64)
-    h = ecmp_hash(ids[flows.src], ids[flows.dst], flows.sport.astype(np.uint64))
-    crosses = (a >= 0) & (b >= 0) & (a != b) & (n_up[a] > 0)
-    choice = (h % np.maximum(n_up[a], 1).astype(np.uint64)).astype(np.int64)
-    spine = np.where(crosses, up[a, choice], -1)
-    return [
-        np.where(a >= 0, leaf_code[a], -1),
-        np.where((b >= 0) & (b != a), leaf_code[b], -1),
-        np.where(crosses, spine_code[spine], -1),
-        np.where(crosses, link_code[a, spine], -1),
-        np.where(crosses, link_code[b, spine], -1),
-    ]

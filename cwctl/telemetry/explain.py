@@ -3,11 +3,21 @@
 NetBouncer's model: a trial on flow f (a probe sent, or a delay sample taken) succeeds
 with probability ``(1 - b) * prod(1 - r_e for e in f)``, where ``b`` is the fabric's
 background failure rate and ``r_e`` the failure rate of element e (0 for healthy ones).
-Elements are added greedily, each time the one whose best rate raises the binomial
+
+A flow whose path is not known exactly (no discovered path, or unknown hops) has several
+*alternatives*, one row each (``Rows``): the flow took one of them, every probe the same
+one, each a priori as likely as its ``log_prior`` says. Its likelihood is then the mixture
+``sum over rows of prior * Binomial(k; n, 1 - success(row))``; a flow with one row is the
+plain model. So known paths exonerate or convict elements outright, and unknown ones
+count for what they certainly cross and, for the rest, for whichever alternative fits.
+
+Elements are added greedily, each time the one whose best rate raises the
 log-likelihood most, with the rates refitted by coordinate ascent after each addition,
-until no element gains ``min_gain`` nats. A final pass drops any element whose removal
-costs less than ``min_gain``. Every step is vectorised over flows and candidate rates:
-the per-element gain of every candidate rate is one sparse product ``A.T @ D``.
+until no element gains ``min_gain`` nats. Elements whose best gain comes within
+``TIE_NATS`` of the chosen one's are recorded as its ties (``Explanation.ties``): the
+data cannot tell them apart. A final pass drops any element whose removal costs less
+than ``min_gain``. The gain of every candidate rate of every element is vectorised: one
+sparse product for single-row flows, a grouped log-sum-exp for the mixtures.
 """
 
 from __future__ import annotations
@@ -19,12 +29,18 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
 
 # candidate failure rates: fine where rates are small, up to "down" (all trials fail)
 RATE_GRID: F64 = np.unique(
     np.concatenate([np.geomspace(1e-4, 0.5, 40), np.linspace(0.5, 1.0 - 1e-9, 17)])
 )
+COARSE_GRID: F64 = np.unique(
+    np.append(RATE_GRID[::3], RATE_GRID[-1])
+)  # the greedy choice; chosen rates are refined on RATE_GRID
+TIE_NATS = 1.0  # candidates within this of the best gain are indistinguishable from it
 _EPS = 1e-12
+_CHUNK = 400_000  # (entries x rates) cells per block of the mixture gains
 
 
 def log_likelihood(n: F64, k: F64, success: F64) -> F64:
@@ -34,12 +50,13 @@ def log_likelihood(n: F64, k: F64, success: F64) -> F64:
 
 
 def _grid_log_likelihood(n: F64, k: F64, s: F64, factors: F64, power: F64 | None = None) -> F64:
-    """``log_likelihood(n, k, s * factors ** power)`` per flow (rows) and factor (columns).
+    """``log_likelihood(n, k, s * factors ** power)`` per row and factor (columns).
 
-    Flows share few distinct (trials, failures, success, power) tuples, so the logs are
-    taken once per distinct tuple and gathered back per flow: every entry is computed
-    by the same operations on the same numbers as the direct form, bit for bit.
+    Rows share few distinct (trials, failures, success, power) tuples, so the logs are
+    taken once per distinct tuple and gathered back per row.
     """
+    if not len(n):
+        return np.zeros((0, len(factors)))
     cols = [n, k, s] if power is None else [n, k, s, power]
     order = np.lexsort(cols[::-1])
     key = np.stack(cols, axis=1)[order]
@@ -55,6 +72,36 @@ def _grid_log_likelihood(n: F64, k: F64, s: F64, factors: F64, power: F64 | None
     return log_likelihood(unique[:, 0:1], unique[:, 1:2], trial)[inverse]
 
 
+@dataclass(frozen=True)
+class Rows:
+    """What each flow crossed: ``certain[f, e]`` counts how often every trial of flow f
+    crosses element e whichever way it went; ``matrix[r, e]`` what alternative row r adds
+    (the spine and its links). ``flow[r]`` is the row's flow (a flow's rows contiguous,
+    every flow has at least one), ``log_prior[r]`` its prior (a flow's sum to 1)."""
+
+    certain: sp.csr_matrix
+    matrix: sp.csr_matrix
+    flow: I64
+    log_prior: F64
+
+    @property
+    def n_flows(self) -> int:
+        return int(self.certain.shape[0])
+
+    @classmethod
+    def single(cls, matrix: sp.csr_matrix) -> Rows:
+        """One row per flow: every path known."""
+        n, e = matrix.shape
+        return cls(
+            sp.csr_matrix(matrix), sp.csr_matrix((n, e)), np.arange(n, dtype=np.int64), np.zeros(n)
+        )
+
+    def flow_matrix(self) -> sp.csr_matrix:
+        """(flows x rows) 0/1: which rows are a flow's."""
+        r = len(self.flow)
+        return sp.csr_matrix((np.ones(r), (self.flow, np.arange(r))), shape=(self.n_flows, r))
+
+
 @dataclass
 class Explanation:
     """The fitted model: background rate, and the chosen elements with rates and gains."""
@@ -62,14 +109,127 @@ class Explanation:
     background: float
     rates: dict[int, float] = field(default_factory=dict)  # element -> failure rate
     gains: dict[int, float] = field(default_factory=dict)  # element -> nats lost without it
-    log_success: F64 = field(default_factory=lambda: np.zeros(0))  # per flow, chosen only
+    ties: dict[int, list[int]] = field(default_factory=dict)  # element -> indistinguishable
+    log_success: F64 = field(default_factory=lambda: np.zeros(0))  # per row, chosen only
 
     def success(self) -> F64:
         return (1.0 - self.background) * np.exp(self.log_success)
 
 
+class _Model:
+    """The rows, their trials and failures, and the likelihood of a fit over them."""
+
+    def __init__(self, rows: Rows, trials: F64, failures: F64) -> None:
+        self.rows = rows
+        self.cc = rows.certain.tocsc()
+        self.mc = rows.matrix.tocsc()
+        self.nf = np.asarray(trials, np.float64)
+        self.kf = np.asarray(failures, np.float64)
+        self.n = self.nf[rows.flow]
+        self.k = self.kf[rows.flow]
+        per_flow = np.bincount(rows.flow, minlength=rows.n_flows)
+        self.starts = np.concatenate([[0], np.cumsum(per_flow)[:-1]]).astype(np.int64)
+        self.multi = per_flow[rows.flow] > 1
+
+    def column(self, e: int) -> F64:
+        """How often each row's trial crosses element e."""
+        out = np.zeros(self.cc.shape[0])
+        lo, hi = self.cc.indptr[e], self.cc.indptr[e + 1]
+        out[self.cc.indices[lo:hi]] = self.cc.data[lo:hi]
+        row = out[self.rows.flow]
+        lo, hi = self.mc.indptr[e], self.mc.indptr[e + 1]
+        row[self.mc.indices[lo:hi]] += self.mc.data[lo:hi]
+        return row
+
+    def flow_ll(self, row_ll: F64) -> F64:
+        """Per flow (columns kept): log of the prior-weighted mixture of its rows."""
+        v = self.rows.log_prior.reshape(-1, *([1] * (row_ll.ndim - 1))) + row_ll
+        if not self.multi.any():
+            return v
+        top = np.maximum.reduceat(v, self.starts, axis=0)
+        total = np.add.reduceat(np.exp(v - top[self.rows.flow]), self.starts, axis=0)
+        return top + np.log(total)
+
+    def total(self, fit: Explanation) -> float:
+        return float(self.flow_ll(log_likelihood(self.n, self.k, fit.success())).sum())
+
+    def gains(self, fit: Explanation, elements: I64, rates: F64) -> F64:
+        """(elements x rates): the log-likelihood each element would add at each rate,
+        given the fit as it stands (take an element's own rate out before asking).
+
+        What a flow certainly crosses is scored on the flow's expected success (its rows'
+        successes weighted by their posterior); the alternatives' own elements exactly,
+        as a mixture."""
+        out = np.zeros((len(elements), len(rates)))
+        if not len(elements):
+            return out
+        s = fit.success()
+        row_ll = log_likelihood(self.n, self.k, s)
+        flow_ll = self.flow_ll(row_ll)
+        log_w = self.rows.log_prior + row_ll - flow_ll[self.rows.flow]
+        factors = 1.0 - rates
+        cert = self.cc[:, elements].tocoo()
+        if cert.nnz:
+            s_flow = np.bincount(self.rows.flow, np.exp(log_w) * s, minlength=self.rows.n_flows)
+            f, j, c = cert.row, cert.col, cert.data
+            base = log_likelihood(self.nf[f], self.kf[f], s_flow[f])
+            delta = _grid_log_likelihood(self.nf[f], self.kf[f], s_flow[f], factors, c)
+            out += _gather(j, len(out)) @ (delta - base[:, None])
+        sub = self.mc[:, elements].tocoo()
+        simple = ~self.multi[sub.row]
+        if simple.any():
+            r, j, c = sub.row[simple], sub.col[simple], sub.data[simple]
+            delta = _grid_log_likelihood(self.n[r], self.k[r], s[r], factors, c) - row_ll[r, None]
+            out += _gather(j, len(out)) @ delta
+        if (~simple).any():
+            self._mixture_gains(out, sub, ~simple, s, row_ll, log_w, factors)
+        return out
+
+    def _mixture_gains(
+        self,
+        out: F64,
+        sub: sp.coo_matrix,
+        mask: npt.NDArray[np.bool_],
+        s: F64,
+        row_ll: F64,
+        log_w: F64,
+        factors: F64,
+    ) -> None:
+        """Gains over multi-row flows: per (element, flow), ``log((1 - W) + sum of
+        w_row exp(delta_row))`` over the flow's rows that cross the element."""
+        r, j, c = sub.row[mask], sub.col[mask], sub.data[mask]
+        flow = self.rows.flow[r]
+        order = np.lexsort((flow, j))
+        r, j, c, flow = r[order], j[order], c[order], flow[order]
+        step = max(1, _CHUNK // len(factors))
+        lo = 0
+        while lo < len(r):
+            hi = min(len(r), lo + step)
+            while hi < len(r) and (j[hi], flow[hi]) == (j[hi - 1], flow[hi - 1]):
+                hi += 1  # keep each (element, flow) group in one block
+            rr, jj, cc, ff = r[lo:hi], j[lo:hi], c[lo:hi], flow[lo:hi]
+            new = np.ones(len(rr), bool)
+            new[1:] = (jj[1:] != jj[:-1]) | (ff[1:] != ff[:-1])
+            starts = np.flatnonzero(new)
+            group = np.cumsum(new) - 1
+            delta = _grid_log_likelihood(self.n[rr], self.k[rr], s[rr], factors, cc)
+            v = log_w[rr, None] + delta - row_ll[rr, None]
+            weight = np.add.reduceat(np.exp(log_w[rr]), starts)
+            rest = np.log(np.clip(1.0 - weight, 0.0, 1.0) + 1e-300)
+            top = np.maximum(np.maximum.reduceat(v, starts, axis=0), rest[:, None])
+            summed = np.add.reduceat(np.exp(v - top[group]), starts, axis=0)
+            summed += np.exp(rest[:, None] - top)
+            out += _gather(jj[starts], len(out)) @ (top + np.log(summed))
+            lo = hi
+
+
+def _gather(j: npt.NDArray[np.integer], n: int) -> sp.csr_matrix:
+    """(n x len(j)) 0/1: sums entries into their element's row."""
+    return sp.csr_matrix((np.ones(len(j)), (j, np.arange(len(j)))), shape=(n, len(j)))
+
+
 def explain(
-    incidence: sp.csr_matrix,
+    incidence: sp.csr_matrix | Rows,
     trials: F64,
     failures: F64,
     *,
@@ -80,123 +240,122 @@ def explain(
     max_elements: int = 8,
     background: float | None = None,
 ) -> Explanation:
-    """Greedy sparse explanation of ``failures`` out of ``trials`` per flow (see module doc).
+    """Greedy sparse explanation of ``failures`` out of ``trials`` per flow (module doc).
 
-    ``incidence[f, e]`` counts how often a trial of flow f crosses element e (a round
-    trip crosses its hosts and leaves twice): success then carries ``(1 - r_e) ** count``.
+    ``incidence`` is a (flows x elements) count matrix (every path known) or ``Rows``.
     ``candidates`` restricts which elements may be chosen (e.g. those 007 voting touched);
     an element's rate must reach ``max(min_rate, rate_over_background * b)``, with ``b``
     the lower of the (refitted) background and the failure rate of the flows that do not
     cross the element: a fault's failures inflate the overall rate, not its own yardstick.
-    ``background`` is the starting background rate (by default the overall rate).
     """
+    rows = incidence if isinstance(incidence, Rows) else Rows.single(incidence)
+    model = _Model(rows, trials, failures)
     n = np.asarray(trials, np.float64)
     k = np.asarray(failures, np.float64)
-    n_flows, n_el = incidence.shape
+    n_el = rows.certain.shape[1]
     total = n.sum()
-    if background is None:  # the overall rate: diffuse failures are background from the start
+    if background is None:
         background = k.sum() / total if total else 0.0
     fit = Explanation(
-        background=float(np.clip(background, 1e-7, 0.5)), log_success=np.zeros(n_flows)
+        background=float(np.clip(background, 1e-7, 0.5)), log_success=np.zeros(len(rows.flow))
     )
     if not total or not n_el:
         return fit
-    inc = incidence.tocsc()
-    by_count = [
-        (c, (incidence == c).astype(np.float64).T.tocsr()) for c in np.unique(incidence.data)
-    ]
     allowed = np.ones(n_el, bool) if candidates is None else candidates.copy()
-    # each element's own yardstick: the failure rate of the flows that do not cross it
-    crosses_t = (incidence > 0).astype(np.float64).T.tocsr()
-    out_n = total - crosses_t @ n
-    out_k = k.sum() - crosses_t @ k
+    # each element's own yardstick: the failure rate of the flows that never cross it
+    touches = (rows.certain > 0).astype(np.float64)
+    touches = ((touches + rows.flow_matrix() @ (rows.matrix > 0).astype(np.float64)) > 0).astype(
+        np.float64
+    )
+    out_n = total - touches.T @ n
+    out_k = k.sum() - touches.T @ k
     rate_elsewhere = np.where(out_n > 0, out_k / np.maximum(out_n, 1), 0.0)
     for _ in range(max_elements):
-        s = fit.success()
-        base = log_likelihood(n, k, s)
-        gain = np.zeros((n_el, len(RATE_GRID)))
-        for c, a_t in by_count:
-            delta = _grid_log_likelihood(n, k, s, (1.0 - RATE_GRID) ** c) - base[:, None]
-            gain += np.asarray(a_t @ delta)
-        best = np.argmax(gain, axis=1)
-        best_gain = gain[np.arange(n_el), best]
-        rate = RATE_GRID[best]
-        floor = np.maximum(
-            min_rate, rate_over_background * np.minimum(fit.background, rate_elsewhere)
-        )
-        best_gain[~allowed | (rate < floor)] = -np.inf
-        e = int(np.argmax(best_gain))
-        if not best_gain[e] >= min_gain:
+        cand = np.flatnonzero(allowed)
+        if not len(cand):
             break
+        gain = model.gains(fit, cand, COARSE_GRID)
+        best = np.argmax(gain, axis=1)
+        best_gain = gain[np.arange(len(cand)), best]
+        rate = COARSE_GRID[best]
+        floor = np.maximum(
+            min_rate, rate_over_background * np.minimum(fit.background, rate_elsewhere[cand])
+        )
+        best_gain[rate < floor] = -np.inf
+        i = int(np.argmax(best_gain))
+        if not best_gain[i] >= min_gain:
+            break
+        e = int(cand[i])
+        near = (best_gain >= best_gain[i] - max(TIE_NATS, 1e-3 * best_gain[i])) & (cand != e)
+        fit.ties[e] = [int(x) for x in cand[near]]
         allowed[e] = False
-        fit.rates[e] = float(rate[e])
-        fit.log_success += _column(inc, e) * np.log1p(-rate[e])
-        _refit(fit, inc, n, k)
-    _prune(fit, inc, n, k, min_gain, floor=min_rate)
-    _polish(fit, inc, n, k)
+        fit.rates[e] = float(rate[i])
+        fit.log_success += model.column(e) * np.log1p(-rate[i])
+        _refit(fit, model)
+    _prune(fit, model, min_gain, floor=min_rate)
+    _polish(fit, model)
+    fit.ties = {e: t for e, t in fit.ties.items() if e in fit.rates}
     return fit
 
 
-def _column(inc: sp.csc_matrix, e: int) -> F64:
-    """How often each flow crosses element e (0 for most)."""
-    out = np.zeros(inc.shape[0])
-    lo, hi = inc.indptr[e], inc.indptr[e + 1]
-    out[inc.indices[lo:hi]] = inc.data[lo:hi]
-    return out
-
-
-def _best_rate(
-    fit: Explanation, inc: sp.csc_matrix, n: F64, k: F64, e: int, candidates: F64
-) -> float:
-    """Element e's rate among ``candidates`` given every other rate; updates the fit."""
-    count = _column(inc, e)
-    on = count > 0
-    c = count[on]
-    without = fit.log_success[on] - c * np.log1p(-fit.rates[e])
-    s = (1 - fit.background) * np.exp(without)
-    j = int(np.argmax(_grid_log_likelihood(n[on], k[on], s, 1 - candidates, c).sum(0)))
-    rate = float(candidates[j])
+def _set_rate(fit: Explanation, model: _Model, e: int, candidates: F64) -> None:
+    """Element e's best rate among ``candidates`` given every other rate."""
+    col = model.column(e)
+    fit.log_success -= col * np.log1p(-fit.rates[e])
+    gain = model.gains(fit, np.array([e]), candidates)[0]
+    rate = float(candidates[int(np.argmax(gain))])
     fit.rates[e] = rate
-    fit.log_success[on] = without + c * np.log1p(-rate)
-    return rate
+    fit.log_success += col * np.log1p(-rate)
 
 
-def _refit(fit: Explanation, inc: sp.csc_matrix, n: F64, k: F64, passes: int = 3) -> None:
+def _refit(fit: Explanation, model: _Model, passes: int = 3) -> None:
     """Coordinate ascent: the background, then each chosen element's rate, on the grid."""
     rates0 = np.concatenate([[0.0], RATE_GRID])
+    cand = np.clip(rates0, 1e-7, 0.5)
     for _ in range(passes):
-        # background: every flow
         other = np.exp(fit.log_success)
-        cand = np.clip(rates0, 1e-7, 0.5)
-        ll = _grid_log_likelihood(n, k, other, 1 - cand).sum(0)
+        ll = model.flow_ll(_grid_log_likelihood(model.n, model.k, other, 1 - cand)).sum(0)
         fit.background = float(cand[int(np.argmax(ll))])
         for e in list(fit.rates):
-            _best_rate(fit, inc, n, k, e, rates0)
+            _set_rate(fit, model, e, rates0)
 
 
-def _polish(fit: Explanation, inc: sp.csc_matrix, n: F64, k: F64, rounds: int = 2) -> None:
+def _polish(fit: Explanation, model: _Model, rounds: int = 2) -> None:
     """Refine each chosen rate on a fine grid around its value (the coarse grid steps ~24%)."""
     steps = np.exp(np.linspace(-0.25, 0.25, 51))
     for _ in range(rounds):
         for e, r in list(fit.rates.items()):
             if 0 < r < 0.5:
-                _best_rate(fit, inc, n, k, e, np.clip(r * steps, 1e-7, 1 - 1e-9))
+                _set_rate(fit, model, e, np.clip(r * steps, 1e-7, 1 - 1e-9))
 
 
-def _prune(
-    fit: Explanation, inc: sp.csc_matrix, n: F64, k: F64, min_gain: float, floor: float
-) -> None:
+def _prune(fit: Explanation, model: _Model, min_gain: float, floor: float) -> None:
     """Drop chosen elements that explain too little; record each survivor's drop-one gain."""
     while fit.rates:
-        full = log_likelihood(n, k, fit.success()).sum()
+        full = model.total(fit)
         gains = {}
         for e, r in fit.rates.items():
-            ls = fit.log_success - _column(inc, e) * np.log1p(-r)
-            gains[e] = float(full - log_likelihood(n, k, (1 - fit.background) * np.exp(ls)).sum())
+            saved = fit.log_success
+            fit.log_success = saved - model.column(e) * np.log1p(-r)
+            gains[e] = full - model.total(fit)
+            fit.log_success = saved
         weakest = min(gains, key=lambda x: gains[x])
         if gains[weakest] >= min_gain and fit.rates[weakest] >= floor:
             fit.gains = gains
             return
-        fit.log_success -= _column(inc, weakest) * np.log1p(-fit.rates.pop(weakest))
-        _refit(fit, inc, n, k, passes=1)
+        fit.log_success -= model.column(weakest) * np.log1p(-fit.rates.pop(weakest))
+        _refit(fit, model, passes=1)
     fit.gains = {}
+
+
+def posterior(fit: Explanation, rows: Rows, trials: F64, failures: F64) -> sp.csr_matrix:
+    """(flows x elements): the probability, under the fit, that flow f crossed element e
+    (1 or 0 where its path is known; the weight of its alternatives that cross e else)."""
+    model = _Model(rows, trials, failures)
+    row_ll = log_likelihood(model.n, model.k, fit.success())
+    flow_ll = model.flow_ll(row_ll)
+    w = np.exp(rows.log_prior + row_ll - flow_ll[rows.flow])
+    crosses = (rows.matrix > 0).astype(np.float64)
+    tier = rows.flow_matrix() @ sp.diags(w) @ crosses
+    certain = (rows.certain > 0).astype(np.float64)
+    return sp.csr_matrix(certain.maximum(tier))

@@ -22,19 +22,23 @@ yields no suspect because nothing passes both the likelihood test and those size
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from scipy.special import bdtrc
+import scipy.sparse as sp
 
 from cwctl.records import ProbeTable
+from cwctl.records.path import PathRecord
 from cwctl.snapshot import Suspect
-from cwctl.telemetry.elements import Flows, Incidence, incidence
-from cwctl.telemetry.explain import Explanation, explain
+from cwctl.telemetry.elements import Flows, Incidence, incidences
+from cwctl.telemetry.explain import Explanation, explain, posterior
 from cwctl.telemetry.groups import Runs, run_quantiles
 from cwctl.telemetry.paths import Observations, PathTable, group_ids, sorted_quantiles
+from cwctl.telemetry.routes import known_spines, route_index
 from cwctl.topology import Topology
 
 F64 = npt.NDArray[np.float64]
@@ -217,30 +221,29 @@ def _excess_p50(
 
 
 def _incidences(
-    counts: FlowCounts, topology: Topology | None, host_nics: Mapping[str, Sequence[str]]
+    counts: FlowCounts,
+    topology: Topology | None,
+    host_nics: Mapping[str, Sequence[str]],
+    path_records: Iterable[PathRecord] = (),
 ) -> tuple[Incidence, Incidence]:
-    """The loss incidence (exchanges: both directions, counts 0..2) and the delay one, over
-    one set of element names."""
+    """The loss rows (exchanges: both directions) and the delay rows, over one set of
+    element names, each direction on its discovered spine where a path record names one."""
     x, f = counts.exchanges, counts.flows
-    nx = len(x)
-    cat = np.concatenate
-    both = Flows(
-        hosts=x.hosts,
-        nics=x.nics,
-        src=cat([f.src, x.src, x.dst]),
-        dst=cat([f.dst, x.dst, x.src]),
-        sport=cat([f.sport, x.sport, x.sport]),
-        nic=cat([f.nic, x.nic, x.nic]),
-        reverse=cat([f.reverse, np.zeros(nx, bool), np.ones(nx, bool)]),
-    )
-    inc = incidence(both, topology, host_nics)
-    m = inc.matrix
-    nf = len(f)
-    loss = (m[nf : nf + nx] + m[nf + nx :]).tocsr()
-    return (
-        Incidence(inc.names, inc.kinds, loss),
-        Incidence(inc.names, inc.kinds, m[:nf].tocsr()),
-    )
+    known = None
+    if topology is not None:
+        spines = topology.spines
+        index = route_index(path_records, topology.switch_of_address, spines)
+        if index:
+            nx = len(x)
+            known = (
+                known_spines(x.hosts, x.nics, x.src, x.dst, x.sport, x.nic, np.zeros(nx, bool),
+                             index, spines),
+                known_spines(x.hosts, x.nics, x.dst, x.src, x.sport, x.nic, np.ones(nx, bool),
+                             index, spines),
+                known_spines(f.hosts, f.nics, f.src, f.dst, f.sport, f.nic, f.reverse, index,
+                             spines),
+            )  # fmt: skip
+    return incidences(x, f, topology, host_nics, known)
 
 
 def _bad_flows(
@@ -254,11 +257,16 @@ def _bad_flows(
 
 
 def _votes(inc: Incidence, bad: npt.NDArray[np.bool_]) -> F64:
-    """007 voting: each bad flow gives 1/h votes to each of its h elements."""
-    crosses = (inc.matrix > 0).astype(np.float64)
-    h = np.asarray(crosses.sum(axis=1)).ravel()
-    weight = np.where(bad & (h > 0), 1.0 / np.maximum(h, 1), 0.0)
-    return np.asarray(crosses.T @ weight).ravel()
+    """007 voting: each bad flow gives 1/h votes to each of the h elements it crosses (an
+    alternative's own elements: times the alternative's prior)."""
+    rows = inc.rows
+    certain = (rows.certain > 0).astype(np.float64)
+    tier = (rows.matrix > 0).astype(np.float64)
+    prior = np.exp(rows.log_prior)
+    h_flow = np.asarray(certain.sum(axis=1)).ravel()
+    h_flow += np.bincount(rows.flow, prior * np.asarray(tier.sum(axis=1)).ravel(), rows.n_flows)
+    weight = np.where(bad & (h_flow > 0), 1.0 / np.maximum(h_flow, 1e-9), 0.0)
+    return np.asarray(certain.T @ weight + tier.T @ (weight[rows.flow] * prior)).ravel()
 
 
 @dataclass(frozen=True)
@@ -272,6 +280,7 @@ class SignalResult:
     votes: F64
     trials: F64
     failures: F64
+    crossed: sp.csr_matrix  # (flows x elements): P(flow crossed element) under the fit
 
 
 def _background(trials: F64, failures: F64, rounds: int = 6) -> float:
@@ -298,7 +307,7 @@ def _localise_signal(
     b0 = _background(trials[usable], failures[usable])
     votes = _votes(inc, _bad_flows(trials, failures, b0, VOTE_P) & usable)
     fit = explain(
-        inc.matrix,
+        inc.rows,
         np.where(usable, trials, 0.0),
         np.where(usable, failures, 0.0),
         candidates=votes > 0,
@@ -306,7 +315,9 @@ def _localise_signal(
         min_rate=min_rate,
     )
     bad = _bad_flows(trials, failures, fit.background) & usable
-    return SignalResult(signal, inc, fit, bad, _votes(inc, bad), trials, failures)
+    n, k = np.where(usable, trials, 0.0), np.where(usable, failures, 0.0)
+    crossed = posterior(fit, inc.rows, n, k)
+    return SignalResult(signal, inc, fit, bad, _votes(inc, bad), trials, failures, crossed)
 
 
 def _drop_immaterial_delays(res: SignalResult, counts: FlowCounts) -> None:
@@ -318,9 +329,9 @@ def _drop_immaterial_delays(res: SignalResult, counts: FlowCounts) -> None:
     """
     if not res.fit.rates or not np.isfinite(counts.floor_ns):
         return
-    m = res.incidence.matrix.tocsc()
+    m = res.crossed.tocsc()
     chosen = list(res.fit.rates)
-    crosses = {e: np.asarray(m[:, e].toarray()).ravel() > 0 for e in chosen}
+    crosses = {e: np.asarray(m[:, e].toarray()).ravel() > 0.5 for e in chosen}
     clean = ~np.any([crosses[e] for e in chosen], axis=0)
     p50 = counts.excess_p50_ns
     base = float(np.nanmedian(p50[clean])) if np.any(clean & np.isfinite(p50)) else 0.0
@@ -336,9 +347,10 @@ def localise(
     counts: FlowCounts,
     topology: Topology | None,
     host_nics: Mapping[str, Sequence[str]] | None = None,
+    path_records: Iterable[PathRecord] = (),
 ) -> tuple[list[Suspect], Incidence, list[SignalResult]]:
     """Suspects from both signals, strongest first (one entry per element)."""
-    loss_inc, delay_inc = _incidences(counts, topology, host_nics or {})
+    loss_inc, delay_inc = _incidences(counts, topology, host_nics or {}, path_records)
     inc = loss_inc
     results = [_localise_signal(loss_inc, counts.sent, counts.lost, "loss", MIN_LOSS_RATE)]
     if counts.samples.sum() > 0 and np.isfinite(counts.threshold_ns):
@@ -346,11 +358,13 @@ def localise(
         _drop_immaterial_delays(delay, counts)
         results.append(delay)
     found: dict[int, tuple[float, float, str]] = {}  # element -> (score, gain, evidence)
+    ties: dict[int, set[int]] = {}
     for res in results:
         chosen = list(res.fit.rates)
         for e in chosen:
             score, words = _score_and_words(res, e, chosen, counts)
             gain = res.fit.gains.get(e, 0.0)
+            ties.setdefault(e, set()).update(res.fit.ties.get(e, ()))
             if e in found:
                 s0, g0, w0 = found[e]
                 found[e] = (max(s0, score), max(g0, gain), f"{w0}; {words}")
@@ -360,16 +374,35 @@ def localise(
         (e for e in found if found[e][0] >= MIN_SCORE),
         key=lambda e: (-found[e][0], -found[e][1], inc.names[e]),
     )
-    suspects = [
-        Suspect(
-            element=inc.names[e],
-            kind=inc.kinds[e],  # type: ignore[arg-type]
-            score=float(round(found[e][0], 4)),
-            evidence=found[e][2],
-        )
-        for e in order
-    ]
+    suspects = [_suspect(inc, e, found[e], sorted(ties.get(e, ()))) for e in order]
     return suspects, inc, results
+
+
+def _suspect(inc: Incidence, e: int, found: tuple[float, float, str], ties: list[int]) -> Suspect:
+    """One suspect; with ties, the set the data cannot narrow (every member a candidate)."""
+    score, _, words = found
+    if not ties:
+        kind = inc.kinds[e]
+        return Suspect(inc.names[e], kind, float(round(score, 4)), words)  # type: ignore[arg-type]
+    members = sorted([inc.names[e], *(inc.names[t] for t in ties)], key=_natural)
+    kinds = {inc.kinds[t] for t in [e, *ties]}
+    kind = inc.kinds[e] if len(kinds) == 1 else "switch" if "switch" in kinds else inc.kinds[e]
+    words = (
+        f"one of {' or '.join(members)} (paths unknown: the records cannot tell them apart); "
+        + words.replace(inc.names[e], "it")
+    )
+    return Suspect(
+        element="|".join(members),
+        kind=kind,  # type: ignore[arg-type]
+        score=float(round(score, 4)),
+        evidence=words,
+        candidates=members,
+    )
+
+
+def _natural(name: str) -> tuple[str, int]:
+    stem = name.rstrip("0123456789")
+    return (stem, int(name[len(stem) :]) if len(stem) < len(name) else -1)
 
 
 def _score_and_words(
@@ -378,12 +411,13 @@ def _score_and_words(
     """Score: (share of the flows through e that are bad) x (share of the bad flows not
     through another chosen element that go through e). Words: the counts behind it."""
     inc = res.incidence
-    on = inc.matrix[:, e].toarray().ravel() > 0
+    crossed = res.crossed.tocsc()
+    on = crossed[:, e].toarray().ravel() > 0.5
     usable = res.trials > 0
     others = np.zeros(len(on), bool)
     for o in chosen:
         if o != e:
-            others |= inc.matrix[:, o].toarray().ravel() > 0
+            others |= crossed[:, o].toarray().ravel() > 0.5
     n_in = int((on & usable).sum())
     bad_in = int((on & res.bad).sum())
     n_out = int((~on & ~others & usable).sum())  # flows crossing no suspect

@@ -14,6 +14,7 @@ import asyncio
 from dataclasses import asdict
 from typing import Any
 
+from cwctl.records.path import PathTable
 from cwctl.collection import Collection, HostInfo, HostStatus
 from cwctl.pipeline import Progress, ScanRequest, SimOptions
 from cwctl.sim.applied import applied_changes
@@ -55,7 +56,7 @@ def model_for(request: ScanRequest | None = None, options: SimOptions | None = N
             faults=options.faults,
             nics={h.name: h.nics for h in inv.hosts if h.nics},
         )
-        model.addresses = {h.name: h.address for h in inv.hosts}
+        model.host_addresses = {h.name: h.address for h in inv.hosts}
         model.default_duration_s = inv.probe.duration
         return model
     return FabricModel.leaf_spine(
@@ -75,7 +76,7 @@ def run_model(model: FabricModel, duration_s: float) -> Collection:
     hosts = [
         HostInfo(
             name=name,
-            address=model.addresses.get(name, f"sim:{name}"),
+            address=model.host_addresses.get(name, f"sim:{name}"),
             leaf=None
             if fabric.leaves[int(fabric.host_leaf[i])] == HIDDEN_LEAF
             else fabric.leaves[int(fabric.host_leaf[i])],
@@ -89,9 +90,10 @@ def run_model(model: FabricModel, duration_s: float) -> Collection:
         table=window.table,
         duration_s=duration_s,
         status={name: HostStatus() for name in fabric.hosts},
-        topology=model.topology,
+        topology=model.published_topology(),
         peers={h: list(ps) for h, ps in model.peers.items()},
         truth={**window.truth, "applied": applied_changes(model.state)},
+        paths=PathTable.of(window.paths),
         params={
             "simulated": True,
             "seed": model.seed,
@@ -105,6 +107,9 @@ def run_model(model: FabricModel, duration_s: float) -> Collection:
             "peers": params.peers,
             "ports": params.ports,
             "gap_ns": params.gap_ns,
+            "answer_port": params.answer_port,
+            "ecmp": params.ecmp,
+            "discovery": params.discovery,
             "window_start_s": window.start_s,
             "window": model.windows,
         },

@@ -1,22 +1,27 @@
 """A tiny fabric-shaped probe table for telemetry tests, independent of the simulator.
 
-Clocks are perfect (every host reads true time), so a zero ``ClockSolution`` corrects
-them exactly and the one-way delays are known: ``base + queueing`` per direction. Faults
-are per element name (as ``Topology.path_elements`` names them): a loss probability
-and a mean extra delay (exponential) for every probe that crosses the element.
-Routes come from ``Topology.path_elements`` (the per-flow Python call is fine here: a
-few thousand flows), so the tests check ``elements.py``'s vectorised hash against it.
+Its own fabric model, sharing no code with ``cwctl.sim``: each leaf picks a flow's spine
+with its own hash (BLAKE2b of the leaf's secret and the 5-tuple), switches have their
+own addresses, and every traced flow gets a path record (all hops answered, or the
+share ``discovered`` of them) as agents write them. Clocks are perfect (every host reads
+true time), so a zero ``ClockSolution`` corrects them exactly and the one-way delays are
+known: ``base + queueing`` per direction. Faults are per element name (``spine2``,
+``leaf1-spine2``, ``gpu-001``): a loss probability and a mean extra delay (exponential)
+for every probe that crosses the element.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
 from cwctl.collection import Collection, HostInfo, HostStatus
 from cwctl.records import TS_CODE, ProbeTable
+from cwctl.records.path import PathTable, decode_path
 from cwctl.sync.solution import ClockSolution
 from cwctl.topology import Topology, assign_peers, leaf_spine
 
@@ -37,6 +42,34 @@ class Synth:
     delay_ns: Mapping[str, float] = field(default_factory=dict)
     seed: int = 0
     topology: bool = True
+    discovered: float = 1.0  # share of the traced flows whose path record names the spine
+    answer_port: int = 7000
+
+
+def _spine(leaf: str, spines: tuple[str, ...], src: str, dst: str, sport: int, dport: int) -> str:
+    """This model's ECMP: the leaf hashes the 5-tuple with its own secret."""
+    key = f"secret-{leaf}|{src}|{dst}|{sport}|{dport}|udp".encode()
+    return spines[int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") % len(spines)]
+
+
+def _route(topo: Topology, a: str, b: str, sport: int, dport: int) -> list[str]:
+    """The elements a flow from host a to b crosses, and its spine (or none)."""
+    la, lb = topo.leaf_of[a], topo.leaf_of[b]
+    if la == lb:
+        return [a, la, b]
+    s = _spine(la, topo.uplinks[la], a, b, sport, dport)
+    return [a, la, f"{la}-{s}", s, f"{lb}-{s}", lb, b]
+
+
+def _host_address(host: str) -> str:
+    i = int(host.rsplit("-", 1)[1])
+    return f"10.250.{i // 256}.{i % 256}"
+
+
+def _address(switch: str, other: str) -> str:
+    """The address ``switch`` answers from on its interface towards ``other``."""
+    digest = hashlib.blake2b(f"{switch}>{other}".encode(), digest_size=3).digest()
+    return "10.{}.{}.{}".format(*digest)
 
 
 def make(s: Synth) -> tuple[Collection, ClockSolution]:
@@ -53,15 +86,41 @@ def make(s: Synth) -> tuple[Collection, ClockSolution]:
     src, dst = edges[e_of, 0], edges[e_of, 1]
     t1 = T0 + (pair * 10_000_000 + idx.astype(np.int64) * 20_000 + e_of * 997).astype(np.int64)
 
+    records: list[dict[str, Any]] = []
+    switch_of: dict[str, str] = {}
+
+    def trace(x: str, y: str, role: str, sport_: int, dport_: int, path: list[str]) -> None:
+        addrs: list[str | None] = []
+        prev = x
+        for el in path[1:-1]:
+            if "-" in el:
+                continue
+            addr = _address(el, prev)
+            switch_of[addr] = el
+            addrs.append(addr if rng.random() < s.discovered or el.startswith("leaf") else None)
+            prev = el
+        records.append({"type": "path", "v": 1, "host": x, "peer": y, "role": role,
+                        "src": _host_address(x), "sport": sport_, "dst": _host_address(y),
+                        "dport": dport_, "proto": "udp", "hops": addrs, "complete": True,
+                        "t_ns": T0, "cached": False})  # fmt: skip
+
     def leg(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per probe: delivered?, delay (ns) along a -> b for source port ``sport``."""
+        """Per probe: delivered?, delay (ns) along a -> b (the prober's port ``sport``)."""
         keys = np.stack([a, b, sport], axis=1)
         uniq, inv = np.unique(keys, axis=0, return_inverse=True)
         inv = inv.reshape(-1)
         p_ok = np.ones(len(uniq))
         extra = np.zeros((len(uniq), 0)).tolist()
+        forward = bool(np.array_equal(a, src))
         for u, (x, y, port) in enumerate(uniq.tolist()):
-            for el in topo.path_elements(hosts[x], hosts[y], port):
+            hx, hy = hosts[x], hosts[y]
+            ports = (port, s.answer_port) if forward else (s.answer_port, port)
+            if s.topology:
+                route = _route(topo, hx, hy, *ports)
+                trace(hx, hy, "probe" if forward else "reply", *ports, route)
+            else:
+                route = [hx, hy]
+            for el in route:
                 p_ok[u] *= 1.0 - s.loss.get(el, 0.0)
                 if el in s.delay_ns:
                     extra[u].append(s.delay_ns[el])
@@ -99,7 +158,7 @@ def make(s: Synth) -> tuple[Collection, ClockSolution]:
         reference=hosts[0],
         t_ref_ns=T0,
     )
-    topology: Topology | None = topo if s.topology else None
+    topology: Topology | None = replace(topo, switch_of_address=switch_of) if s.topology else None
     collection = Collection(
         source="test",
         hosts=[
@@ -111,5 +170,6 @@ def make(s: Synth) -> tuple[Collection, ClockSolution]:
         status={h: HostStatus() for h in hosts},
         topology=topology,
         peers=peers,
+        paths=PathTable.of(decode_path(r) for r in records),
     )
     return collection, solution

@@ -8,29 +8,9 @@ import scipy.sparse as sp
 
 from cwctl.collection import HostStatus
 from cwctl.telemetry import build_snapshot
-from cwctl.telemetry.elements import Flows, incidence
 from cwctl.telemetry.explain import explain
-from cwctl.topology import assign_peers, leaf_spine
+from cwctl.topology import leaf_spine
 from tests.unit.telemetry_synth import Synth, make
-
-
-def test_vectorised_routes_match_topology_path_elements() -> None:
-    hosts, topo = leaf_spine(24, 6, 3)
-    peers = assign_peers(hosts, 5, seed=3, leaf_of=topo.leaf_of)
-    index = {h: i for i, h in enumerate(hosts)}
-    pairs = [(index[a], index[b]) for a, ps in peers.items() for b in ps]
-    src = np.repeat([a for a, _ in pairs], 4)
-    dst = np.repeat([b for _, b in pairs], 4)
-    sport = np.tile(np.arange(40000, 40004), len(pairs))
-    flows = Flows(hosts, ["mlx5_0"], src, dst, sport, np.zeros(len(src), np.int64),
-                  np.zeros(len(src), bool))  # fmt: skip
-    inc = incidence(flows, topo, {h: ("mlx5_0",) for h in hosts})
-    m = inc.matrix.tocsr()
-    for f in range(len(src)):
-        got = {inc.names[e] for e in m.indices[m.indptr[f] : m.indptr[f + 1]]}
-        a, b = hosts[src[f]], hosts[dst[f]]
-        want = set(topo.path_elements(a, b, int(sport[f]), "mlx5_0")) | {f"{b}/mlx5_0"}
-        assert got == want
 
 
 def test_explain_picks_the_one_element_that_covers_the_failures() -> None:

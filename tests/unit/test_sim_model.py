@@ -42,13 +42,8 @@ def test_weight_zero_on_a_down_spine_removes_its_loss():
     assert not model.probe(0.5).table.complete.all()  # and back
 
 
-def test_weights_move_flows_in_proportion_and_default_matches_topology():
+def test_weights_move_flows_in_proportion():
     model = FabricModel.leaf_spine(64, 8, 2, seed=1)
-    _, topo = leaf_spine(64, 8, 2)
-    for src, dst, sport in [("gpu-001", "gpu-063", 40000), ("gpu-017", "gpu-002", 40003)]:
-        spine = topo.spine_for(src, dst, sport)
-        assert spine in model.path(src, dst, sport)["fwd"]
-        assert topo.spine_for(dst, src, sport) in model.path(src, dst, sport)["rev"]
     model.apply(SetEcmpWeight("spine1", 3, leaf="leaf1"))
     table = model.probe(0.1).table
     from_leaf1 = (model.fabric.host_leaf[table.src] == 0) & _inter_leaf(model, table)

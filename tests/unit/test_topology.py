@@ -1,19 +1,15 @@
-"""The fabric's shape: ECMP hashing, path elements, the peer assignment."""
+"""The fabric's shape and the peer assignment (the simulator's ECMP: test_sim_ecmp.py)."""
 
 from __future__ import annotations
 
 import random
 from collections import Counter
 
-import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cwctl.topology import (
-    Topology,
     assign_peers,
-    ecmp_hash,
-    host_id,
     leaf_spine,
     probe_edges,
 )
@@ -38,44 +34,6 @@ def test_default_fabric_names_and_shape() -> None:
     assert topo.leaves == [f"leaf{i}" for i in range(1, 9)]
     assert topo.spines == ["spine1", "spine2", "spine3", "spine4"]
     assert topo.leaf_of["gpu-009"] == "leaf2"
-
-
-def test_ecmp_scalar_and_vector_agree() -> None:
-    src = np.array([host_id("gpu-001")] * 5, np.uint64)
-    dst = np.array([host_id("gpu-017")] * 5, np.uint64)
-    ports = np.arange(40000, 40005)
-    vector = ecmp_hash(src, dst, ports)
-    scalar = [int(ecmp_hash(host_id("gpu-001"), host_id("gpu-017"), p)) for p in ports]
-    assert vector.tolist() == scalar
-
-
-def test_source_ports_spread_a_pair_over_spines() -> None:
-    _, topo = leaf_spine(64, 8, 4)
-    spines = {topo.spine_for("gpu-001", "gpu-060", 40000 + p) for p in range(64)}
-    assert spines == {"spine1", "spine2", "spine3", "spine4"}
-    assert topo.spine_for("gpu-001", "gpu-002", 40000) is None  # same leaf
-
-
-def test_path_elements_name_links_lower_tier_first() -> None:
-    _, topo = leaf_spine(16, 8, 2)
-    path = topo.path_elements("gpu-001", "gpu-016", 40001, nic="mlx5_0")
-    spine = topo.spine_for("gpu-001", "gpu-016", 40001)
-    assert path == [
-        "gpu-001",
-        "gpu-001/mlx5_0",
-        "leaf1",
-        f"leaf1-{spine}",
-        spine,
-        f"leaf2-{spine}",
-        "leaf2",
-        "gpu-016",
-    ]
-    assert topo.path_elements("gpu-001", "gpu-002", 1) == ["gpu-001", "leaf1", "gpu-002"]
-
-
-def test_path_elements_without_topology_are_the_hosts() -> None:
-    topo = Topology(leaf_of={}, uplinks={})
-    assert topo.path_elements("a", "b", 1) == ["a", "b"]
 
 
 @settings(max_examples=60, deadline=None)

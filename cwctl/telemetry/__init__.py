@@ -118,9 +118,7 @@ def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSna
         host_nics = {h.name: h.nics for h in collection.hosts if h.nics}
         if collection.topology is not None:
             host_nics = {**dict(collection.topology.nics), **host_nics}
-        suspects, inc, results = localise(
-            counts, collection.topology, host_nics, collection.paths
-        )
+        suspects, inc, results = localise(counts, collection.topology, host_nics, collection.paths)
         named = {s.element for s in suspects}
         rates: dict[str, dict[str, float]] = {}
         for res in results:

@@ -24,12 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import bdtrc
 import scipy.sparse as sp
+from scipy.special import bdtrc
 
 from cwctl.records import ProbeTable
 from cwctl.records.path import PathRecord
@@ -364,7 +363,9 @@ def localise(
         for e in chosen:
             score, words = _score_and_words(res, e, chosen, counts)
             gain = res.fit.gains.get(e, 0.0)
-            ties.setdefault(e, set()).update(res.fit.ties.get(e, ()))
+            # structural twins (a one-NIC host and its NIC) are said in the words, not tied
+            twins = set(_twin_ids(res.incidence, e, res.trials > 0))
+            ties.setdefault(e, set()).update(set(res.fit.ties.get(e, ())) - twins)
             if e in found:
                 s0, g0, w0 = found[e]
                 found[e] = (max(s0, score), max(g0, gain), f"{w0}; {words}")
@@ -455,6 +456,10 @@ def _score_and_words(
 def _twins(inc: Incidence, e: int, usable: npt.NDArray[np.bool_], limit: int = 3) -> list[str]:
     """Other elements crossed by exactly the same usable flows as e (the data cannot
     tell them apart: a 2-leaf fabric's spine and its two links, a one-NIC host and its NIC)."""
+    return [inc.names[j] for j in _twin_ids(inc, e, usable)][:limit]
+
+
+def _twin_ids(inc: Incidence, e: int, usable: npt.NDArray[np.bool_]) -> list[int]:
     crosses = (inc.matrix[usable] > 0).astype(np.float64).tocsc()
     col = crosses[:, e]
     size = col.nnz
@@ -463,7 +468,7 @@ def _twins(inc: Incidence, e: int, usable: npt.NDArray[np.bool_], limit: int = 3
     overlap = np.asarray((crosses.T @ col).todense()).ravel()
     sizes = np.diff(crosses.indptr)
     same = np.flatnonzero((overlap == size) & (sizes == size))
-    return [inc.names[j] for j in same if j != e][:limit]
+    return [int(j) for j in same if j != e]
 
 
 def _pct(rate: float) -> str:

@@ -14,9 +14,9 @@ import asyncio
 from dataclasses import asdict
 from typing import Any
 
-from cwctl.records.path import PathTable
 from cwctl.collection import Collection, HostInfo, HostStatus
 from cwctl.pipeline import Progress, ScanRequest, SimOptions
+from cwctl.records.path import PathTable
 from cwctl.sim.applied import applied_changes
 from cwctl.sim.fabric import HIDDEN_LEAF
 from cwctl.sim.model import FabricModel

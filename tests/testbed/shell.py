@@ -29,9 +29,44 @@ def missing_prerequisite() -> str | None:
         return "the namespace testbed needs an OpenSSH sshd (apt install openssh-server)"
     if shutil.which("ssh-keygen") is None:
         return "the namespace testbed needs ssh-keygen (apt install openssh-client)"
-    if not os.path.isdir("/proc/self/ns") or not os.path.exists("/proc/self/ns/net"):
+    if not os.path.exists("/proc/self/ns/net"):
         return "this kernel has no network namespaces"
-    return None
+    return _netns_probe()
+
+
+_PROBED: list[str | None] = []
+
+
+def _netns_probe() -> str | None:
+    """Make (and remove) one namespace with a veth: the test of "namespaces can be made"."""
+    if not _PROBED:
+        name = f"cwtbprobe{os.getpid()}"
+        made = run(["ip", "netns", "add", name], check=False)
+        why = None
+        if made.returncode != 0:
+            why = f"network namespaces cannot be made here: {made.stderr.strip()}"
+        else:
+            veth = run(
+                [
+                    "ip",
+                    "-n",
+                    name,
+                    "link",
+                    "add",
+                    "probea",
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    "probeb",
+                ],
+                check=False,
+            )
+            if veth.returncode != 0:
+                why = f"veth links cannot be made here: {veth.stderr.strip()}"
+            run(["ip", "netns", "del", name], check=False)
+        _PROBED.append(why)
+    return _PROBED[0]
 
 
 def sshd_binary() -> str | None:

@@ -114,3 +114,39 @@ def inventory_check(inventory: InventoryOpt = None) -> None:
         typer.echo(summarize(load_inventory(path)))
 
     run_guarded(body)
+
+
+@inventory_app.command("pods")
+def inventory_pods(
+    inventory: InventoryOpt = None,
+    scan_id: Annotated[
+        str, typer.Option("--scan-id", help="Names this scan's pods (a-z, 0-9, '-').")
+    ] = "scan",
+    namespace: Annotated[str, typer.Option("--namespace", help="Namespace of the pods.")] = (
+        "cwctl"
+    ),
+    image: Annotated[
+        str, typer.Option("--image", help="Container image with python3 (stdlib only).")
+    ] = "python:3.12-slim",
+    deadline: Annotated[
+        int, typer.Option("--deadline", min=10, help="Seconds before Kubernetes ends a pod.")
+    ] = 120,
+) -> None:
+    """Print the per-node agent pods for Kubernetes (a v1 List, JSON: kubectl apply -f -)."""
+
+    def body() -> None:
+        from cwctl.errors import InputError
+        from cwctl.inventory import load_inventory
+        from cwctl.report.jsonenc import encode
+        from cwctl.transport.k8s import agent_pods
+
+        inv = load_inventory(inventory or Path(settings.INVENTORY_FILE))
+        try:
+            pods = agent_pods(
+                inv, scan_id=scan_id, namespace=namespace, image=image, deadline_s=deadline
+            )
+        except ValueError as exc:
+            raise InputError(f"--scan-id: {exc}") from None
+        write_output(encode(pods, pretty=True), None)
+
+    run_guarded(body)

@@ -31,6 +31,8 @@ PROBE_PEERS: Final = 10  # peers each host probes (K)
 PROBE_PORT: Final = 0  # UDP port that answers probes; 0 = any free port
 PROBE_PORTS: Final = 4  # source ports each host probes from (spreads ECMP paths)
 PROBE_GAP_US: Final = 20.0  # spacing of the two probes of a coded pair
+PROBE_TRACE: Final = True  # path discovery, where the inventory names switch addresses
+ICMP_RATELIMIT_MS: Final = 1000  # switches' ICMP answers per destination (Linux default)
 
 # --- SSH (the inventory's [ssh] section) ---------------------------------------------------
 SSH_PORT: Final = 22

@@ -219,6 +219,15 @@ class TomlChecker:
             return None
         return value
 
+    def boolean(self, table: Mapping[str, Any], where: str, key: str) -> bool | None:
+        value = table.get(key, MISSING)
+        if value is MISSING:
+            return None
+        if not isinstance(value, bool):
+            self.problem(f"{where}.{key}", f"must be true or false, not {toml_type(value)}")
+            return None
+        return value
+
     def positive(self, table: Mapping[str, Any], where: str, key: str) -> float | None:
         value = table.get(key, MISSING)
         if value is MISSING:

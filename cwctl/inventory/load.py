@@ -110,6 +110,8 @@ def _check_probe(c: TomlChecker, doc: Mapping[str, Any]) -> ProbeSettings:
             port=c.integer(t, "probe", "port", 0, 65535),
             ports=c.integer(t, "probe", "ports", 1, 64),
             gap_us=c.positive(t, "probe", "gap_us"),
+            trace=c.boolean(t, "probe", "trace"),
+            icmp_ratelimit_ms=c.integer(t, "probe", "icmp_ratelimit_ms", 0, 3_600_000),
         )
     )
 

@@ -29,6 +29,7 @@ AGENT_MODULES = (
     "cwctl.probe.hostfacts",
     "cwctl.probe.batch",
     "cwctl.probe.channel",
+    "cwctl.probe.trace",
     "cwctl.probe.exchanges",
     "cwctl.probe.gpu",
     "cwctl.probe.gpu.readings",

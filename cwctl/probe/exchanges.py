@@ -4,7 +4,6 @@ It runs on the far host under any Python 3.8+: standard library only, no ``match
 annotations evaluated at run time. Shipped in the agent bundle (``bootstrap.py``).
 """
 
-import contextlib
 import errno
 import os
 import platform
@@ -20,12 +19,15 @@ from cwctl.probe.stamps import (
     kernel_stamp,
     nic_timestamping,
 )
+from cwctl.probe.trace import QUEUED_ERRORS, Tracer, answer_trace, enable_recverr
 from cwctl.probe.wire import (
     FLAG_FOLLOW_UP,
     FLAG_T2_KERNEL,
     KIND_FOLLOW,
     KIND_PROBE,
     KIND_REPLY,
+    KIND_TRACE,
+    KIND_TRACE_ACK,
     RECORD_VERSION,
     decode,
     encode,
@@ -90,6 +92,9 @@ class Agent:
             self.rx_kernel = self.rx_kernel and rx
             self.tx_kernel = self.tx_kernel and tx
         self.by_fd = {s.fileno(): s for s in [self.answer, *self.sources]}
+        # path discovery (trace.py): ICMP answers to our sockets' packets, no root needed
+        self.tracing = bool(params.get("trace")) and all(map(enable_recverr, self.by_fd.values()))
+        self.tracer = None
         self.sports = [s.getsockname()[1] for s in self.sources]
         self.peer_addr = {}  # name -> (address, port)
         self.name_of = {}  # address -> name (for the summary's rx counts)
@@ -167,6 +172,8 @@ class Agent:
         self.schedule = [0] * len(self.targets)
         if self.batch_rows:
             self.batch = Batch(self.host, self.targets, self.gap_ns, self.pack)
+        if self.tracing and msg.get("trace"):
+            self.tracer = Tracer(self, msg["trace"], self.start_ns, self.end_ns)
 
     # --- sending ------------------------------------------------------------------
 
@@ -177,9 +184,9 @@ class Agent:
         return self.start_ns + int(pair * period_ns + offset)
 
     def next_due_ns(self):
-        if self.start_ns is None or not self.targets:
+        if self.start_ns is None:
             return None
-        best = None
+        best = self.tracer.next_due_ns() if self.tracer is not None else None
         for i, pair in enumerate(self.schedule):
             due = self.due_ns(i, pair)
             if due < self.end_ns and (best is None or due < best):
@@ -187,6 +194,8 @@ class Agent:
         return best
 
     def send_due(self, now):
+        if self.tracer is not None:
+            self.traced("send_due", now)
         for i, name in enumerate(self.targets):
             while True:
                 pair = self.schedule[i]
@@ -243,7 +252,7 @@ class Agent:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:  # e.g. ECONNREFUSED from an earlier ICMP error
-                if exc.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH):
+                if exc.errno in QUEUED_ERRORS:
                     continue
                 raise
             self.cost.received(len(data))
@@ -263,6 +272,8 @@ class Agent:
                 if exc.errno == errno.EAGAIN:
                     return
                 raise
+            if self.tracer is not None and self.traced("on_error", data, anc):
+                continue
             fields = decode(data)
             stamp = kernel_stamp(anc)
             if fields is None or not stamp:
@@ -280,7 +291,12 @@ class Agent:
 
     def on_datagram(self, sock, fields, stamp, addr):
         kind, flags, idx, rid, seq, a, b = fields
-        if kind == KIND_PROBE and sock is self.answer:
+        if kind == KIND_TRACE:  # a peer's path discovery: acknowledged, counted as nothing
+            answer_trace(sock, fields, addr)
+        elif kind == KIND_TRACE_ACK:
+            if self.tracer is not None:
+                self.traced("on_ack", fields)
+        elif kind == KIND_PROBE and sock is self.answer:
             t2k = bool(stamp)
             t2 = stamp or now_ns()
             self.rx[addr[0]] = self.rx.get(addr[0], 0) + 1
@@ -291,11 +307,8 @@ class Agent:
             t3 = now_ns()
             if t2k:  # answered this long after the kernel had it: was the agent starved?
                 self.cost.ran(t2, t3)
-            try:
-                reply = encode(KIND_REPLY, seq, idx, reply_flags, rid, t2, t3)
-                sock.sendto(reply, addr)
-                self.cost.sent(len(reply))
-            except OSError:
+            reply = encode(KIND_REPLY, seq, idx, reply_flags, rid, t2, t3)
+            if not self.send_reply(sock, reply, addr):
                 return
             if follow:
                 self.replies[rid] = (addr, seq, t3)
@@ -318,11 +331,22 @@ class Agent:
             ex.t3, ex.t3k, ex.follow = a, True, False
             self.maybe_done(seq, ex)
 
+    def send_reply(self, sock, data, addr):
+        """Send a reply or follow-up; an error left by an earlier ICMP answer (a path
+        trace's, with IP_RECVERR) is reported once by the next send: retry once."""
+        for attempt in (0, 1):
+            try:
+                sock.sendto(data, addr)
+                self.cost.sent(len(data))
+                return True
+            except OSError as exc:
+                if attempt == 0 and exc.errno in QUEUED_ERRORS:
+                    continue
+                return False
+        return False
+
     def send_follow(self, addr, seq, t3):
-        with contextlib.suppress(OSError):
-            data = encode(KIND_FOLLOW, seq, a=t3)
-            self.answer.sendto(data, addr)
-            self.cost.sent(len(data))
+        self.send_reply(self.answer, encode(KIND_FOLLOW, seq, a=t3), addr)
 
     def expire_replies(self, now):
         """Replies whose TX stamp never came: their initiators keep the user-time t3."""
@@ -341,6 +365,17 @@ class Agent:
     def expire(self, now, everything=False):
         for seq in [s for s, ex in self.pending.items() if everything or ex.expires <= now]:
             self.emit(self.pending.pop(seq))
+        if self.tracer is not None:
+            self.traced("finish") if everything else self.traced("expire", now)
+
+    def traced(self, method, *args):
+        """Call the tracer; path discovery failing must never stop the probing."""
+        try:
+            return getattr(self.tracer, method)(*args)
+        except Exception as exc:
+            self.error(f"path discovery stopped: {type(exc).__name__}: {exc}")
+            self.tracer = None
+            return False
 
     def emit(self, ex):
         answered = ex.t4 is not None
@@ -402,6 +437,7 @@ class Agent:
             "rx": rx,
             "send_errors": dict(self.send_errors),
             "cost": self.cost.summary(),
+            "trace": self.tracer.counts() if self.tracer is not None else None,
         }
 
     def error(self, message, fatal=False):

@@ -15,6 +15,8 @@ MAGIC = b"CWP1"
 KIND_PROBE = 1  # A -> B: seq, idx
 KIND_REPLY = 2  # B -> A: seq, a = t2, b = t3 in user time (fallback)
 KIND_FOLLOW = 3  # B -> A: seq, a = t3 from the kernel's TX stamp of the reply
+KIND_TRACE = 4  # path discovery, TTL-limited: seq = trace id, idx = TTL (trace.py)
+KIND_TRACE_ACK = 5  # its far end's acknowledgement (the TTL reached it): seq, idx echoed
 FLAG_T2_KERNEL = 1  # reply: t2 is a kernel stamp
 FLAG_FOLLOW_UP = 2  # reply: a follow-up with the kernel t3 will come
 

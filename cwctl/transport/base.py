@@ -33,6 +33,7 @@ from cwctl.inventory import ProbeSettings
 from cwctl.probe.bootstrap import agent_payload
 from cwctl.records import PathTable, ProbeTableBuilder, decode_path, decode_probes, parse_line
 from cwctl.topology import Topology, assign_peers
+from cwctl.transport.traceplan import TraceSettings, probers_of, trace_plan
 
 Progress = Callable[[str, dict[str, Any]], None]
 
@@ -96,6 +97,7 @@ class ScanPlan:
     seed: int = 0
     bind: dict[str, str] = field(default_factory=dict)  # host -> address the agent binds
     hello_timeout_s: float = HELLO_TIMEOUT_S
+    trace: TraceSettings | None = None  # path discovery (traceplan.py); None: off
 
 
 def raise_fd_limit(n_hosts: int, per_host: int = 4) -> None:
@@ -238,11 +240,15 @@ async def run_scan(
             leaf_of=plan.topology.leaf_of if plan.topology else None,
         )
         table = {r.name: [r.hello["address"], r.hello["port"]] for r in live if r.hello}
+        traces = _trace_plans(plan, live, peers)
         start_in_s = 0.3 + 0.002 * len(live)
         start_ns = time.time_ns() + int(start_in_s * 1e9)
         collector.report("started", hosts=len(live), of=len(runs), start_in_s=round(start_in_s, 3))
         await asyncio.gather(
-            *(_start(run, table, peers[run.name], start_ns, start_in_s) for run in live)
+            *(
+                _start(run, table, peers[run.name], start_ns, start_in_s, traces.get(run.name))
+                for run in live
+            )
         )
         loop = asyncio.get_running_loop()
         until = loop.time() + start_in_s + plan.duration_s + finish_grace_s(len(live))
@@ -276,12 +282,34 @@ async def run_scan(
     )
 
 
+def _trace_plans(
+    plan: ScanPlan, live: Sequence[HostRun], peers: dict[str, list[str]]
+) -> dict[str, dict[str, Any]]:
+    """Each agent's trace plan: its probe flows, and the reply flows of its probers."""
+    if plan.trace is None:
+        return {}
+    sports = {r.name: list((r.hello or {}).get("sports") or []) for r in live}
+    probers = probers_of(peers)
+    return {
+        r.name: trace_plan(
+            r.name,
+            peers.get(r.name, []),
+            {p: sports.get(p, []) for p in probers.get(r.name, [])},
+            plan.topology,
+            plan.trace,
+        )
+        for r in live
+    }
+
+
 def agent_params(run: HostRun, plan: ScanPlan) -> dict[str, Any]:
     s = plan.settings
     return {
         "host": run.name,
-        "bind": getattr(run.session, "bind_address", None)
-        or plan.bind.get(run.name, run.info.address),
+        # the inventory's probe address first (the fabric), else where the session went
+        "bind": plan.bind.get(run.name)
+        or getattr(run.session, "bind_address", None)
+        or run.info.address,
         "port": s.port,
         "ports": s.ports,
         "rate": s.rate,
@@ -289,6 +317,7 @@ def agent_params(run: HostRun, plan: ScanPlan) -> dict[str, Any]:
         "duration_s": plan.duration_s,
         "timeout_s": PROBE_TIMEOUT_S,
         "linger_s": LINGER_S,
+        "trace": plan.trace is not None,
         # the agent's own end, whatever happens to us: hello wait + start + probing + slack
         "deadline_s": plan.hello_timeout_s
         + plan.duration_s
@@ -350,10 +379,17 @@ async def _explain_exit(run: HostRun) -> str | None:
 
 
 async def _start(
-    run: HostRun, table: dict[str, list[Any]], probe: list[str], start_ns: int, start_in_s: float
+    run: HostRun,
+    table: dict[str, list[Any]],
+    probe: list[str],
+    start_ns: int,
+    start_in_s: float,
+    trace: dict[str, Any] | None = None,
 ) -> None:
     msg = {"type": "start", "peers": table, "probe": probe, "start_ns": start_ns}
     msg["start_in_s"] = start_in_s
+    if trace is not None:
+        msg["trace"] = trace
     assert run.session is not None
     try:
         await run.session.send(json.dumps(msg, separators=(",", ":")).encode() + b"\n")

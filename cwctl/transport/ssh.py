@@ -29,6 +29,7 @@ from cwctl.inventory import Endpoint, Inventory, load_inventory
 from cwctl.pipeline import Progress, ScanRequest
 from cwctl.probe.bootstrap import bootstrap_command
 from cwctl.transport.base import HostFailure, ScanPlan, probe_settings, run_scan
+from cwctl.transport.traceplan import TraceSettings
 
 # AES-GCM first: with AES-NI it costs far less per packet than asyncssh's ChaCha20-Poly1305
 # (which builds a cipher object per packet), and the record streams are many packets.
@@ -330,6 +331,16 @@ async def scan_inventory(
         topology=topology,
         seed=int(request.overrides.get("seed", 0) or 0),
         hello_timeout_s=inventory.ssh.connect_timeout + 20.0,
+        # the fabric address (probe_address), not the management one SSH reached
+        bind={
+            h.name: h.probe_binds()[0][1]
+            for h in inventory.hosts
+            if h.probe_address or h.probe_addresses
+        },
+        # path discovery where the inventory can name the hops it finds
+        trace=TraceSettings.for_ratelimit(settings.icmp_ratelimit_ms)
+        if settings.trace and inventory.switch_of_address()
+        else None,
     )
     try:
         return await run_scan(plan, launcher, progress)

@@ -1,0 +1,63 @@
+"""Path discovery between real agents on loopback: every flow traced, nothing counted.
+
+On loopback a trace packet with TTL 1 already reaches the far agent, so every path is
+complete with no hop; what this checks is the machinery around it: trace packets leave
+from the probes' own sockets (the record's ports are the probe flow's), the far agent
+acknowledges them and counts them as nothing (no probe rows, no answers, no errors),
+and both the forward and the reverse path of every probe flow come back as records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from cwctl.inventory import ProbeSettings
+from cwctl.transport.base import ScanPlan, run_scan
+from cwctl.transport.local import launch_local, local_hosts
+from cwctl.transport.traceplan import TraceSettings
+
+
+def test_every_probe_flow_gets_its_forward_and_reverse_path() -> None:
+    plan = ScanPlan(
+        hosts=local_hosts(4),
+        settings=ProbeSettings(peers=2, ports=2, rate=20.0),
+        duration_s=0.6,
+        source="local",
+        trace=TraceSettings.for_ratelimit(0),
+    )
+    c = asyncio.run(run_scan(plan, launch_local))
+    assert {s.status for s in c.status.values()} == {"ok"}, c.status
+    t = c.table
+    flows = {
+        (t.hosts[s], t.hosts[d], int(p)) for s, d, p in zip(t.src, t.dst, t.sport, strict=True)
+    }
+    assert len(flows) == 4 * 2 * 2
+    for prober, answerer, sport in flows:
+        fwd = c.paths.forward(prober, answerer, sport)
+        rev = c.paths.reverse(prober, answerer, sport)
+        assert fwd is not None and rev is not None, (prober, answerer, sport)
+        port = c.hello[answerer]["port"]
+        assert (fwd.sport, fwd.dport, rev.sport, rev.dport) == (sport, port, port, sport)
+        assert fwd.src == c.hello[prober]["address"] == rev.dst
+        assert fwd.hops == () and fwd.complete and rev.hops == () and rev.complete
+    assert len(c.paths) == 2 * len(flows)
+    assert sum(s["trace"]["flows"] for s in c.summaries.values()) == 2 * len(flows)
+    # trace packets are nobody's probes: every answer an agent counts is a probe it got
+    for host, summary in c.summaries.items():
+        assert summary["trace"]["paths"] == summary["trace"]["flows"]
+        got = sum(c.summaries[p]["sent"].get(host, 0) for p in c.summaries)
+        assert sum(summary["rx"].values()) == got
+        assert summary["send_errors"] == {}
+    assert int(t.complete.sum()) == len(t)  # and no probe was lost to tracing
+
+
+def test_without_a_plan_nothing_is_traced() -> None:
+    plan = ScanPlan(
+        hosts=local_hosts(2),
+        settings=ProbeSettings(peers=1, ports=1, rate=20.0),
+        duration_s=0.3,
+        source="local",
+    )
+    c = asyncio.run(run_scan(plan, launch_local))
+    assert len(c.paths) == 0
+    assert all(s["trace"] is None for s in c.summaries.values())

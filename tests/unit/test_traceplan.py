@@ -1,0 +1,57 @@
+"""The operator's trace plan, and reading an ICMP answer off the error queue."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from cwctl.probe.stamps import IP_RECVERR
+from cwctl.probe.trace import EXTENDED_ERR, SO_EE_ORIGIN_ICMP, icmp_error
+from cwctl.topology import leaf_spine
+from cwctl.transport.traceplan import TraceSettings, peer_hint, probers_of, trace_plan
+
+
+def test_hints_ask_only_for_the_hop_that_chooses() -> None:
+    names, topo = leaf_spine(8, hosts_per_leaf=4, n_spines=3)
+    assert peer_hint(topo, names[0], names[1]) == {"hops": 1, "ttls": []}  # same leaf
+    assert peer_hint(topo, names[0], names[5]) == {"hops": 3, "ttls": [2]}  # via a spine
+    assert peer_hint(None, names[0], names[5]) is None  # unknown: every TTL
+    assert peer_hint(topo, names[0], "elsewhere") is None
+
+
+def test_plan_paces_to_the_routers_that_answer() -> None:
+    names, topo = leaf_spine(8, hosts_per_leaf=4, n_spines=3)
+    plan = trace_plan(
+        names[0],
+        [names[1], names[5]],
+        {names[6]: {41000, 41001}},
+        topo,
+        TraceSettings(),
+        known=[("probe", names[1], 40000)],
+    )
+    assert plan["rate"] == 3.0 and plan["burst"] == 18  # three spines, 1/s each, burst 6
+    assert plan["probed_by"] == {names[6]: [41000, 41001]}
+    assert set(plan["peers"]) == {names[1], names[5], names[6]}
+    assert plan["known"] == [["probe", names[1], 40000]]
+    fast = TraceSettings.for_ratelimit(0)
+    assert fast.rate_per_router > 100 and TraceSettings.for_ratelimit(250).rate_per_router == 4.0
+    assert trace_plan(names[0], [], {}, None, TraceSettings())["rate"] == 1.0
+
+
+def test_probers_are_the_inverse_of_the_peer_assignment() -> None:
+    assert probers_of({"a": ["b", "c"], "b": ["c"]}) == {"b": ["a"], "c": ["a", "b"]}
+
+
+def _cmsg(origin: int, icmp_type: int, offender: str | None) -> list[tuple[int, int, bytes]]:
+    data = EXTENDED_ERR.pack(113, origin, icmp_type, 0, 0, 0, 0)
+    if offender is not None:
+        data += struct.pack("=H", socket.AF_INET) + struct.pack("!H", 0)
+        data += socket.inet_aton(offender) + bytes(8)
+    return [(socket.IPPROTO_IP, IP_RECVERR, data)]
+
+
+def test_icmp_answers_are_read_from_the_extended_error() -> None:
+    assert icmp_error(_cmsg(SO_EE_ORIGIN_ICMP, 11, "10.0.9.3")) == (11, "10.0.9.3")
+    assert icmp_error(_cmsg(SO_EE_ORIGIN_ICMP, 3, None)) == (3, None)
+    assert icmp_error(_cmsg(4, 0, None)) is None  # a TX timestamp, not an ICMP answer
+    assert icmp_error([(socket.SOL_SOCKET, 37, bytes(48))]) is None

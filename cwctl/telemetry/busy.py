@@ -91,6 +91,7 @@ def agent_reports(collection: Collection, busy_rows: dict[str, int]) -> dict[str
         spans = starved_spans(collection).get(host, [])
         report: dict[str, Any] = {
             "cpu_s": cost.get("cpu_s"),
+            "probe_cpu_s": cost.get("probe_cpu_s"),
             "cpu_share": round(float(cost.get("probe_cpu_s", 0.0)) / wall, 6) if wall else None,
             "tx_kbit_s": round(float(cost.get("tx_bytes", 0)) * 0.008 / wall, 3) if wall else None,
             "tx_packets": cost.get("tx_packets"),

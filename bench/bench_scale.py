@@ -1,0 +1,98 @@
+"""Fleet scale: a whole simulated scan per host as the fleet grows, and what an agent costs.
+
+1. ``cwctl scan --sim --hosts N --format json`` in a fresh process per size: wall and CPU
+   seconds (user + system), peak RSS (``wait4``'s rusage of that child alone), per host
+   and per probe row; ``vs first`` is the CPU per host over the smallest size's, which
+   should stay flat (within 1.5x) if the pipeline is linear.
+2. Real agents on loopback (``--local 4``: 3 peers each, default settings, 2 s): each
+   agent's own figures (``hosts[].agent``): CPU per 1 000 packets it sent or received
+   (probes, replies, follow-ups), its CPU share of a core while probing, kilobits per
+   second sent, and the rate (coded pairs per second per peer, default 100) at which
+   the same agent would stay under 1 % of a core, assuming cost linear in the rate.
+
+Default sizes: 256 and 1 024 hosts (a minute or two on 2 cores). ``--big`` adds 4 096,
+10 000 and 30 000 (many minutes and up to tens of GB today):
+``.venv/bin/python -m bench.bench_scale --big`` or ``.venv/bin/python -m bench.bench_scale 4096``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CWCTL = str(Path(sys.executable).with_name("cwctl"))
+SIZES = (256, 1024)
+BIG = (4096, 10_000, 30_000)
+
+
+def scan_cost(hosts: int) -> dict[str, float]:
+    argv = [CWCTL, "scan", "--sim", "--hosts", str(hosts), "--format", "json"]
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out = proc.stdout.read() if proc.stdout is not None else b""
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    records = json.loads(out)["records"] if out else 0
+    return {
+        "hosts": hosts,
+        "status": os.waitstatus_to_exitcode(status),
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "rss_b": usage.ru_maxrss * 1024,
+        "records": records,
+    }
+
+
+def agent_cost(agents: int = 4) -> list[dict[str, float]]:
+    argv = [CWCTL, "scan", "--local", str(agents), "--format", "json"]
+    done = subprocess.run(argv, capture_output=True, timeout=120)
+    report = json.loads(done.stdout)
+    return [h["agent"] | {"name": h["name"]} for h in report["hosts"] if h.get("agent")]
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = argv or []
+    sizes = tuple(int(a) for a in args if a.isdigit()) or SIZES
+    if "--big" in args:
+        sizes = (*sizes, *BIG)
+    print("whole scans, one process each: cwctl scan --sim --hosts N --format json")
+    print(
+        f"{'hosts':>6} {'rows':>11} {'wall s':>7} {'cpu s':>7} {'peak MB':>8}"
+        f" {'cpu ms/host':>12} {'vs first':>9} {'B/row':>6}"
+    )
+    first = None
+    for n in sizes:
+        m = scan_cost(n)
+        per_host = m["cpu_s"] / n * 1000
+        first = first or per_host
+        per_row = m["rss_b"] / m["records"] if m["records"] else float("nan")
+        note = "" if m["status"] in (0, 3) else f"  (exit {m['status']})"
+        print(
+            f"{n:>6} {m['records']:>11,} {m['wall_s']:>7.1f} {m['cpu_s']:>7.1f}"
+            f" {m['rss_b'] / 2**20:>8.0f} {per_host:>12.1f} {per_host / first:>8.2f}x"
+            f" {per_row:>6.0f}{note}",
+            flush=True,
+        )
+    print("\nagents on loopback at default settings (cwctl scan --local 4), as they measure")
+    print(
+        f"{'agent':>9} {'cpu share':>10} {'kbit/s':>8} {'packets':>8} {'cpu ms/1k pkts':>15}"
+        f" {'rate for 1%':>12}"
+    )
+    for a in agent_cost():
+        handled = (a["tx_packets"] or 0) + (a["rx_packets"] or 0)
+        share = a["cpu_share"] or 0.0
+        # the probing window's CPU over every packet it sent or received
+        per_k = (a["probe_cpu_s"] or 0.0) / handled * 1e6 if handled else float("nan")
+        rate_1pct = 100.0 * 0.01 / share if share else float("nan")  # default rate is 100/s
+        print(
+            f"{a['name']:>9} {share * 100:>9.2f}% {a['tx_kbit_s']:>8.0f} {handled:>8,}"
+            f" {per_k:>15.2f} {rate_1pct:>10.1f}/s"
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cwctl.inventory.discovery import discovery_summary
 from cwctl.inventory.model import Host, Inventory
 
 
@@ -41,7 +42,8 @@ def summarize(inv: Inventory) -> str:
         width = max(len(s.name) for s in inv.switches)
         for s in spines + leaves:
             ups = f"  uplinks {', '.join(s.uplinks)}" if s.uplinks else ""
-            out.append(f"  {s.name:<{width}}  {s.role}{ups}")
+            acts = f"  {s.kind} via {s.address}" if s.kind else ""
+            out.append(f"  {s.name:<{width}}  {s.role}{ups}{acts}")
     ssh = inv.ssh
     overrides = sum(1 for h in inv.hosts if h.user or h.port or h.python)
     out.append(
@@ -64,4 +66,5 @@ def summarize(inv: Inventory) -> str:
         f" on {sched.host}" if sched.host else (" on this machine" if sched.kind != "none" else "")
     )
     out.append(f"scheduler: {sched.kind}{where}")
+    out += discovery_summary(inv)
     return "\n".join(out)

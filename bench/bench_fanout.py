@@ -27,9 +27,9 @@ import asyncssh
 
 from cwctl.collection import Collection
 from cwctl.inventory import Host, Inventory, ProbeSettings, SSHDefaults
-from cwctl.pipeline import ScanRequest
 from cwctl.probe.wire import WIRE
-from cwctl.transport.local import collect_local
+from cwctl.request import ScanRequest
+from cwctl.transport.local import LocalSource
 from cwctl.transport.ssh import scan_inventory
 
 FULL = os.environ.get("CWCTL_BENCH_FULL") == "1"
@@ -161,7 +161,7 @@ def _local_scan(n: int, peers: int, duration_s: float) -> tuple[Collection, dict
     )
     before_children = resource.getrusage(resource.RUSAGE_CHILDREN)
     before_self = resource.getrusage(resource.RUSAGE_SELF)
-    c = asyncio.run(collect_local(request, lambda e, f: events.update({e: f})))
+    c = asyncio.run(LocalSource(request).scan(request, lambda e, f: events.update({e: f})))
     after_children = resource.getrusage(resource.RUSAGE_CHILDREN)
     after_self = resource.getrusage(resource.RUSAGE_SELF)
 

@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from cwctl.collection import Collection
-from cwctl.pipeline import ScanRequest, SimOptions, collect
+from cwctl.request import ScanRequest, SimOptions
+from cwctl.session import ScanSession
 from cwctl.sync import ClockSolution, one_way_delays, solve
 from cwctl.telemetry import build_snapshot
 from cwctl.telemetry.paths import Observations, observations, path_table
@@ -83,7 +84,7 @@ def per_path_loop(obs: Observations) -> dict[tuple[int, int], LoopStats]:
 
 def scan(hosts: int) -> tuple[Collection, ClockSolution]:
     request = ScanRequest(sim=SimOptions(hosts=hosts, seed=1, faults=FAULTS))
-    collection = asyncio.run(collect(request))
+    collection = asyncio.run(ScanSession(request).collect())
     return collection, solve(collection.table)
 
 
@@ -166,7 +167,7 @@ def compare(rev: str) -> int:
         old = _old_build_snapshot(rev, Path(tmp))
         for hosts, seed, faults in COMPARE_SCENARIOS:
             request = ScanRequest(sim=SimOptions(hosts=hosts, seed=seed, faults=faults))
-            collection = asyncio.run(collect(request))
+            collection = asyncio.run(ScanSession(request).collect())
             solution = solve(collection.table)
             before = json.dumps(old(collection, solution).to_json(), sort_keys=True)
             after = json.dumps(build_snapshot(collection, solution).to_json(), sort_keys=True)

@@ -15,7 +15,8 @@ import statistics
 import time
 from typing import Any
 
-from cwctl.pipeline import ScanRequest, SimOptions, scan
+from cwctl.request import ScanRequest, SimOptions
+from cwctl.session import scan
 from cwctl.snapshot import FabricSnapshot
 from cwctl.tui import grid as grid_module
 from cwctl.tui.grid import build_grid

@@ -2,11 +2,13 @@
 
 The CLI's flags, the TUI, the simulator, the inventory's dataclasses and the docs'
 examples take their defaults from here; nothing else spells these numbers. Units are in
-the names. This module imports nothing: every layer may read it.
+the names. This module imports nothing of cwctl: every layer may read it.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Final
 
 # --- where the hosts come from ---------------------------------------------------------
@@ -49,3 +51,16 @@ SYNC_INTERVAL_S: Final = 10.0  # from scan to scan
 SYNC_SAMPLE_PERIOD_S: Final = 1.0  # one sample to chronyd this often
 SYNC_MAX_UNCERTAINTY: Final = "1us"  # feed only hosts with an error bar under this
 SYNC_MAX_OFFSET: Final = "1ms"  # larger offsets need --step and a confirmation
+
+# --- where cwctl keeps what it did (the journal, the simulator's saved state, the lock) --
+STATE_DIR_ENV: Final = "CWCTL_STATE_DIR"
+
+
+def state_dir() -> Path:
+    """``$CWCTL_STATE_DIR``, else ``$XDG_STATE_HOME/cwctl``, else ``~/.local/state/cwctl``."""
+    explicit = os.environ.get(STATE_DIR_ENV)
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path("~/.local/state").expanduser()
+    return base / "cwctl"

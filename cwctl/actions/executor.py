@@ -200,23 +200,27 @@ def check_snapshot(snapshot: Any, element: str) -> Verification:
 
 
 async def verify(target: Any, element: str, *, duration_s: float | None = None) -> Verification:
-    """Rescan the target (the same simulator model, or the inventory over SSH)."""
-    from cwctl.pipeline import analyse, scan
+    """Rescan the target through a scan session on the same hosts: the simulator model
+    the plan changed, or the inventory over SSH."""
+    from dataclasses import replace
 
+    from cwctl.session import ScanSession
+
+    request = target.request
+    if duration_s is not None:
+        request = replace(request, duration_s=duration_s)
+    source: Any = None
     if target.model is not None:
-        from cwctl.transport.sim import run_model
+        from cwctl.transport.sim import SimSource
 
-        model = target.model
-        collection = run_model(model, duration_s or model.default_duration_s)
-        return check_snapshot(analyse(collection), element)
-    if target.inventory is not None:
-        from cwctl.transport.ssh import scan_inventory
+        source = SimSource(request, model=target.model)
+    elif target.inventory is not None:
+        from cwctl.transport.ssh import SSHSource
 
         options = target.ssh_options.get("client_options")
-        collection = await scan_inventory(target.inventory, target.request, client_options=options)
-        return check_snapshot(analyse(collection, reference=target.request.reference), element)
-    snapshot = await scan(target.request)
-    return check_snapshot(snapshot, element)
+        source = SSHSource(request, inventory=target.inventory, client_options=options)
+    async with ScanSession(request, source=source) as session:
+        return check_snapshot(await session.scan(), element)
 
 
 def record_verification(journal: Journal, plan: ActionPlan, result: Verification) -> None:

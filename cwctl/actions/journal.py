@@ -1,6 +1,6 @@
 """The journal file: one JSON object per line, appended, never rewritten; the action lock.
 
-``$CWCTL_STATE_DIR/journal.jsonl`` (``state.state_dir``). Each append takes an exclusive
+``$CWCTL_STATE_DIR/journal.jsonl`` (``cwctl.settings.state_dir``). Each append takes an exclusive
 ``fcntl.flock`` on the file, writes one whole line and ``fsync``s it before the lock is
 released, so concurrent cwctl processes never interleave and a crash loses at most the
 line being written. Readers take a shared lock.
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cwctl.actions.state import state_dir
 from cwctl.errors import CwctlError, InputError
+from cwctl.settings import state_dir
 
 JOURNAL_SCHEMA = "cwctl.journal/2"
 JOURNAL_FILE = "journal.jsonl"

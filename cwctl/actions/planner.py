@@ -28,6 +28,7 @@ from cwctl.actions import k8s, nccl, route, simulated, slurm, switchroute
 from cwctl.actions.plan import LOCAL, ActionPlan, Step, new_plan_id
 from cwctl.actions.runners import Runner
 from cwctl.errors import EXIT_PROBLEMS, CwctlError, InputError
+from cwctl.sim import state as sim_state
 
 
 @dataclass
@@ -172,7 +173,7 @@ async def plan_reroute(
     )
     if target.model is not None:
         model = target.model
-        plan.prior = {"sim": simulated.state_to_json(model.state)}
+        plan.prior = {"sim": sim_state.state_to_json(model.state)}
         if element.kind == "nic":
             plan.steps = simulated.exclude_nic_step(model, element.name)
         else:
@@ -361,7 +362,7 @@ def _plan_scheduler(
     if target.model is not None:
         if host not in target.model.fabric.hosts:
             raise InputError(f"no host named {host!r} in the simulated fabric")
-        plan.prior = {"sim": simulated.state_to_json(target.model.state)}
+        plan.prior = {"sim": sim_state.state_to_json(target.model.state)}
         plan.steps = simulated.drain_step(target.model, host, resume=kind == "resume")
         if not plan.steps:
             state = "drained" if kind == "drain" else "in service"

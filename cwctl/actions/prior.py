@@ -4,7 +4,7 @@ Planning records what it read in ``plan.prior``, per target:
 
 - ``"route:HOST"`` / ``"nccl:HOST"``: ``{"host", "read": argv, "seen": stdout}``, the
   command planning ran on the host and what it printed;
-- ``"sim"``: the simulator model's state (``simulated.state_to_json``);
+- ``"sim"``: the simulator model's state (``cwctl.sim.state.state_to_json``);
 - ``"SWITCH"`` (a ``kind = "linux"`` switch of the inventory): ``{dst: route}``, the
   routes of its table the plan changes, as ``ip -j route show`` printed them
   (``switchroute.py``).
@@ -20,9 +20,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from cwctl.actions import simulated, switchroute
+from cwctl.actions import switchroute
 from cwctl.actions.plan import ActionPlan
 from cwctl.actions.runners import Runner
+from cwctl.sim import state as sim_state
 
 
 async def current(plan: ActionPlan, target: Any, runner: Runner) -> dict[str, Any]:
@@ -45,9 +46,9 @@ async def current(plan: ActionPlan, target: Any, runner: Runner) -> dict[str, An
     if "sim" in plan.prior:
         request = getattr(target, "request", None)
         if request is not None and request.sim is not None:
-            out["sim"] = simulated.saved_state_json(request)
+            out["sim"] = sim_state.saved_state_json(request)
         else:
-            out["sim"] = simulated.state_to_json(target.model.state)
+            out["sim"] = sim_state.state_to_json(target.model.state)
     return out
 
 

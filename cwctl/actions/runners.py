@@ -7,7 +7,7 @@ scan transport's connection settings (``SSHLauncher``: host keys checked against
 known_hosts, ~/.ssh/config, the jump host); the remote side needs a command line, so
 the argv is quoted with ``shlex.join`` (POSIX shell quoting: each element arrives as one
 argument). Steps on ``"local"`` run locally. ``SimRunner`` applies model changes to a
-``FabricModel`` and saves its state after each (``simulated.save_state``).
+``FabricModel`` and saves its state after each (``cwctl.sim.state.save_state``).
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ class SSHRunner:
                 ep, port = self._endpoint(host)
                 # the scan transport's connect: same host-key policy, config, jump host
                 async with self.launcher.semaphore:  # bounded handshakes, as in a scan
-                    conn = self._conns[host] = await self.launcher._connect(ep, port)
+                    conn = self._conns[host] = await self.launcher.connect(ep, port)
             result = await asyncio.wait_for(
                 conn.run(shlex.join(argv), check=False, encoding="utf-8", errors="replace"),
                 self.timeout_s,
@@ -184,7 +184,8 @@ class SimRunner:
         return CommandResult(2, "", f"{host}: a command step cannot run on the simulator")
 
     async def apply_change(self, change: dict[str, Any]) -> CommandResult:
-        from cwctl.actions.simulated import save_state, to_change
+        from cwctl.actions.simulated import to_change
+        from cwctl.sim.state import save_state
 
         try:
             self.model.apply(to_change(change))

@@ -84,11 +84,9 @@ def build_target(request: Any, model: Any = None, **ssh_options: Any) -> tuple[T
     if model is not None:
         return Target(model=model, request=request), SimRunner(model, request)
     if request.sim is not None:
-        from cwctl.actions.simulated import restore_saved_state
-        from cwctl.transport.sim import model_for
+        from cwctl.transport.sim import SimSource
 
-        model = model_for(request)
-        restore_saved_state(model, request)
+        model = SimSource(request).model
         return Target(model=model, request=request), SimRunner(model, request)
     from cwctl.inventory import load_inventory
 
@@ -99,7 +97,7 @@ def build_target(request: Any, model: Any = None, **ssh_options: Any) -> tuple[T
 
 def request_from_context(context: dict[str, Any]) -> Any:
     """The ScanRequest a journalled plan ran against (rollback rebuilds it)."""
-    from cwctl.pipeline import ScanRequest, SimOptions
+    from cwctl.request import ScanRequest, SimOptions
 
     inventory = Path(context["inventory"]) if context.get("inventory") else None
     if context.get("source") == "sim":

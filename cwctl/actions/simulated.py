@@ -5,24 +5,15 @@ A change is a dict (``{"op": "ecmp_weight", "leaf": "leaf1", "spine": "spine2",
 ``resume_host`` with ``host``) so plans stay JSON; ``to_change`` makes the model's
 ``SetEcmpWeight`` / ``ExcludeNic`` / ... from it.
 
-Saved state: after every applied change the model's ``ModelState`` is written to
-``$CWCTL_STATE_DIR/sim/<key>.json``, the key being the fabric's shape (hosts, hosts per
-leaf, spines, or the inventory file). ``transport/sim.py`` restores it into a fresh
-model (``restore_saved_state``), so ``cwctl reroute spine2 --sim --apply`` followed by
-``cwctl scan --sim`` sees the reroute. The seed, faults, load and timestamps are not in
-the key: they describe the fabric's conditions, not what the operator changed.
+What an applied change leaves behind for later runs is the simulator's own business:
+``cwctl.sim.state`` saves the model's state, and the sim source restores it.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from pathlib import Path
 from typing import Any
 
 from cwctl.actions.plan import SIM, Step
-from cwctl.actions.state import state_dir
-from cwctl.atomic import PRIVATE_MODE, write_text
 from cwctl.errors import InputError
 from cwctl.sim.model import (
     Change,
@@ -30,7 +21,6 @@ from cwctl.sim.model import (
     ExcludeNic,
     FabricModel,
     IncludeNic,
-    ModelState,
     ResumeHost,
     SetEcmpWeight,
 )
@@ -119,83 +109,3 @@ def drain_step(model: FabricModel, host: str, *, resume: bool = False) -> list[S
             undo_description=f"{'drain' if resume else 'resume'} {host}",
         )
     ]
-
-
-# --- saved state ------------------------------------------------------------------------
-
-
-def sim_key(shape: dict[str, Any]) -> str:
-    text = json.dumps(shape, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def shape_of(request: Any) -> dict[str, Any]:
-    """What identifies a simulated fabric across runs (see the module docstring)."""
-    if request.inventory is not None:
-        return {"inventory": str(Path(request.inventory).absolute())}
-    sim = request.sim
-    return {"hosts": sim.hosts, "hosts_per_leaf": sim.hosts_per_leaf, "spines": sim.spines}
-
-
-def state_path(request: Any) -> Path:
-    return state_dir() / "sim" / f"{sim_key(shape_of(request))}.json"
-
-
-def state_to_json(state: ModelState) -> dict[str, Any]:
-    return {
-        "ecmp_weight": [[leaf, spine, w] for (leaf, spine), w in sorted(state.ecmp_weight.items())],
-        "excluded_nics": sorted(state.excluded_nics),
-        "drained_hosts": sorted(state.drained_hosts),
-    }
-
-
-def state_from_json(data: dict[str, Any]) -> ModelState:
-    return ModelState(
-        ecmp_weight={(str(a), str(b)): int(w) for a, b, w in data.get("ecmp_weight", [])},
-        excluded_nics={str(n) for n in data.get("excluded_nics", [])},
-        drained_hosts={str(h) for h in data.get("drained_hosts", [])},
-    )
-
-
-def save_state(model: FabricModel, request: Any) -> Path:
-    path = state_path(request)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"shape": shape_of(request), "state": state_to_json(model.state)}
-    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
-    write_text(path, text, mode=PRIVATE_MODE, option="simulator state")
-    return path
-
-
-def saved_state_json(request: Any) -> dict[str, Any]:
-    """The state saved for ``request``'s fabric, as ``state_to_json`` writes it (the
-    default state when none was saved or it cannot be read)."""
-    try:
-        data = json.loads(state_path(request).read_text())
-        return state_to_json(state_from_json(data["state"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return state_to_json(ModelState())
-
-
-def restore_saved_state(model: FabricModel, request: Any) -> bool:
-    """Load the state saved for ``request``'s fabric into ``model``; False when none.
-    A state file that no longer fits the model (names it lacks) is ignored."""
-    if request.sim is None:
-        return False
-    path = state_path(request)
-    try:
-        data = json.loads(path.read_text())
-        state = state_from_json(data["state"])
-    except FileNotFoundError:
-        return False
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    fabric = model.fabric
-    fits = (
-        all(leaf in fabric.leaves and spine in fabric.spines for leaf, spine in state.ecmp_weight)
-        and all(fabric.has("nic", n) for n in state.excluded_nics)
-        and all(h in fabric.hosts for h in state.drained_hosts)
-    )
-    if not fits:
-        return False
-    model.restore_state(state)
-    return True

@@ -194,7 +194,7 @@ def source_flags(*names: str) -> Callable[[F], F]:
 def build_request(flags: SourceFlags) -> Any:
     """A ScanRequest from the flags; exactly one source of hosts."""
     from cwctl.atomic import expand
-    from cwctl.pipeline import ScanRequest, SimOptions
+    from cwctl.request import ScanRequest, SimOptions
 
     # ~ expanded in every path option (typer passes "--replay=~/x" through as it is)
     inventory = expand(flags.inventory, "--inventory") if flags.inventory is not None else None

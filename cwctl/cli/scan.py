@@ -67,8 +67,8 @@ def scan(
 
     def body() -> int:
         from cwctl.atomic import check_output
-        from cwctl.pipeline import scan as run_scan
         from cwctl.report import render
+        from cwctl.session import scan as run_scan
 
         # every output path checked before the scan, not after it
         outputs = {"--out": out, "--heatmap": heatmap, "--save-records": flags.save_records}

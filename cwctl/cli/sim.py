@@ -26,9 +26,9 @@ app.add_typer(sim_app, name="sim")
 
 def _saved() -> list[tuple[Path, dict[str, Any], list[str]]]:
     """(file, shape, changes) for every saved simulated fabric, by file name."""
-    from cwctl.actions.simulated import state_from_json
     from cwctl.actions.state import state_dir
     from cwctl.sim.applied import applied_changes
+    from cwctl.sim.state import state_from_json
 
     found = []
     for path in sorted((state_dir() / "sim").glob("*.json")):

@@ -25,20 +25,18 @@ def tui(
     saved scan). Needs a terminal on stdin and stdout."""
 
     def body() -> None:
+        from cwctl.session import ScanSession
         from cwctl.tui.app import make_app
-        from cwctl.tui.source import PipelineSource
 
         request = build_request(flags)
-        if request.inventory is not None and request.sim is None:
-            from cwctl.inventory import load_inventory
-
-            load_inventory(request.inventory)  # a broken inventory: one line, before the UI
+        # the source is opened here: a broken inventory is one line, before the UI
+        session = ScanSession(request, sliding=True)
         if not has_terminal():
             fail("tui needs a terminal on stdin and stdout (for a report: cwctl scan)")
         # saved records: one scan says it all, and there are no hosts to act on
         review = flags.replay is not None
         app_ = make_app(
-            PipelineSource(request),
+            session,
             readonly=readonly or review,
             interval_s=interval,
             max_scans=1 if review else None,

@@ -17,8 +17,8 @@ from cwctl import settings
 from cwctl.collection import Collection, HostInfo
 from cwctl.errors import InputError
 from cwctl.inventory import ProbeSettings
-from cwctl.pipeline import Progress, ScanRequest
 from cwctl.probe.bootstrap import bootstrap_argv
+from cwctl.request import Progress, ScanRequest
 from cwctl.transport.base import HostFailure, ScanPlan, probe_settings, run_scan
 
 
@@ -96,16 +96,27 @@ async def launch_local(info: HostInfo, python: str = sys.executable) -> LocalSes
     return LocalSession(proc)
 
 
-async def collect_local(request: ScanRequest, progress: Progress | None = None) -> Collection:
-    """Run ``request.local`` agents on loopback and bring their records home."""
-    assert request.local is not None
-    hosts = local_hosts(request.local)
-    settings = probe_settings(ProbeSettings(), request.overrides)
-    plan = ScanPlan(
-        hosts=hosts,
-        settings=settings,
-        duration_s=request.duration_s if request.duration_s is not None else settings.duration,
-        source="local",
-        seed=int(request.overrides.get("seed", 0) or 0),
-    )
-    return await run_scan(plan, launch_local, progress)
+class LocalSource:
+    """``request.local`` agents on this machine's loopback: real packets, one clock."""
+
+    name = "local"
+
+    def __init__(self, request: ScanRequest) -> None:
+        if request.local is None:
+            raise InputError("the local source needs --local N")
+        self.hosts = local_hosts(request.local)
+
+    async def scan(self, request: ScanRequest, progress: Progress | None = None) -> Collection:
+        """Run the agents and bring their records home."""
+        settings = probe_settings(ProbeSettings(), request.overrides)
+        plan = ScanPlan(
+            hosts=self.hosts,
+            settings=settings,
+            duration_s=request.duration_s if request.duration_s is not None else settings.duration,
+            source="local",
+            seed=int(request.overrides.get("seed", 0) or 0),
+        )
+        return await run_scan(plan, launch_local, progress)
+
+    async def aclose(self) -> None:
+        """Nothing outlives a scan: its agents exit with it."""

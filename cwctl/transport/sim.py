@@ -1,11 +1,12 @@
-"""The ``sim`` transport: no processes, a seeded model of the fabric produces the records.
+"""The ``sim`` source: no processes, a seeded model of the fabric produces the records.
 
-``collect_sim(request, progress)`` is the pipeline's entry (``--sim``); ``simulate(options,
-duration_s)`` the same, synchronous, for benches and tests. Both build a
+``SimSource(request)`` is what a session scans with ``--sim``: it builds one
 ``cwctl.sim.FabricModel`` (the default leaf-spine fabric, or the inventory's topology
-when the request names one) and run one probing window on it. To keep one model across
-scans (actions change it, a rescan shows the effect), build it with ``model_for`` and
-pass it as ``model=``.
+when the request names one) on first use, with the changes earlier actions saved
+(``cwctl.sim.state``), and keeps it: each scan is the next probing window of the same
+fabric, so clocks drift on, ``@T`` faults appear when their time comes, and changes
+applied to ``source.model`` show in the next scan. ``simulate(options, duration_s)`` is
+one window of a fresh model, synchronous, for benches and tests.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from dataclasses import asdict
 from typing import Any
 
 from cwctl.collection import Collection, HostInfo, HostStatus
-from cwctl.pipeline import Progress, ScanRequest, SimOptions
 from cwctl.records.path import PathTable
+from cwctl.request import Progress, ScanRequest, SimOptions
 from cwctl.sim.applied import applied_changes
 from cwctl.sim.fabric import HIDDEN_LEAF
 from cwctl.sim.model import FabricModel
 from cwctl.sim.params import SimParams
+from cwctl.sim.state import restore_saved_state
 
 _PROBE_KEYS = {"rate": "rate", "peers": "peers", "ports": "ports", "gap_us": "gap_ns"}
 
@@ -123,63 +125,44 @@ def simulate(
     request: ScanRequest | None = None,
     model: FabricModel | None = None,
 ) -> Collection:
-    """Synchronous ``collect_sim``: one window of a fresh model from ``options`` (or of
+    """One window of a fresh model from ``options`` (or of
     ``model``), ``duration_s`` long (default: the inventory's, else 2 s)."""
     model = model or model_for(request, options)
     return run_model(model, duration_s or model.default_duration_s)
 
 
-_KEPT: dict[str, FabricModel] = {}
+class SimSource:
+    """The simulator as a session's source; its model is the state kept between scans."""
 
+    name = "sim"
 
-def kept_model(request: ScanRequest) -> FabricModel:
-    """This process's model for ``request``, built on first use and kept.
+    def __init__(self, request: ScanRequest, *, model: FabricModel | None = None) -> None:
+        self.request = request
+        self._model = model
 
-    For callers that scan again and again (the TUI, ``--verify`` after an action): each
-    scan is the next window of the same fabric, so clocks drift on, ``@T`` faults
-    appear when their time comes, and changes applied to the model stay applied.
-    """
-    key = repr((request.sim, request.inventory, sorted(request.overrides.items())))
-    model = _KEPT.get(key)
-    if model is None:
-        model = _KEPT[key] = model_for(request)
-        _restore_actions(model, request)
-    return model
+    @property
+    def model(self) -> FabricModel:
+        """The fabric every scan of this source probes, built (and restored) on first use."""
+        return self._model if self._model is not None else self._load()
 
+    def _load(self) -> FabricModel:
+        model = model_for(self.request)
+        restore_saved_state(model, self.request)
+        self._model = model
+        return model
 
-def _restore_actions(model: FabricModel, request: ScanRequest) -> None:
-    # Added by the actions part: changes applied with `cwctl reroute/drain --sim --apply`
-    # are saved in the state dir; a fresh model starts from them, so a later scan sees
-    # the effect (cwctl/actions/simulated.py, docs/actions.md).
-    from cwctl.actions.simulated import restore_saved_state
+    async def scan(self, request: ScanRequest, progress: Progress | None = None) -> Collection:
+        """The next window of the model. The numpy work runs in a thread (a TUI stays live)."""
+        model = self._model if self._model is not None else await asyncio.to_thread(self._load)
+        n = model.fabric.n_hosts
+        duration_s = request.duration_s or model.default_duration_s
+        if progress is not None:
+            progress("started", {"hosts": n, "of": n, "source": "sim"})
+        collection = await asyncio.to_thread(run_model, model, duration_s)
+        if progress is not None:
+            progress("records", {"records": len(collection.table)})
+            progress("done", {"ok": n, "of": n})
+        return collection
 
-    restore_saved_state(model, request)
-
-
-def forget_kept_models() -> None:
-    _KEPT.clear()
-
-
-async def collect_sim(
-    request: ScanRequest,
-    progress: Progress | None = None,
-    *,
-    model: FabricModel | None = None,
-    keep: bool = False,
-) -> Collection:
-    """The pipeline's sim transport: one window of a fresh model (of ``model``; of the
-    kept model with ``keep``). The numpy work runs in a thread, so a TUI stays live."""
-    if model is None:
-        build = kept_model if keep else model_for
-        model = await asyncio.to_thread(build, request)
-        if not keep:
-            _restore_actions(model, request)  # kept models restore once, when built
-    n = model.fabric.n_hosts
-    duration_s = request.duration_s or model.default_duration_s
-    if progress is not None:
-        progress("started", {"hosts": n, "of": n, "source": "sim"})
-    collection = await asyncio.to_thread(run_model, model, duration_s)
-    if progress is not None:
-        progress("records", {"records": len(collection.table)})
-        progress("done", {"ok": n, "of": n})
-    return collection
+    async def aclose(self) -> None:
+        """Nothing to release: the model lives as long as the source."""

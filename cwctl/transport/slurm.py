@@ -32,8 +32,8 @@ from pathlib import Path
 
 from cwctl.collection import Collection, HostInfo
 from cwctl.inventory import load_inventory
-from cwctl.pipeline import Progress, ScanRequest
 from cwctl.probe.bootstrap import BOOTSTRAP_CODE
+from cwctl.request import Progress, ScanRequest
 from cwctl.transport.base import HostFailure, ScanPlan, probe_settings, run_scan
 
 STUB = Path(__file__).resolve().parents[1] / "probe" / "srunstub.py"
@@ -295,3 +295,18 @@ async def collect_slurm(request: ScanRequest, progress: Progress | None = None) 
         return await run_scan(plan, step.launch, progress)
     finally:
         await asyncio.shield(step.close())
+
+
+class SlurmSource:
+    """The inventory's hosts started through one srun step per scan (``--via slurm``)."""
+
+    name = "slurm"
+
+    def __init__(self, request: ScanRequest) -> None:
+        self.request = request
+
+    async def scan(self, request: ScanRequest, progress: Progress | None = None) -> Collection:
+        return await collect_slurm(request, progress)
+
+    async def aclose(self) -> None:
+        """Each scan's srun step ends with it."""

@@ -26,8 +26,8 @@ import asyncssh
 from cwctl.collection import Collection, HostInfo
 from cwctl.errors import InputError
 from cwctl.inventory import Endpoint, Inventory, load_inventory
-from cwctl.pipeline import Progress, ScanRequest
 from cwctl.probe.bootstrap import bootstrap_command
+from cwctl.request import Progress, ScanRequest
 from cwctl.transport.base import HostFailure, ScanPlan, probe_settings, run_scan
 from cwctl.transport.traceplan import TraceSettings
 
@@ -196,7 +196,7 @@ class SSHLauncher:
     async def __call__(self, info: HostInfo) -> SSHSession:
         ep = self.endpoint(info)
         async with self.semaphore:
-            conn = await self._connect(ep, self._explicit_port(info))
+            conn = await self.connect(ep, self._explicit_port(info))
         try:
             proc = await conn.create_process(bootstrap_command(ep.python), encoding=None)
         except (OSError, asyncssh.Error) as exc:
@@ -211,7 +211,7 @@ class SSHLauncher:
             return host.port
         return self.inventory.ssh.port if self.inventory.ssh.port != 22 else ()
 
-    async def _connect(self, ep: Endpoint, port: int | tuple[()]) -> asyncssh.SSHClientConnection:
+    async def connect(self, ep: Endpoint, port: int | tuple[()]) -> asyncssh.SSHClientConnection:
         where = f"{ep.name} ({ep.address}:{ep.port})"
         tunnel = await self.tunnel()
         kwargs: dict[str, Any] = {"username": ep.user} if ep.user else {}
@@ -348,13 +348,31 @@ async def scan_inventory(
         await asyncio.shield(launcher.close())
 
 
-async def collect_ssh(
-    request: ScanRequest,
-    progress: Progress | None = None,
-    *,
-    client_options: Mapping[str, Any] | None = None,
-) -> Collection:
-    """Load ``request.inventory`` and probe its hosts over SSH."""
-    assert request.inventory is not None
-    inventory = load_inventory(request.inventory)
-    return await scan_inventory(inventory, request, progress, client_options=client_options)
+class SSHSource:
+    """The inventory's hosts over SSH. ``client_options`` go to asyncssh (tests pass
+    ``config=None, agent_path=None`` so no developer's ~/.ssh leaks in)."""
+
+    name = "ssh"
+
+    def __init__(
+        self,
+        request: ScanRequest,
+        *,
+        inventory: Inventory | None = None,
+        client_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if inventory is None:
+            if request.inventory is None:
+                raise InputError("the ssh source needs an inventory (-i FILE)")
+            inventory = load_inventory(request.inventory)
+        self.inventory = inventory
+        self.client_options = client_options
+
+    async def scan(self, request: ScanRequest, progress: Progress | None = None) -> Collection:
+        """Probe every host of the inventory and bring the records home."""
+        return await scan_inventory(
+            self.inventory, request, progress, client_options=self.client_options
+        )
+
+    async def aclose(self) -> None:
+        """Each scan opens and closes its own connections."""

@@ -348,7 +348,7 @@ def make_app(
     max_scans: int | None = None,
     clock: Callable[[], float] = time.time,
 ) -> CwctlApp:
-    """The app around ``source`` (a ``PipelineSource`` for the CLI, anything in tests)."""
+    """The app around ``source`` (a ``ScanSession`` for the CLI, anything in tests)."""
     return CwctlApp(
         source, readonly=readonly, interval_s=interval_s, max_scans=max_scans, clock=clock
     )

@@ -63,10 +63,6 @@ async def plan_action(kind: ActionKind, target: str, source: Any) -> PlannedActi
     if request is None:
         return unavailable(kind, target, "these snapshots come from no hosts to act on")
     model = getattr(source, "model", None)
-    if request.sim is not None and model is None:
-        from cwctl.transport.sim import kept_model
-
-        model = kept_model(request)  # the model the source's scans probe
     try:
         session = ActionSession(request, model=model)
     except CwctlError as exc:

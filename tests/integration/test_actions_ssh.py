@@ -20,7 +20,7 @@ from cwctl.actions.planner import RouteOptions, Target, plan_drain, plan_reroute
 from cwctl.actions.route import parse_gateways
 from cwctl.actions.runners import SSHRunner
 from cwctl.inventory import Inventory, Scheduler, Switch
-from cwctl.pipeline import ScanRequest
+from cwctl.request import ScanRequest
 from tests.integration.sshfleet import SSHFleet
 
 

@@ -26,10 +26,10 @@ from typer.testing import CliRunner
 
 from cwctl.actions.history import history
 from cwctl.actions.journal import Journal
-from cwctl.actions.simulated import restore_saved_state, save_state
 from cwctl.cli import app
-from cwctl.pipeline import ScanRequest, SimOptions
+from cwctl.request import ScanRequest, SimOptions
 from cwctl.sim.model import ExcludeNic
+from cwctl.sim.state import restore_saved_state, save_state
 from cwctl.transport.sim import model_for
 from tests.integration.realsshd import Sshd, needs_sshd, sshd
 

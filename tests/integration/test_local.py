@@ -9,19 +9,26 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from cwctl.collection import Collection
-from cwctl.pipeline import ScanRequest, analyse
 from cwctl.recordfile import read_collection, write_collection
-from cwctl.transport.local import collect_local
+from cwctl.request import Progress, ScanRequest
+from cwctl.session import analyse
+from cwctl.transport.local import LocalSource
 from tests.integration.sshfleet import wait_gone
 from tests.unit.test_recordfile import comparable_snapshot
 
 N_AGENTS = 8
 OVERRIDES = {"peers": 3, "rate": 50.0, "ports": 2}
+
+
+def collect_local(request: ScanRequest, progress: Progress | None = None) -> Any:
+    """One scan of the local source (the coroutine)."""
+    return LocalSource(request).scan(request, progress)
 
 
 @pytest.fixture(scope="module")

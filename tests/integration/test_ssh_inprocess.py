@@ -17,7 +17,7 @@ import pytest
 
 from cwctl.collection import Collection
 from cwctl.inventory import Host
-from cwctl.pipeline import ScanRequest
+from cwctl.request import ScanRequest
 from cwctl.topology import probe_edges
 from cwctl.transport.ssh import scan_inventory
 from tests.integration.sshfleet import SSHFleet, free_tcp_port, wait_gone

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cwctl.pipeline import ScanRequest
-from cwctl.transport.ssh import collect_ssh, scan_inventory
+from cwctl.request import ScanRequest
+from cwctl.transport.ssh import SSHSource, scan_inventory
 from tests.integration.realsshd import ADDRESSES, Sshd, needs_sshd, sshd
 from tests.integration.sshfleet import wait_gone
 
@@ -86,7 +86,8 @@ async def test_scan_from_an_inventory_file(sshd: Sshd, tmp_path: Path) -> None:
         "connect_timeout = 5\n\n[probe]\nduration = 0.5\nrate = 40\npeers = 1\nports = 1\n\n"
         + hosts
     )
-    c = await collect_ssh(ScanRequest(inventory=path), None, client_options=sshd.client_options)
+    request = ScanRequest(inventory=path)
+    c = await SSHSource(request, client_options=sshd.client_options).scan(request)
     assert {n: s.status for n, s in c.status.items()} == {"sshd-1": "ok", "sshd-2": "ok"}
     assert c.params["rate"] == 40 and c.params["ports"] == 1
     assert set(c.table.sport.tolist()) == {

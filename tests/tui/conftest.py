@@ -7,9 +7,8 @@ from collections.abc import Iterator
 import pytest
 from tui_fixtures import known_snapshot
 
-from cwctl.pipeline import ScanRequest, SimOptions
+from cwctl.request import ScanRequest, SimOptions
 from cwctl.snapshot import FabricSnapshot
-from cwctl.transport.sim import forget_kept_models
 
 
 @pytest.fixture
@@ -20,8 +19,7 @@ def known() -> FabricSnapshot:
 @pytest.fixture
 def sim_request() -> Iterator[ScanRequest]:
     """16 simulated hosts, 0.3 s windows, a link that turns lossy at 0.3 s (the second
-    window); a fresh kept model per test."""
-    forget_kept_models()
+    window); each session that scans it builds its own model."""
     yield ScanRequest(
         sim=SimOptions(
             hosts=16,
@@ -32,4 +30,3 @@ def sim_request() -> Iterator[ScanRequest]:
         ),
         duration_s=0.3,
     )
-    forget_kept_models()

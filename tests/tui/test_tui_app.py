@@ -10,9 +10,9 @@ from textual.widgets import Button, DataTable, Input
 from textual.widgets._footer import FooterKey
 from tui_fixtures import known_snapshot
 
-from cwctl.pipeline import ScanRequest, SimOptions
+from cwctl.request import ScanRequest, SimOptions
+from cwctl.session import ScanSession
 from cwctl.snapshot import FabricSnapshot
-from cwctl.transport.sim import forget_kept_models
 from cwctl.tui import app as app_module
 from cwctl.tui.app import CwctlApp, make_app
 from cwctl.tui.control import PlannedAction
@@ -20,7 +20,7 @@ from cwctl.tui.screens.confirm import ConfirmScreen, NoticeScreen
 from cwctl.tui.screens.detail import HostDetailScreen
 from cwctl.tui.screens.filter import FilterScreen
 from cwctl.tui.screens.help import HelpScreen
-from cwctl.tui.source import FixedSource, PipelineSource
+from cwctl.tui.source import FixedSource
 from cwctl.tui.widgets.heatmap import BIN_COLORS, Heatmap
 from cwctl.tui.widgets.hosts import HostsTable
 from cwctl.tui.widgets.suspects import SuspectsTable
@@ -47,7 +47,7 @@ def footer_keys(app: CwctlApp) -> set[str]:
 
 
 async def test_simulated_fleet_scans_twice_and_names_the_fault(sim_request: ScanRequest) -> None:
-    source = PipelineSource(sim_request)
+    source = ScanSession(sim_request, sliding=True)
     seen: list[FabricSnapshot] = []
     scan_once = source.next_snapshot
 
@@ -60,7 +60,7 @@ async def test_simulated_fleet_scans_twice_and_names_the_fault(sim_request: Scan
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.scans >= 2, timeout_s=30)
         # The timer re-armed once after the first scan: two scans, one model, two windows.
-        assert source.calls == 2
+        assert source.scans == 2
         assert source.model is not None and source.model.windows == 2
         # The fault starts at 0.3 s: the first window is clean, the second is not.
         assert seen[0].suspects == []
@@ -274,12 +274,11 @@ async def test_reroute_on_the_simulator_changes_the_next_scan(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CWCTL_STATE_DIR", str(tmp_path))
-    forget_kept_models()
     request = ScanRequest(
         sim=SimOptions(hosts=16, hosts_per_leaf=4, seed=3, faults=("switch:spine3:down",)),
         duration_s=0.3,
     )
-    source = PipelineSource(request)
+    source = ScanSession(request, sliding=True)
     app = make_app(source, interval_s=0.01)
     try:
         async with app.run_test(size=SIZE) as pilot:
@@ -310,7 +309,7 @@ async def test_reroute_on_the_simulator_changes_the_next_scan(
             assert app.snapshot is not None
             assert "spine3" not in {s.element for s in app.snapshot.suspects}
     finally:
-        forget_kept_models()
+        await source.aclose()
 
 
 def leafy_snapshot(leaves: int = 12, per_leaf: int = 4) -> FabricSnapshot:

@@ -1,12 +1,13 @@
-"""PipelineSource: successive windows of one model, warm solves, offsets true to the sim."""
+"""A sliding scan session (the TUI's): successive windows of one model, warm solves,
+offsets true to the sim."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from cwctl.pipeline import ScanRequest
+from cwctl.request import ScanRequest
+from cwctl.session import ScanSession
 from cwctl.snapshot import FabricSnapshot
-from cwctl.tui.source import PipelineSource
 
 
 def offset_error_p99_ns(snapshot: FabricSnapshot) -> float:
@@ -18,7 +19,7 @@ def offset_error_p99_ns(snapshot: FabricSnapshot) -> float:
 
 
 async def test_warm_scans_stay_true_to_the_simulators_clocks(sim_request: ScanRequest) -> None:
-    source = PipelineSource(sim_request)
+    source = ScanSession(sim_request, sliding=True)
     first = await source.next_snapshot()
     second = await source.next_snapshot()
     assert source.model is not None and source.model.windows == 2

@@ -10,13 +10,14 @@ from textual.binding import Binding
 from textual.widgets import Label
 from tui_fixtures import known_snapshot
 
-from cwctl.pipeline import ScanRequest
+from cwctl.request import ScanRequest
+from cwctl.session import ScanSession
 from cwctl.tui.app import CwctlApp, make_app
 from cwctl.tui.screens.confirm import ConfirmScreen, NoticeScreen, targets_line
 from cwctl.tui.screens.detail import HostDetailScreen, HostPathsTable
 from cwctl.tui.screens.filter import FilterScreen
 from cwctl.tui.screens.help import KEYS, HelpScreen, help_text
-from cwctl.tui.source import FixedSource, PipelineSource
+from cwctl.tui.source import FixedSource
 from cwctl.tui.widgets.heatmap import Heatmap
 from cwctl.tui.widgets.hosts import HostsTable
 from cwctl.tui.widgets.sortable import SortableTable
@@ -131,11 +132,12 @@ async def test_confirm_dialog_names_the_exact_targets() -> None:
 
 
 async def test_replay_shows_the_saved_scan(tmp_path: Path) -> None:
-    from cwctl.pipeline import SimOptions, scan
+    from cwctl.request import SimOptions
+    from cwctl.session import scan
 
     records = tmp_path / "scan.jsonl"
     await scan(ScanRequest(sim=SimOptions(hosts=8), duration_s=0.3, save_records=records))
-    source = PipelineSource(ScanRequest(replay=records))
+    source = ScanSession(ScanRequest(replay=records), sliding=True)
     tui = make_app(source, max_scans=1, readonly=True)
     async with tui.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: tui.scans == 1, 30)

@@ -11,10 +11,11 @@ from cwctl.actions.history import history
 from cwctl.actions.journal import ActionLock, Journal
 from cwctl.actions.session import ActionSession, Ask, StalePlan
 from cwctl.actions.shell import Shell, act
-from cwctl.actions.simulated import save_state
 from cwctl.errors import CwctlError
-from cwctl.pipeline import ScanRequest, SimOptions, analyse
+from cwctl.request import ScanRequest, SimOptions
+from cwctl.session import analyse
 from cwctl.sim.model import DrainHost
+from cwctl.sim.state import save_state
 from cwctl.transport.sim import model_for, run_model
 
 

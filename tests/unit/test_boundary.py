@@ -65,7 +65,7 @@ def core_import() -> dict:
 
 def test_the_core_imports(core_import: dict) -> None:
     assert not core_import["failed"], core_import["failed"]
-    for name in ("cwctl.inventory", "cwctl.records", "cwctl.topology", "cwctl.pipeline"):
+    for name in ("cwctl.inventory", "cwctl.records", "cwctl.topology", "cwctl.session"):
         assert name in core_import["imported"]
 
 

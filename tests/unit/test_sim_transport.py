@@ -10,18 +10,20 @@ import pytest
 from typer.testing import CliRunner
 
 from cwctl.errors import InputError
-from cwctl.pipeline import ScanRequest, SimOptions, collect
+from cwctl.request import ScanRequest, SimOptions
+from cwctl.session import ScanSession
 from cwctl.sim import FabricModel, SetEcmpWeight
-from cwctl.transport.sim import collect_sim, model_for, simulate
+from cwctl.transport.sim import SimSource, model_for, simulate
 
 SMALL = SimOptions(hosts=16, hosts_per_leaf=4, spines=2, seed=4)
 
 
-async def test_collect_sim_gives_a_sim_collection_with_truth():
+async def test_the_sim_source_gives_a_sim_collection_with_truth():
     options = SimOptions(hosts=16, hosts_per_leaf=4, spines=2, faults=("switch:spine2:congested",))
     events = []
     request = ScanRequest(sim=options, duration_s=0.5)
-    collection = await collect(request, lambda event, fields: events.append(event))
+    session = ScanSession(request, progress=lambda event, fields: events.append(event))
+    collection = await session.collect()
     assert collection.source == "sim"
     assert collection.params["simulated"] is True
     assert collection.params["faults"] == ["switch:spine2:congested=0.9"]
@@ -58,22 +60,19 @@ def test_a_kept_model_shows_an_action_on_the_next_scan():
     assert second.params["window"] == 2
 
 
-async def test_kept_models_continue_in_time_and_keep_changes():
-    from cwctl.transport.sim import forget_kept_models, kept_model
-
-    forget_kept_models()
+async def test_a_sim_source_continues_in_time_and_keeps_changes():
     options = SimOptions(hosts=16, hosts_per_leaf=4, spines=2, faults=("switch:spine1:down@0.6",))
     request = ScanRequest(sim=options, duration_s=0.5)
-    first = await collect_sim(request, keep=True)
-    second = await collect_sim(request, keep=True)
+    source = SimSource(request)
+    first = await source.scan(request)
+    second = await source.scan(request)
     assert (first.params["window_start_s"], second.params["window_start_s"]) == (0.0, 0.5)
     assert first.table.complete.all() and not second.table.complete.all()  # @0.6 came
-    kept_model(request).apply(SetEcmpWeight("spine1", 0))
-    third = await collect_sim(request, keep=True)
+    source.model.apply(SetEcmpWeight("spine1", 0))
+    third = await source.scan(request)
     assert third.table.complete.all()
-    fresh = await collect_sim(request)  # without keep: a new model, window 1
+    fresh = await SimSource(request).scan(request)  # another source: a new model, window 1
     assert fresh.params["window"] == 1 and np.array_equal(fresh.table.t1, first.table.t1)
-    forget_kept_models()
 
 
 def test_bad_sim_options_are_input_errors():
@@ -132,7 +131,7 @@ async def test_sim_with_an_inventory_rehearses_its_topology(tmp_path: Path):
     path = tmp_path / "inventory.toml"
     path.write_text(INVENTORY)
     options = SimOptions(faults=("link:torB-spineA:down",))
-    collection = await collect_sim(ScanRequest(inventory=path, sim=options))
+    collection = await ScanSession(ScanRequest(inventory=path, sim=options)).collect()
     assert collection.host_names == ["node-a", "node-b", "node-c", "stray"]
     assert collection.duration_s == 0.4  # the inventory's [probe] duration
     assert collection.params["rate"] == 50 and collection.params["ports"] == 2
@@ -149,7 +148,9 @@ async def test_sim_with_an_inventory_rehearses_its_topology(tmp_path: Path):
     assert touches_c.any() and not table.complete[via_spine].any()
     assert table.complete[~touches_c].all()
     with pytest.raises(InputError, match="no switch named 'leaf1'"):
-        await collect_sim(ScanRequest(inventory=path, sim=SimOptions(faults=("switch:leaf1",))))
+        await ScanSession(
+            ScanRequest(inventory=path, sim=SimOptions(faults=("switch:leaf1",)))
+        ).collect()
 
 
 def test_cli_scan_sim_json_has_truth_and_says_it_is_simulated():

@@ -1,0 +1,103 @@
+"""What a scan is asked to do, what it reports while it runs, and what answers it.
+
+Defined once, below both the session that picks a source and the sources themselves
+(httpx's ``_models.py`` shape): ``ScanRequest`` (where the hosts come from and how to
+probe them), ``SimOptions`` (the simulator's knobs), ``Progress`` (the callback a scan
+reports to, with its events in ``PROGRESS_EVENTS``) and ``Source`` (the one small
+interface every source of records answers: sim, ssh, local, replay, and slurm next).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from cwctl import settings
+from cwctl.collection import Collection
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """The simulator's knobs (docs/simulator.md); defaults from ``cwctl.settings``."""
+
+    hosts: int = settings.SIM_HOSTS
+    hosts_per_leaf: int = settings.SIM_HOSTS_PER_LEAF
+    spines: int = settings.SIM_SPINES
+    seed: int = settings.SIM_SEED
+    faults: tuple[str, ...] = ()  # KIND:NAME[:MODE][@T]
+    timestamps: str = settings.SIM_TIMESTAMPS  # hw | sw
+    load: float = settings.SIM_LOAD
+
+
+@dataclass(frozen=True)
+class ScanRequest:
+    """Where the hosts come from (exactly one of inventory, local, sim, replay) and how.
+
+    ``sim`` with an ``inventory`` simulates that inventory's fabric."""
+
+    inventory: Path | None = None
+    local: int | None = None
+    sim: SimOptions | None = None
+    replay: Path | None = None
+    duration_s: float | None = None  # None: the inventory's [probe] duration, else the default
+    save_records: Path | None = None
+    reference: str | None = None
+    concurrency: int | None = None
+    accept_new_host_keys: bool = False
+    via: str = "ssh"  # how inventory hosts are reached: ssh | slurm (one srun step)
+    overrides: dict[str, Any] = field(default_factory=dict)  # probe settings from flags
+
+    @property
+    def source(self) -> str:
+        """The source it asks for: ``replay``, ``sim``, ``local``, ``ssh``, ``slurm`` or
+        ``none``."""
+        if self.replay is not None:
+            return "replay"
+        if self.sim is not None:
+            return "sim"
+        if self.local is not None:
+            return "local"
+        if self.inventory is None:
+            return "none"
+        return "slurm" if self.via == "slurm" else "ssh"
+
+    @property
+    def label(self) -> str:
+        """What a status bar says the hosts are."""
+        return {
+            "sim": "SIMULATED",
+            "replay": f"replay {self.replay}",
+            "local": f"local x{self.local}",
+            "ssh": f"ssh {self.inventory}",
+            "slurm": f"slurm {self.inventory}",
+        }.get(self.source, "no hosts")
+
+
+# progress(event, fields): reported while a scan runs, for a progress line on stderr.
+Progress = Callable[[str, dict[str, Any]], None]
+
+# Every event a source reports, in the order a scan reports them, with its fields.
+PROGRESS_EVENTS: dict[str, str] = {
+    "connected": "host, pid: one agent said hello",
+    "started": "hosts, of[, start_in_s, source]: probing starts on `hosts` of `of`",
+    "records": "records: records brought home so far",
+    "done": "ok, of[, bytes]: every agent finished; `ok` of `of` hosts answered",
+}
+
+
+class Source(Protocol):
+    """Where a session's records come from: one call per scan, and a close.
+
+    A source is built once per session and may keep state between scans (the
+    simulator's model: clocks drift on, applied changes stay); ``aclose`` releases it.
+    """
+
+    name: str  # "sim", "ssh", "local", "replay", ...
+
+    async def scan(self, request: ScanRequest, progress: Progress | None = None) -> Collection:
+        """One scan's records, brought home."""
+        ...
+
+    async def aclose(self) -> None: ...

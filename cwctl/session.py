@@ -1,0 +1,167 @@
+"""The scan session: one request, its source picked once, scans out, state kept.
+
+    async with ScanSession(request, progress=print_progress) as session:
+        snapshot = await session.scan()          # collect + solve + telemetry
+        collection = await session.collect()     # or just the records
+
+The CLI runs one scan (``scan(request)``); the TUI scans again and again with
+``sliding=True`` (the clock solve warm-starts from the previous window); an action's
+``--verify`` rescans through a session on the same source, so a simulated change shows.
+Which source answers (sim, ssh, local, slurm, replay; ``SOURCES`` lists them) is decided once,
+from the request, by ``open_source``; every source answers ``cwctl.request.Source``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from cwctl.collection import Collection
+from cwctl.errors import InputError
+from cwctl.request import Progress, ScanRequest, Source
+from cwctl.snapshot import FabricSnapshot
+from cwctl.sync import solve
+from cwctl.sync.incremental import SlidingSolver
+from cwctl.telemetry import build_snapshot
+
+
+def _sim(request: ScanRequest) -> Source:
+    from cwctl.transport.sim import SimSource
+
+    return SimSource(request)
+
+
+def _ssh(request: ScanRequest) -> Source:
+    from cwctl.transport.ssh import SSHSource
+
+    return SSHSource(request)
+
+
+def _local(request: ScanRequest) -> Source:
+    from cwctl.transport.local import LocalSource
+
+    return LocalSource(request)
+
+
+def _slurm(request: ScanRequest) -> Source:
+    from cwctl.transport.slurm import SlurmSource
+
+    return SlurmSource(request)
+
+
+def _replay(request: ScanRequest) -> Source:
+    from cwctl.transport.replay import ReplaySource
+
+    return ReplaySource(request)
+
+
+# request.source -> how to build that source (imported on use: asyncssh is slow to load).
+SOURCES: dict[str, Callable[[ScanRequest], Source]] = {
+    "sim": _sim,
+    "ssh": _ssh,
+    "local": _local,
+    "slurm": _slurm,
+    "replay": _replay,
+}
+
+
+def open_source(request: ScanRequest) -> Source:
+    """The source ``request`` asks for, built once."""
+    make = SOURCES.get(request.source)
+    if make is None:
+        raise InputError("no hosts: give -i/--inventory FILE, --local N, --sim or --replay FILE")
+    return make(request)
+
+
+def analyse(collection: Collection, *, reference: str | None = None) -> FabricSnapshot:
+    """Solve the clocks, then measure the paths and localise faults: one scan's snapshot."""
+    _check_reference(collection, reference)
+    return build_snapshot(collection, solve(collection.table, reference=reference))
+
+
+def _check_reference(collection: Collection, reference: str | None) -> None:
+    if reference is not None and reference not in collection.host_names:
+        raise InputError(f"--reference {reference!r} is not one of the scanned hosts")
+
+
+class ScanSession:
+    """Scans of one request through one source, for whoever asked (CLI, TUI, verify)."""
+
+    def __init__(
+        self,
+        request: ScanRequest,
+        *,
+        source: Source | None = None,
+        progress: Progress | None = None,
+        sliding: bool = False,
+    ) -> None:
+        self.request = request
+        self.source = source if source is not None else open_source(request)
+        self.progress = progress
+        self.sliding = sliding and request.replay is None
+        self._solver: SlidingSolver | None = None
+        self.scans = 0
+
+    @property
+    def label(self) -> str:
+        return self.request.label
+
+    @property
+    def simulated(self) -> bool:
+        return self.source.name == "sim"
+
+    @property
+    def model(self) -> Any:
+        """The simulator's model the scans probe (``None`` for any other source)."""
+        return getattr(self.source, "model", None) if self.simulated else None
+
+    async def collect(self) -> Collection:
+        """One scan's records (kept in ``request.save_records`` when asked)."""
+        collection = await self.source.scan(self.request, self.progress)
+        if self.request.save_records is not None and self.request.replay is None:
+            from cwctl.recordfile import write_collection
+
+            write_collection(collection, self.request.save_records)
+        return collection
+
+    async def scan(self) -> FabricSnapshot:
+        """One scan, solved and measured. The numpy work runs in a thread."""
+        collection = await self.collect()
+        snapshot = await asyncio.to_thread(self._analyse, collection)
+        self.scans += 1
+        return snapshot
+
+    next_snapshot = scan  # what the TUI awaits (cwctl.tui.source.ScanSource)
+
+    def _analyse(self, collection: Collection) -> FabricSnapshot:
+        reference = self.request.reference
+        if not self.sliding:
+            return analyse(collection, reference=reference)
+        _check_reference(collection, reference)
+        if self._solver is None:
+            # The window is this scan's probes (offsets are reported at its middle, as
+            # the truth is); the graph, the Huber weights and the offsets stay warm.
+            self._solver = SlidingSolver(window_s=collection.duration_s, reference=reference)
+        return build_snapshot(collection, self._solver.update(collection.table))
+
+    async def aclose(self) -> None:
+        await self.source.aclose()
+
+    async def __aenter__(self) -> ScanSession:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+async def scan(request: ScanRequest, progress: Progress | None = None) -> FabricSnapshot:
+    """One scan of ``request``: a session opened, scanned once, closed."""
+    async with ScanSession(request, progress=progress) as session:
+        return await session.scan()

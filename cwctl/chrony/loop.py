@@ -98,7 +98,7 @@ class SyncRun:
         self.feeders = Feeders(fleet.launch, fleet.hosts, plan.feeder) if plan.apply else None
 
     async def scan(self) -> FabricSnapshot:
-        from cwctl.pipeline import scan
+        from cwctl.session import scan
 
         return await scan(self.request, self.progress)
 

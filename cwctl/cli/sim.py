@@ -26,7 +26,7 @@ app.add_typer(sim_app, name="sim")
 
 def _saved() -> list[tuple[Path, dict[str, Any], list[str]]]:
     """(file, shape, changes) for every saved simulated fabric, by file name."""
-    from cwctl.actions.state import state_dir
+    from cwctl.settings import state_dir
     from cwctl.sim.applied import applied_changes
     from cwctl.sim.state import state_from_json
 

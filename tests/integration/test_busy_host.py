@@ -13,7 +13,8 @@ import signal
 import threading
 from typing import Any
 
-from cwctl.pipeline import ScanRequest, analyse, collect
+from cwctl.request import ScanRequest
+from cwctl.session import ScanSession, analyse
 
 STOP_AFTER_S = 0.6  # into the probing window
 STOP_FOR_S = 1.2  # longer than the probe timeout (0.5 s): exchanges are lost
@@ -37,7 +38,7 @@ def test_a_stopped_agent_is_reported_busy_not_as_a_network_suspect() -> None:
             threading.Timer(delay, stop_and_continue, (pids[victim],)).start()
 
     request = ScanRequest(local=4, duration_s=3.0, overrides={"rate": 50.0})
-    collection = asyncio.run(collect(request, progress))
+    collection = asyncio.run(ScanSession(request, progress=progress).collect())
     assert stopped.is_set()
     assert all(s.status == "ok" for s in collection.status.values()), collection.status
 

@@ -13,7 +13,6 @@ from cwctl.cli import app
 from cwctl.sim.applied import applied_changes
 from cwctl.sim.model import ModelState
 from cwctl.snapshot import FabricSnapshot, HostReport
-from cwctl.transport.sim import forget_kept_models
 from cwctl.tui.widgets.statusbar import status_text
 
 SHAPE = ["--sim", "--hosts", "16", "--hosts-per-leaf", "4"]
@@ -22,7 +21,6 @@ SHAPE = ["--sim", "--hosts", "16", "--hosts-per-leaf", "4"]
 @pytest.fixture
 def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     monkeypatch.setenv("CWCTL_STATE_DIR", str(tmp_path / "state"))
-    forget_kept_models()
     return CliRunner()
 
 
@@ -51,7 +49,6 @@ def test_applied_actions_show_until_reset(runner: CliRunner) -> None:
 
     reset = runner.invoke(app, ["sim", "reset"])
     assert reset.exit_code == 0 and "4 change(s) dropped" in reset.stdout
-    forget_kept_models()
     assert _scan_json(runner)["truth"]["applied"] == []  # type: ignore[index]
     table = runner.invoke(app, ["--no-color", "scan", *SHAPE, "--duration", "0.3"])
     assert "applied action" not in table.stdout

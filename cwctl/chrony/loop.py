@@ -155,7 +155,8 @@ class SyncRun:
 
     async def run(self) -> int:
         """Every round until ``count``; the exit code of the last round. A fed round is
-        reported when the next one's estimates go out, the last one after its interval."""
+        reported when the next one's estimates go out; the last is fed one more whole
+        interval, then reported."""
         loop = asyncio.get_running_loop()
         rnd: SyncRound | None = None
         try:
@@ -165,7 +166,9 @@ class SyncRun:
                 t0 = loop.time()
                 rnd = await self.round(number)
                 last = self.plan.count is not None and number >= self.plan.count
-                if self.plan.apply or not last:
+                if self.plan.apply and last:  # the last estimate gets a whole interval
+                    await asyncio.sleep(self.plan.interval_s)
+                elif not last:
                     await asyncio.sleep(max(0.0, t0 + self.plan.interval_s - loop.time()))
         finally:
             if self.feeders is not None:

@@ -24,6 +24,9 @@ Control protocol (JSON lines on stdin, in this order):
 ``{"type": "stop"}``
     Stop probing now and finish as at the deadline.
 
+Params with ``"mode": "chrony"`` make it a chrony feeder instead (``cwctl sync
+--apply``): ``chronysock.feed`` takes over the control channel, no probing.
+
 The agent exits at its deadline (``deadline_s`` after it read ``params``), at the end
 of probing plus ``linger_s``, on stdin EOF, on ``stop``, SIGTERM or SIGHUP; it prints
 one ``summary`` record last. Records go to stdout as JSON lines (``docs/records.md``),

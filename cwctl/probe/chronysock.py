@@ -14,10 +14,10 @@ chronyd (``refclock SOCK PATH``) binds a Unix datagram socket at PATH and reads 
     int _pad;
     int magic;           /* 0x534f434b, "SOCK" */
 
-in the host's native layout (``@``: a 64-bit Linux has 8-byte ``time_t`` and
-``suseconds_t``, 40 bytes in all). chronyd drops a sample whose ``tv`` lies in its
-future or is older than about two polls, so every sample is stamped *now* and carries
-the offset at that very instant.
+in the host's native layout (``@``: C longs for the timeval, 40 bytes in all on a 64-bit
+Linux; chronyd on a 32-bit one also takes the other ``time_t`` size). chronyd drops a
+sample whose ``tv`` lies in its future or is older than about two polls, so every
+sample is stamped *now* and carries the offset at that very instant.
 
 cwctl's ``offset_ns`` is the host's clock minus the reference's, so chrony's offset
 (true minus system) is its negation. The estimate holds at ``t_ref_ns`` (reference
@@ -51,7 +51,8 @@ import struct
 import time
 
 SOCK_MAGIC = 0x534F434B
-SOCK_SAMPLE = struct.Struct("@qqdiiii")  # timeval (sec, usec), offset, pulse, leap, pad, magic
+# timeval (time_t and suseconds_t are C longs on Linux), offset, pulse, leap, pad, magic
+SOCK_SAMPLE = struct.Struct("@lldiiii")
 RECORD_VERSION = 1
 
 

@@ -4,9 +4,9 @@ A round: one scan against the chosen reference; one ``FeedDecision`` per host
 (``rules.decide``); offsets beyond the bound are confirmed one by one (``confirm``);
 with ``apply``, the journal gets the round's intent (hosts, offsets, sockets) *before*
 any feeder hears of it, then every qualifying host's feeder gets its estimate and the
-others a ``withdraw``; the round is reported when the next round's estimates go out
-(or at the end), with the samples each feeder really sent with its estimate (a dry run
-reports at once and feeds nothing).
+others a ``withdraw``; the round is reported a round later (or at the end), with the
+samples each feeder really sent with its estimate, all of them counted by then (a dry
+run reports at once and feeds nothing).
 
 Stopping (``count`` reached, Ctrl-C, an error) closes every feeder: the agents exit,
 chronyd keeps its other sources and sees the ``CWC`` refclock go quiet. Each fed round
@@ -93,7 +93,9 @@ class SyncRun:
             else None
         )
         self.progress = progress
-        self.open: SyncRound | None = None  # the round being fed, until settled
+        # fed rounds not yet settled: a round's last samples may still be on their way
+        # while the next estimate travels, so it is settled one round later
+        self.open: list[SyncRound] = []
         self.sockets = {h: socket_path(plan.socket_template, h) for h in fleet.names}
         self.feeders = Feeders(fleet.launch, fleet.hosts, plan.feeder) if plan.apply else None
 
@@ -132,31 +134,30 @@ class SyncRun:
             },
         )
         if self.feeders is not None:
-            if self.open is not None:  # the last round's estimates are fed until now
-                self.settle(self.open)
+            while self.open and self.open[0].number < number - 1:
+                self.settle(self.open.pop(0))  # its feeders moved on a round ago
             if self.journal is not None:
                 self.journal.intent(number, decisions)
-            self.open = rnd
+            self.open.append(rnd)
             await self.feeders.feed(decisions, number)
         else:
             self.on_round(rnd)
         return rnd
 
     def settle(self, rnd: SyncRound) -> None:
-        """When the next round's estimates go out (or cwctl stops): what each feeder
-        sent with this round's estimate, into the decisions, the journal and the report."""
+        """A round later (or when cwctl stops): what each feeder sent with this round's
+        estimate, into the decisions, the journal and the report."""
         if self.feeders is None:
             return
         self.feeders.tally(rnd.decisions, rnd.number)
         if self.journal is not None:
             self.journal.outcome(rnd.number)
-        self.open = None
         self.on_round(rnd)
 
     async def run(self) -> int:
         """Every round until ``count``; the exit code of the last round. A fed round is
-        reported when the next one's estimates go out; the last is fed one more whole
-        interval, then reported."""
+        reported a round later, when every sample it gave is counted; the last is fed one
+        more whole interval, then reported."""
         loop = asyncio.get_running_loop()
         rnd: SyncRound | None = None
         try:
@@ -173,6 +174,6 @@ class SyncRun:
         finally:
             if self.feeders is not None:
                 await asyncio.shield(self.feeders.close())
-                if self.open is not None:  # the last round, or one cut short
-                    self.settle(self.open)
+                while self.open:  # the feeders are closed: every count is final
+                    self.settle(self.open.pop(0))
         return EXIT_PROBLEMS if rnd is None or rnd.problems else EXIT_OK

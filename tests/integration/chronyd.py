@@ -71,6 +71,18 @@ class Chronyd:
                 return int(f[1])
         return 0
 
+    def received(self) -> list[float]:
+        """The raw offset (true - host, s) of every sample chronyd took from the socket,
+        from its ``refclocks.log`` (``log refclocks``): date, time, refid, DP, L, P, raw
+        offset, cooked offset, dispersion."""
+        try:
+            text = (self.dir / f"{self.host}-log" / "refclocks.log").read_text()
+        except FileNotFoundError:
+            return []
+        rows = [line.split() for line in text.splitlines()]
+        # a poll's filtered result is logged too, with "-" for DP and the raw offset
+        return [float(r[6]) for r in rows if len(r) >= 9 and r[2] == "CWC" and r[6] != "-"]
+
     def system_time_s(self) -> float:
         """``tracking``'s System time: positive when the clock is slow of the source."""
         return float(self.chronyc("tracking")[0][4])
@@ -93,12 +105,15 @@ class ChronydSet:
     ) -> Chronyd:
         cmd_dir = self.dir / f"{host}-cmd"
         cmd_dir.mkdir(mode=0o700)
+        (self.dir / f"{host}-log").mkdir()
         lines = [
             f"driftfile {self.dir / host}.drift",
             f"pidfile {self.dir / host}.pid",
             f"bindcmdaddress {cmd_dir / 'chronyd.sock'}",
             "cmdport 0",
             "port 0",
+            f"logdir {self.dir / host}-log",
+            "log refclocks",  # every sample chronyd takes, with its raw offset
         ]
         if refclock:
             lines.append(f"refclock SOCK {self.dir / host}.sock {REFCLOCK_OPTIONS}")

@@ -102,6 +102,10 @@ def test_the_sign_chronyd_sees_is_the_one_cwctl_measured(chronyds):
 
     asyncio.run(feed())
     for d in (b, c):
+        # every sample chronyd took says true time minus host time: minus cwctl's offset
+        received = d.received()
+        assert len(received) >= 4
+        assert received == pytest.approx([-wanted[d.host] * 1e-9] * len(received), abs=1e-12)
         fast_s = -d.system_time_s()  # how far ahead of its source chronyd finds the host
         assert fast_s == pytest.approx(wanted[d.host] * 1e-9, abs=1e-6), d.host
         assert d.cwc_samples() >= 1 and d.cwc_source()["reach"] > 0  # type: ignore[index]
@@ -122,6 +126,8 @@ def test_sync_apply_feeds_each_hosts_chronyd_and_leaves_nothing_behind(chronyds,
     rounds = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["feed"]["round"] for r in rounds] == [1, 2, 3]
     fed: dict[str, list[float]] = {"local-02": [], "local-03": []}
+    samples = dict.fromkeys(fed, 0)
+    last: dict[str, list[float]] = {name: [] for name in fed}
     for r in rounds:
         assert r["feed"]["mode"] == "apply" and r["reference"] == "local-01"
         assert "best time source: stratum 3" in r["feed"]["reference_why"]
@@ -134,19 +140,30 @@ def test_sync_apply_feeds_each_hosts_chronyd_and_leaves_nothing_behind(chronyds,
             # up to drift * seconds (tens of ns on loopback)
             assert f["offset_s"] == pytest.approx(-hosts[name]["offset_ns"] * 1e-9)
             offsets += [f["offset_s"], f["last_offset_s"]]
+            samples[name] += f["samples"]
+            last[name].append(f["last_offset_s"])
     print("\nfed (chrony offset, true - host, ns):")
     for name, offsets in fed.items():
         d = chronyds.daemons[name]
+        # chronyd took exactly the samples cwctl says it sent, the last of each round too
+        received = d.received()
+        assert len(received) == samples[name]
+        for x in last[name]:  # chronyd adds the offset to a timespec: to the nanosecond
+            assert min(abs(r - x) for r in received) <= 1e-9 + 1e-6 * abs(x), (x, received)
         src = d.cwc_source()
         assert src is not None and src["state"] == "*", (name, src)  # selected
         assert src["reach"] > 0 and d.cwc_samples() >= 2
         slow_s = d.system_time_s()  # chronyd's estimate of true - host
         lo, hi = min(offsets), max(offsets)
-        print(f"  {name}: fed {[round(x * 1e9, 1) for x in offsets]}; chronyd: {slow_s * 1e9:+.1f}")
+        print(
+            f"  {name}: fed {[round(x * 1e9, 1) for x in offsets]}; chronyd took "
+            f"{len(received)} samples, {min(received) * 1e9:+.1f}..{max(received) * 1e9:+.1f}; "
+            f"tracking System time {slow_s * 1e9:+.1f}"
+        )
         tol = max(100e-9, hi - lo)
         assert lo - tol <= slow_s <= hi + tol, (name, slow_s, offsets)
     ref = chronyds.daemons["local-01"]
-    assert ref.cwc_samples() == 0 and ref.cwc_source()["reach"] == 0  # type: ignore[index]
+    assert ref.received() == [] and ref.cwc_source()["reach"] == 0  # type: ignore[index]
     # every fed round is a journalled action, written ahead of its effect
     actions = history(Journal(state)).actions
     assert [a.plan.kind for a in actions] == ["sync"] * 3
@@ -179,7 +196,8 @@ def test_a_dry_run_shows_what_it_would_feed_and_feeds_nothing(chronyds, tmp_path
             assert h["feed"]["offset_s"] == pytest.approx(-h["offset_ns"] * 1e-9)
     time.sleep(2.5)  # one refclock poll (2 s): a sample sent would show by now
     for d in chronyds.daemons.values():
-        assert d.cwc_samples() == 0 and d.cwc_source()["reach"] == 0  # type: ignore[index]
+        assert d.received() == [] and d.cwc_samples() == 0
+        assert d.cwc_source()["reach"] == 0  # type: ignore[index]
     assert not (state / "journal.jsonl").exists()
 
 

@@ -286,3 +286,12 @@ def read_collection(path: str | Path) -> Collection:
         params=dict(header.get("params") or {}),
         paths=paths,
     )
+
+
+def read_host_names(path: str | Path) -> list[str]:
+    """The host names a record file's header lists (reads the header line only)."""
+    path = Path(path)
+    for _, text in _lines(path):
+        header = _header(path, text)
+        return [h.name for h in _hosts(header, f"{path} line 1")]
+    raise RecordError(f"{path}: empty, not a cwctl record file")

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl import settings
+from cwctl.names import sim_host_names
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,7 @@ def leaf_spine(
     prefix: str = settings.SIM_HOST_PREFIX,
 ) -> tuple[list[str], Topology]:
     """The simulator's default fabric: ``gpu-001``..., ``leaf1``..., ``spine1``...; full mesh."""
-    width = max(3, len(str(n_hosts)))
-    names = [f"{prefix}-{i + 1:0{width}d}" for i in range(n_hosts)]
+    names = sim_host_names(n_hosts, prefix)
     n_leaves = max(1, -(-n_hosts // hosts_per_leaf))
     spines = tuple(f"spine{j + 1}" for j in range(n_spines))
     leaf_of = {name: f"leaf{i // hosts_per_leaf + 1}" for i, name in enumerate(names)}

@@ -34,7 +34,9 @@ RESUME_FLAGS = ("inventory", "sim", *SIM_SHAPE)
 
 PlanFormatOpt = Annotated[
     PlanFormat,
-    typer.Option("--format", help="table (the plan as text) or json (cwctl.action/1)."),
+    typer.Option(
+        "--format", metavar="table|json", help="table (the plan as text) or json (cwctl.action/1)."
+    ),
 ]
 
 
@@ -67,20 +69,23 @@ def _shell(yes: bool, fmt: PlanFormat = PlanFormat.table) -> Any:
 @app.command()
 @source_flags(*ACTION_FLAGS)
 def reroute(
-    element: Annotated[str, typer.Argument(help="The suspect to steer around.")],
+    element: Annotated[str, typer.Argument(metavar="ELEMENT", help="The suspect to steer around.")],
     flags: SourceFlags,
     prefix: Annotated[
-        str | None, typer.Option("--prefix", help="Only the route for exactly this prefix.")
+        str | None,
+        typer.Option("--prefix", metavar="CIDR", help="Only the route for exactly this prefix."),
     ] = None,
     gateway: Annotated[
         list[str] | None,
         typer.Option(
             "--gateway",
+            metavar="SWITCH=ADDRESS",
             help="Host routes: SWITCH=ADDRESS, the next hop to SWITCH (repeatable).",
         ),
     ] = None,
     nccl_conf: Annotated[
-        str, typer.Option("--nccl-conf", help="NIC: the NCCL config file on the host.")
+        str,
+        typer.Option("--nccl-conf", metavar="PATH", help="NIC: the NCCL config file on the host."),
     ] = "/etc/nccl.conf",
     apply: ApplyOpt = False,
     yes: YesOpt = False,
@@ -88,7 +93,10 @@ def reroute(
     sudo: SudoOpt = False,
     verify: VerifyOpt = False,
 ) -> None:
-    """Plan steering traffic around a suspect; --apply carries it out."""
+    """Plan steering traffic around a suspect; --apply carries it out.
+
+    Example: cwctl reroute --sim --fault switch:spine2:down spine2 --apply --yes
+    """
 
     def body() -> int:
         from cwctl.actions.planner import RouteOptions
@@ -128,9 +136,13 @@ def _scheduler_action(
 @app.command()
 @source_flags(*ACTION_FLAGS)
 def drain(
-    host: Annotated[str, typer.Argument(help="The host to take out of the scheduler.")],
+    host: Annotated[
+        str, typer.Argument(metavar="HOST", help="The host to take out of the scheduler.")
+    ],
     flags: SourceFlags,
-    reason: Annotated[str, typer.Option("--reason", help="Why, for the scheduler.")] = "cwctl",
+    reason: Annotated[
+        str, typer.Option("--reason", metavar="TEXT", help="Why, for the scheduler.")
+    ] = "cwctl",
     evict: Annotated[
         bool, typer.Option("--evict", help="Kubernetes: also evict its pods (kubectl drain).")
     ] = False,
@@ -140,7 +152,10 @@ def drain(
     sudo: SudoOpt = False,
     verify: VerifyOpt = False,
 ) -> None:
-    """Take a host out of the scheduler (Slurm drain, Kubernetes cordon)."""
+    """Take a host out of the scheduler (Slurm drain, Kubernetes cordon).
+
+    Example: cwctl drain -i inventory.toml gpu-007 --reason "NIC flaps" --apply
+    """
 
     def body() -> int:
         request = build_request(flags)
@@ -163,14 +178,19 @@ def drain(
 @app.command()
 @source_flags(*RESUME_FLAGS)
 def resume(
-    host: Annotated[str, typer.Argument(help="The host to put back into the scheduler.")],
+    host: Annotated[
+        str, typer.Argument(metavar="HOST", help="The host to put back into the scheduler.")
+    ],
     flags: SourceFlags,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
     fmt: PlanFormatOpt = PlanFormat.table,
     sudo: SudoOpt = False,
 ) -> None:
-    """Put a drained host back into the scheduler."""
+    """Put a drained host back into the scheduler.
+
+    Example: cwctl resume -i inventory.toml gpu-007 --apply
+    """
 
     def body() -> int:
         request = build_request(flags)
@@ -192,12 +212,17 @@ def resume(
 
 @app.command()
 def rollback(
-    action_id: Annotated[str | None, typer.Argument(help="Journal entry to undo.")] = None,
+    action_id: Annotated[
+        str | None, typer.Argument(metavar="[PLAN]", help="Journal entry to undo.")
+    ] = None,
     apply: Annotated[bool, typer.Option("--apply", help="Carry the undo out.")] = False,
     yes: YesOpt = False,
     fmt: PlanFormatOpt = PlanFormat.table,
 ) -> None:
-    """Undo an applied action (the latest, or the one named)."""
+    """Undo an applied action (the latest, or the one named).
+
+    Example: cwctl rollback 20261203-053226-cb76 --apply
+    """
 
     def body() -> int:
         from cwctl.actions.shell import roll_back
@@ -214,11 +239,14 @@ class JournalFormat(StrEnum):
 
 @app.command()
 def journal(
-    fmt: Annotated[JournalFormat, typer.Option("--format", help="table or json.")] = (
-        JournalFormat.table
-    ),
+    fmt: Annotated[
+        JournalFormat, typer.Option("--format", metavar="table|json", help="table or json.")
+    ] = (JournalFormat.table),
 ) -> None:
-    """List the actions cwctl has applied."""
+    """List the actions cwctl has applied.
+
+    Example: cwctl journal --format json
+    """
 
     def body() -> None:
         import json as jsonlib

@@ -16,10 +16,12 @@ from typing import Annotated, NoReturn, TypeVar
 import typer
 
 from cwctl import __version__, atomic
+from cwctl.cli.usage import OneLineGroup
 from cwctl.errors import EXIT_OK, EXIT_USAGE, CwctlError
 
 app = typer.Typer(
     name="cwctl",
+    cls=OneLineGroup,
     help="Clock sync, fabric telemetry and control for GPU clusters.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

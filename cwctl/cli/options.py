@@ -57,6 +57,7 @@ FLAGS: dict[str, Any] = {
         typer.Option(
             "-i",
             "--inventory",
+            metavar="FILE",
             envvar=settings.INVENTORY_ENV,
             help=f"Inventory file (default ${settings.INVENTORY_ENV}, "
             f"else ./{settings.INVENTORY_FILE}).",
@@ -66,6 +67,7 @@ FLAGS: dict[str, Any] = {
         int | None,
         typer.Option(
             "--local",
+            metavar="N",
             min=settings.LOCAL_MIN,
             max=settings.LOCAL_MAX,
             help="N agents on this machine's loopback.",
@@ -73,35 +75,49 @@ FLAGS: dict[str, Any] = {
     ],
     "sim": Annotated[bool, typer.Option("--sim", help="Use the built-in simulated fabric.")],
     "replay": Annotated[
-        Path | None, typer.Option("--replay", help="Analyse saved records instead of probing.")
+        Path | None,
+        typer.Option("--replay", metavar="FILE", help="Analyse saved records instead of probing."),
     ],
-    "hosts": Annotated[int, typer.Option("--hosts", min=2, help="Simulated hosts.")],
+    "hosts": Annotated[int, typer.Option("--hosts", min=2, metavar="N", help="Simulated hosts.")],
     "hosts_per_leaf": Annotated[
-        int, typer.Option("--hosts-per-leaf", min=1, help="Hosts per leaf.")
+        int, typer.Option("--hosts-per-leaf", min=1, metavar="N", help="Hosts per leaf.")
     ],
-    "spines": Annotated[int, typer.Option("--spines", min=1, help="Simulated spines.")],
-    "seed": Annotated[int, typer.Option("--seed", help="Simulator seed.")],
+    "spines": Annotated[
+        int, typer.Option("--spines", min=1, metavar="N", help="Simulated spines.")
+    ],
+    "seed": Annotated[int, typer.Option("--seed", metavar="N", help="Simulator seed.")],
     "fault": Annotated[
         list[str] | None,
-        typer.Option("--fault", help="Inject a fault: KIND:NAME[:MODE][@T] (repeatable)."),
+        typer.Option(
+            "--fault",
+            metavar="KIND:NAME[:MODE][@T]",
+            help="Inject a fault: KIND:NAME[:MODE][@T] (repeatable).",
+        ),
     ],
     "timestamps": Annotated[
-        Timestamps, typer.Option("--timestamps", help="Simulated timestamping: hw or sw.")
+        Timestamps,
+        typer.Option("--timestamps", metavar="hw|sw", help="Simulated timestamping: hw or sw."),
     ],
-    "load": Annotated[float, typer.Option("--load", min=0.0, max=1.0, help="Simulated load 0..1.")],
+    "load": Annotated[
+        float, typer.Option("--load", min=0.0, max=1.0, metavar="0..1", help="Simulated load 0..1.")
+    ],
     "duration": Annotated[
-        float | None, typer.Option("--duration", min=0.1, help="Seconds of probing.")
+        float | None,
+        typer.Option("--duration", min=0.1, metavar="SECONDS", help="Seconds of probing."),
     ],
     "save_records": Annotated[
-        Path | None, typer.Option("--save-records", help="Keep every probe record (.gz ok).")
+        Path | None,
+        typer.Option("--save-records", metavar="FILE", help="Keep every probe record (.gz ok)."),
     ],
     "reference": Annotated[
-        str | None, typer.Option("--reference", help="Host whose clock is the reference.")
+        str | None,
+        typer.Option("--reference", metavar="HOST", help="Host whose clock is the reference."),
     ],
     "concurrency": Annotated[
         int | None,
         typer.Option(
             "--concurrency",
+            metavar="N",
             min=1,
             help=f"SSH sessions at once (default {settings.SSH_CONCURRENCY}).",
         ),
@@ -116,7 +132,9 @@ FLAGS: dict[str, Any] = {
     "via": Annotated[
         Via,
         typer.Option(
-            "--via", help="How the inventory's agents start: ssh, or slurm (one srun step)."
+            "--via",
+            metavar="ssh|slurm",
+            help="How the inventory's agents start: ssh, or slurm (one srun step).",
         ),
     ],
 }
@@ -129,13 +147,18 @@ SSH_FLAGS = ("reference", "concurrency", "accept_new_host_keys")
 SCAN_FLAGS = ("inventory", "local", "sim", *SIM_FLAGS, "duration", *SSH_FLAGS)
 
 # Flags of single commands that more than one command shares.
-FormatOpt = Annotated[Format, typer.Option("--format", help="table, json or prom.")]
+FormatOpt = Annotated[
+    Format, typer.Option("--format", metavar="table|json|prom", help="table, json or prom.")
+]
 PrettyOpt = Annotated[
     bool, typer.Option("--pretty", help="Indent --format json for people (default compact).")
 ]
-OutOpt = Annotated[Path | None, typer.Option("--out", help="Write the report here (atomic).")]
+OutOpt = Annotated[
+    Path | None, typer.Option("--out", metavar="FILE", help="Write the report here (atomic).")
+]
 HeatmapOpt = Annotated[
-    Path | None, typer.Option("--heatmap", help="Also write the host x host heatmap (PNG).")
+    Path | None,
+    typer.Option("--heatmap", metavar="FILE.png", help="Also write the host x host heatmap (PNG)."),
 ]
 InventoryOpt = FLAGS["inventory"]
 
@@ -192,9 +215,12 @@ def source_flags(*names: str) -> Callable[[F], F]:
 
 
 def build_request(flags: SourceFlags) -> Any:
-    """A ScanRequest from the flags; exactly one source of hosts."""
+    """A ScanRequest from the flags; exactly one source of hosts; every flag and
+    combination checked first (``cwctl.cli.validate``)."""
     from cwctl.atomic import expand
-    from cwctl.request import ScanRequest, SimOptions
+    from cwctl.cli.validate import check_flags, check_reference
+
+    check_flags(flags, _DEFAULTS)
 
     # ~ expanded in every path option (typer passes "--replay=~/x" through as it is)
     inventory = expand(flags.inventory, "--inventory") if flags.inventory is not None else None
@@ -212,6 +238,11 @@ def build_request(flags: SourceFlags) -> Any:
         fail("--fault needs --sim")
     if flags.via is Via.slurm and given:
         fail(f"--via slurm starts an inventory's agents: give -i/--inventory, not {given[0]}")
+    if not given:
+        inventory = inventory or Path(settings.INVENTORY_FILE)
+    check_reference(flags, inventory if (not given or flags.sim) else None, replay)
+    from cwctl.request import ScanRequest, SimOptions  # after the cheap checks
+
     sim_options = None
     if flags.sim:
         sim_options = SimOptions(
@@ -223,9 +254,7 @@ def build_request(flags: SourceFlags) -> Any:
             timestamps=flags.timestamps.value,
             load=flags.load,
         )
-    if not given:
-        inventory = inventory or Path(settings.INVENTORY_FILE)
-    return ScanRequest(
+    request = ScanRequest(
         inventory=inventory if (not given or flags.sim) else None,
         local=flags.local,
         sim=sim_options,
@@ -237,3 +266,4 @@ def build_request(flags: SourceFlags) -> Any:
         accept_new_host_keys=flags.accept_new_host_keys,
         via=flags.via.value,
     )
+    return request

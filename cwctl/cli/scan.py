@@ -28,6 +28,9 @@ from cwctl.errors import EXIT_OK, EXIT_PROBLEMS
 from cwctl.report.units import parse_ns
 
 
+HEATMAP_MAX_DEFAULT = "100us"
+
+
 def _duration_option(value: str) -> str:
     try:
         parse_ns(value)
@@ -53,7 +56,7 @@ def scan(
             help="Top of the heatmap's fixed log queueing scale (10 ns up to this), "
             "e.g. 100us, 2ms.",
         ),
-    ] = "100us",
+    ] = HEATMAP_MAX_DEFAULT,
     prom_paths: Annotated[
         bool,
         typer.Option(
@@ -63,19 +66,31 @@ def scan(
         ),
     ] = False,
 ) -> None:
-    """One scan: probe, solve clocks, measure paths, report. Exit 3 if problems found."""
+    """One scan: probe, solve clocks, measure paths, report. Exit 3 if problems found.
+
+    Example: cwctl scan --sim --fault switch:spine2:congested --heatmap fabric.png
+    """
 
     def body() -> int:
         from cwctl.atomic import check_output
-        from cwctl.report import render
-        from cwctl.session import scan as run_scan
+        from cwctl.cli.validate import check_report_flags
 
+        check_report_flags(
+            fmt=fmt.value,
+            prom_paths=prom_paths,
+            pretty=pretty,
+            heatmap=heatmap,
+            heatmap_max_given=heatmap_max != HEATMAP_MAX_DEFAULT,
+        )
         # every output path checked before the scan, not after it
         outputs = {"--out": out, "--heatmap": heatmap, "--save-records": flags.save_records}
         checked = {o: check_output(p, o) if p is not None else None for o, p in outputs.items()}
         out_path, heatmap_path = checked["--out"], checked["--heatmap"]
 
         request = build_request(replace(flags, save_records=checked["--save-records"]))
+        from cwctl.session import scan as run_scan  # after every check: numpy, scipy, ...
+        from cwctl.report import render
+
         snapshot = asyncio.run(run_scan(request, _progress_printer()))
         color = STATE.color and out_path is None and fmt is Format.table
         write_output(
@@ -105,7 +120,10 @@ def _progress_printer() -> Callable[[str, dict[str, Any]], None] | None:
 
 @inventory_app.command("check")
 def inventory_check(inventory: InventoryOpt = None) -> None:
-    """Validate an inventory file and print what it describes. Exit 2 if invalid."""
+    """Validate an inventory file and print what it describes. Exit 2 if invalid.
+
+    Example: cwctl inventory check -i inventory.toml
+    """
 
     def body() -> None:
         from cwctl.inventory import load_inventory, summarize

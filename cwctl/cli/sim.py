@@ -77,7 +77,8 @@ def sim_status() -> None:
 @sim_app.command("reset")
 def sim_reset(
     hosts: Annotated[
-        int | None, typer.Option("--hosts", min=2, help="Only the fabric of this many hosts.")
+        int | None,
+        typer.Option("--hosts", min=2, metavar="N", help="Only the fabric of this many hosts."),
     ] = None,
 ) -> None:
     """Forget every change actions applied to simulated fabrics (or to the fabrics of

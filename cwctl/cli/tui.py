@@ -17,22 +17,26 @@ from cwctl.cli.options import SCAN_FLAGS, SourceFlags, build_request, source_fla
 def tui(
     flags: SourceFlags,
     interval: Annotated[
-        float, typer.Option("--interval", min=0.0, help="Seconds between scans.")
+        float, typer.Option("--interval", min=0.0, metavar="SECONDS", help="Seconds between scans.")
     ] = settings.TUI_INTERVAL_S,
     readonly: Annotated[bool, typer.Option("--readonly", help="Hide every action.")] = False,
 ) -> None:
     """The scan pipeline, continuously, in a live terminal UI (--replay FILE: review a
-    saved scan). Needs a terminal on stdin and stdout."""
+    saved scan). Needs a terminal on stdin and stdout.
+
+    Example: cwctl tui --sim --fault link:leaf1-spine2:lossy=0.05@10
+    """
 
     def body() -> None:
-        from cwctl.session import ScanSession
-        from cwctl.tui.app import make_app
-
         request = build_request(flags)
+        from cwctl.session import ScanSession  # after every check: numpy, asyncssh, ...
+
         # the source is opened here: a broken inventory is one line, before the UI
         session = ScanSession(request, sliding=True)
         if not has_terminal():
             fail("tui needs a terminal on stdin and stdout (for a report: cwctl scan)")
+        from cwctl.tui.app import make_app  # after every check: textual, ...
+
         # saved records: one scan says it all, and there are no hosts to act on
         review = flags.replay is not None
         app_ = make_app(

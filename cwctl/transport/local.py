@@ -17,6 +17,7 @@ from cwctl import settings
 from cwctl.collection import Collection, HostInfo
 from cwctl.errors import InputError
 from cwctl.inventory import ProbeSettings
+from cwctl.names import local_host_names
 from cwctl.probe.bootstrap import bootstrap_argv
 from cwctl.request import Progress, ScanRequest
 from cwctl.transport.base import HostFailure, ScanPlan, probe_settings, run_scan
@@ -28,8 +29,10 @@ def local_hosts(n: int) -> list[HostInfo]:
         raise InputError(
             f"--local {n}: give between {settings.LOCAL_MIN} and {settings.LOCAL_MAX} agents"
         )
-    width = max(2, len(str(n)))
-    return [HostInfo(name=f"local-{i + 1:0{width}d}", address=f"127.0.0.{2 + i}") for i in range(n)]
+    return [
+        HostInfo(name=name, address=f"127.0.0.{2 + i}")
+        for i, name in enumerate(local_host_names(n))
+    ]
 
 
 class LocalSession:

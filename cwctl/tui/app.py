@@ -21,7 +21,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable
 
 from cwctl import settings
-from cwctl.errors import CwctlError
+from cwctl.errors import CwctlError, InputError
 from cwctl.snapshot import FabricSnapshot
 from cwctl.tui.control import ActionKind, PlannedAction, plan_action
 from cwctl.tui.messages import ScanFailed, ScanFinished, ScanStarted
@@ -133,6 +133,8 @@ class CwctlApp(App[None]):
         started = self.clock()
         try:
             snapshot = await self.source.next_snapshot()
+        except InputError as exc:  # bad input does not mend itself: no retry loop
+            self.post_message(ScanFailed(number, str(exc), retry=False))
         except CwctlError as exc:
             self.post_message(ScanFailed(number, str(exc)))
         except Exception as exc:  # a bug or a network surprise: show it, keep the UI up
@@ -162,7 +164,8 @@ class CwctlApp(App[None]):
         self._last_error = message.error
         self._refresh_status()
         self.notify(message.error, title="scan failed", severity="error")
-        self._arm(max(self.interval_s, RETRY_INTERVAL_S))
+        if message.retry:
+            self._arm(max(self.interval_s, RETRY_INTERVAL_S))
 
     def _arm(self, delay_s: float) -> None:
         """One timer at a time, armed after a scan is handled: scans never pile up."""

@@ -25,3 +25,4 @@ class ScanFinished(Message):
 class ScanFailed(Message):
     number: int
     error: str
+    retry: bool = True  # False: bad input (an InputError); scanning again cannot help

@@ -144,3 +144,26 @@ async def test_replay_shows_the_saved_scan(tmp_path: Path) -> None:
         assert tui.dashboard.query_one(HostsTable).row_count == 8
         status = str(tui.dashboard.query_one("#status").render())
         assert f"replay {records}" in status
+
+
+async def test_bad_input_is_not_retried_forever() -> None:
+    """Was: a bad --reference made the TUI fail, wait 5 s and fail again, forever."""
+    from cwctl.errors import InputError
+    from cwctl.snapshot import FabricSnapshot
+
+    class BadInput:
+        label = "SIMULATED"
+        simulated = True
+        calls = 0
+
+        async def next_snapshot(self) -> FabricSnapshot:
+            self.calls += 1
+            raise InputError("--reference nosuch: no such host")
+
+    source = BadInput()
+    tui = make_app(source, interval_s=0.01)
+    async with tui.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: tui._last_error is not None)
+        await pilot.pause(0.3)  # 30 intervals: a retry loop would have scanned again
+        assert source.calls == 1
+        assert "no such host" in str(tui.dashboard.query_one("#status").render())

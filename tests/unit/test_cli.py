@@ -47,7 +47,7 @@ def test_inventory_help_lists_check(runner: CliRunner) -> None:
 def test_unknown_command_is_a_usage_error(runner: CliRunner) -> None:
     result = runner.invoke(app, ["frobnicate"])
     assert result.exit_code == 2
-    assert "No such command 'frobnicate'" in result.stderr
+    assert result.stderr == "cwctl: no such command 'frobnicate'. (cwctl -h for help)\n"
     assert result.stdout == ""
 
 

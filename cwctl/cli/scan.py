@@ -138,19 +138,29 @@ def inventory_check(inventory: InventoryOpt = None) -> None:
 def inventory_pods(
     inventory: InventoryOpt = None,
     scan_id: Annotated[
-        str, typer.Option("--scan-id", help="Names this scan's pods (a-z, 0-9, '-').")
+        str,
+        typer.Option("--scan-id", metavar="NAME", help="Names this scan's pods (a-z, 0-9, '-')."),
     ] = "scan",
-    namespace: Annotated[str, typer.Option("--namespace", help="Namespace of the pods.")] = (
-        "cwctl"
-    ),
+    namespace: Annotated[
+        str, typer.Option("--namespace", metavar="NAME", help="Namespace of the pods.")
+    ] = ("cwctl"),
     image: Annotated[
-        str, typer.Option("--image", help="Container image with python3 (stdlib only).")
+        str,
+        typer.Option(
+            "--image", metavar="IMAGE", help="Container image with python3 (stdlib only)."
+        ),
     ] = "python:3.12-slim",
     deadline: Annotated[
-        int, typer.Option("--deadline", min=10, help="Seconds before Kubernetes ends a pod.")
+        int,
+        typer.Option(
+            "--deadline", min=10, metavar="SECONDS", help="Seconds before Kubernetes ends a pod."
+        ),
     ] = 120,
 ) -> None:
-    """Print the per-node agent pods for Kubernetes (a v1 List, JSON: kubectl apply -f -)."""
+    """Print the per-node agent pods for Kubernetes (a v1 List, JSON: kubectl apply -f -).
+
+    Example: cwctl inventory pods -i inventory.toml | kubectl apply -f -
+    """
 
     def body() -> None:
         from cwctl.errors import InputError

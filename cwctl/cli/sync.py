@@ -30,6 +30,7 @@ SocketOpt = Annotated[
     str,
     typer.Option(
         "--socket",
+        metavar="PATH",
         help="chronyd's refclock SOCK path on each host; {host} becomes the host's name.",
     ),
 ]
@@ -37,13 +38,17 @@ ChronycSocketOpt = Annotated[
     str | None,
     typer.Option(
         "--chronyc-socket",
+        metavar="PATH",
         help="chronyd's command socket for chronyc -h ({host} allowed); default chronyc's own.",
     ),
 ]
 PeriodOpt = Annotated[
-    float, typer.Option("--sample-period", help="Seconds between samples to chronyd.")
+    float,
+    typer.Option("--sample-period", metavar="SECONDS", help="Seconds between samples to chronyd."),
 ]
-FormatOpt = Annotated[SyncFormat, typer.Option("--format", help="table or json (one per line).")]
+FormatOpt = Annotated[
+    SyncFormat, typer.Option("--format", metavar="table|json", help="table or json (one per line).")
+]
 
 
 def _check_period(period: float) -> None:
@@ -83,7 +88,10 @@ def sync(
     period: PeriodOpt = settings.SYNC_SAMPLE_PERIOD_S,
     fmt: FormatOpt = SyncFormat.table,
 ) -> None:
-    """Scan every --interval seconds; with --apply, feed each qualifying host's chronyd."""
+    """Scan every --interval seconds; with --apply, feed each qualifying host's chronyd.
+
+    Example: cwctl sync -i inventory.toml --apply
+    """
     if ctx.invoked_subcommand is not None:
         return
 
@@ -196,7 +204,10 @@ def check(
 ) -> None:
     """Is chronyd running on each host, with cwctl's refclock, and what does it make of it?
 
-    Exit 0 when every host is ready, 3 when some are not."""
+    Exit 0 when every host is ready, 3 when some are not.
+
+    Example: cwctl sync check -i inventory.toml
+    """
 
     def body() -> int:
         from cwctl.chrony.check import check_hosts, choose_reference

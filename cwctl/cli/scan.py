@@ -27,7 +27,6 @@ from cwctl.cli.options import (
 from cwctl.errors import EXIT_OK, EXIT_PROBLEMS
 from cwctl.report.units import parse_ns
 
-
 HEATMAP_MAX_DEFAULT = "100us"
 
 

@@ -87,8 +87,8 @@ def scan(
         out_path, heatmap_path = checked["--out"], checked["--heatmap"]
 
         request = build_request(replace(flags, save_records=checked["--save-records"]))
-        from cwctl.session import scan as run_scan  # after every check: numpy, scipy, ...
         from cwctl.report import render
+        from cwctl.session import scan as run_scan  # after every check: numpy, scipy, ...
 
         snapshot = asyncio.run(run_scan(request, _progress_printer()))
         color = STATE.color and out_path is None and fmt is Format.table

@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.records import ProbeTable
+from cwctl.sync.blocks import BLOCK_ROWS, merge_filters, merge_fits, pair_blocks
 from cwctl.sync.coded import CodedFilter, coded_filter
 from cwctl.sync.margin import max_margin_refine
 from cwctl.sync.network import ProbeGraph, build_graph, ls_solve, tree_solve
@@ -98,6 +99,32 @@ def fit_table(
     if method in ("margin", "hybrid", "score"):
         fits = max_margin_refine(points, fits, search=method == "margin")
     return filt, fits.select(fits.ok), t_prov
+
+
+def fit_blocks(
+    table: ProbeTable,
+    method: Method = "hybrid",
+    *,
+    by_flow: bool = False,
+    windows: int | None = None,
+    block_rows: int = BLOCK_ROWS,
+) -> tuple[dict[str, Any], PairFits, int]:
+    """``fit_table`` a block of pairs at a time (``blocks.py``): the filter's quality,
+    the fits (in pair order) and the provisional reference time they are all at."""
+    t_prov = window_middle(table)
+    filters: list[CodedFilter] = []
+    parts: list[PairFits] = []
+    for rows in pair_blocks(table, block_rows):
+        block = table.select(rows)
+        if not block.complete.any():
+            continue
+        filt, fits, t_block = fit_table(block, method, by_flow=by_flow, windows=windows)
+        rebase(fits, t_prov - t_block)
+        filters.append(
+            CodedFilter(filt.fwd_ok[:0], filt.rev_ok[:0], filt.tolerance_ns, filt.counts)
+        )
+        parts.append(fits)
+    return merge_filters(filters), merge_fits(parts, len(table.hosts)), t_prov
 
 
 @dataclass
@@ -248,8 +275,12 @@ def solve(
     network: bool = True,
     by_flow: bool = False,
     windows: int | None = None,
+    block_rows: int = BLOCK_ROWS,
 ) -> ClockSolution:
     """Every host's offset and drift against the reference (see the module docstring).
+
+    Tables longer than ``block_rows`` are fitted a block of pairs at a time
+    (``fit_blocks``), which bounds the fit's memory by the block, not the table.
 
     ``reference`` is a host name (else the best-connected host); ``method`` ``margin``
     replaces the envelope fit by the exact hard-margin line; ``network=False`` skips the
@@ -258,7 +289,13 @@ def solve(
     started = time.perf_counter()
     if not table.complete.any():
         return empty_solution(table, reference, "no complete probe exchange")
-    filt, fits, t_prov = fit_table(table, method, by_flow=by_flow, windows=windows)
+    if len(table) > block_rows:  # bounded memory: a block of pairs at a time
+        filter_quality, fits, t_prov = fit_blocks(
+            table, method, by_flow=by_flow, windows=windows, block_rows=block_rows
+        )
+    else:
+        filt, fits, t_prov = fit_table(table, method, by_flow=by_flow, windows=windows)
+        filter_quality = filt.quality()
     fitted_s = time.perf_counter() - started
     if len(fits.lo) == 0:
         return empty_solution(table, reference, "no pair with probes in both directions")
@@ -272,7 +309,7 @@ def solve(
         "fit_s": round(fitted_s, 4),
         "solve_s": round(time.perf_counter() - started, 4),
     }
-    return assemble(table, t_ref, names, graph, fits, result, filt.quality(), reference, extra)
+    return assemble(table, t_ref, names, graph, fits, result, filter_quality, reference, extra)
 
 
 def assemble(

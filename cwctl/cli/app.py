@@ -34,6 +34,7 @@ app.add_typer(inventory_app, name="inventory")
 
 class _State:
     verbose: bool = False
+    quiet: bool = False
     color: bool = True
 
 
@@ -105,9 +106,14 @@ def main_options(
         bool, typer.Option("-v", "--verbose", help="More detail; tracebacks on errors.")
     ] = False,
     no_color: Annotated[bool, typer.Option("--no-color", help="No colour in output.")] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option("-q", "--quiet", help="No progress line on stderr (errors still show)."),
+    ] = False,
 ) -> None:
     """cwctl: measure the fabric, then steer it."""
     STATE.verbose = verbose
+    STATE.quiet = quiet
     STATE.color = not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
 
 

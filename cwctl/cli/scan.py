@@ -105,16 +105,11 @@ def scan(
     raise typer.Exit(run_guarded(body))
 
 
-def _progress_printer() -> Callable[[str, dict[str, Any]], None] | None:
-    """Progress lines on stderr when it is a terminal or with --verbose."""
-    if not (STATE.verbose or sys.stderr.isatty()):
-        return None
+def _progress_printer(label: str = "scan") -> Callable[[str, dict[str, Any]], None] | None:
+    """The live progress line on stderr when it is a terminal (``cli/progress.py``)."""
+    from cwctl.cli.progress import progress_for
 
-    def progress(event: str, fields: dict[str, Any]) -> None:
-        detail = " ".join(f"{k}={v}" for k, v in fields.items())
-        typer.echo(f"cwctl: {event} {detail}".rstrip(), err=True)
-
-    return progress
+    return progress_for(sys.stderr, quiet=STATE.quiet, verbose=STATE.verbose, label=label)
 
 
 @inventory_app.command("check")

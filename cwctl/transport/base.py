@@ -243,7 +243,13 @@ async def run_scan(
         traces = _trace_plans(plan, live, peers)
         start_in_s = 0.3 + 0.002 * len(live)
         start_ns = time.time_ns() + int(start_in_s * 1e9)
-        collector.report("started", hosts=len(live), of=len(runs), start_in_s=round(start_in_s, 3))
+        collector.report(
+            "started",
+            hosts=len(live),
+            of=len(runs),
+            start_in_s=round(start_in_s, 3),
+            duration_s=plan.duration_s,
+        )
         await asyncio.gather(
             *(
                 _start(run, table, peers[run.name], start_ns, start_in_s, traces.get(run.name))

@@ -1,0 +1,113 @@
+"""The live progress line on stderr: hosts connected, probes, seconds left.
+
+Drawn in place (carriage return, erase to the end of the line) only when stderr is a
+terminal, at most ten times a second, and erased when the scan is done, so the report
+that follows starts on a clean line. Off with ``--quiet`` and whenever stderr is not a
+terminal; ``--verbose`` instead logs one line per event (for logs and CI).
+
+Fed by the scan's ``progress(event, fields)`` callback: ``connected`` (one per host),
+``started`` (hosts, of, start_in_s, duration_s), ``records`` (records so far),
+``done`` (ok, of).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+CLEAR = "\r\x1b[K"
+
+
+class ProgressLine:
+    """One line, redrawn in place: ``cwctl: scan: 12/64 hosts · 48,000 probes · 1.4 s left``."""
+
+    def __init__(
+        self,
+        stream: TextIO,
+        *,
+        label: str = "scan",
+        clock: Callable[[], float] = time.monotonic,
+        min_interval_s: float = 0.1,
+    ) -> None:
+        self.stream = stream
+        self.label = label
+        self.clock = clock
+        self.min_interval_s = min_interval_s
+        self.connected = 0
+        self.hosts: int | None = None
+        self.records = 0
+        self.ends_at: float | None = None
+        self._drawn_at = -1e9
+        self._shown = False
+
+    def text(self) -> str:
+        parts = []
+        if self.hosts is not None:
+            parts.append(f"{self.connected}/{self.hosts} hosts")
+        elif self.connected:
+            parts.append(f"{self.connected} hosts connected")
+        else:
+            parts.append("connecting")
+        if self.records:
+            parts.append(f"{self.records:,} probes")
+        if self.ends_at is not None:
+            left = self.ends_at - self.clock()
+            parts.append(f"{left:.1f} s left" if left > 0 else "collecting")
+        return f"cwctl: {self.label}: " + " · ".join(parts)
+
+    def __call__(self, event: str, fields: dict[str, Any]) -> None:
+        if event == "connected":
+            self.connected += 1
+        elif event == "started":
+            self.hosts = int(fields.get("of", fields.get("hosts", 0)))
+            self.connected = int(fields.get("hosts", self.connected))
+            duration = fields.get("duration_s")
+            if isinstance(duration, int | float):
+                self.ends_at = self.clock() + float(fields.get("start_in_s", 0.0)) + duration
+        elif event == "records":
+            self.records = int(fields.get("records", self.records))
+        elif event == "done":
+            self.clear()
+            return
+        self.draw(force=event == "started")
+
+    def draw(self, *, force: bool = False) -> None:
+        now = self.clock()
+        if not force and now - self._drawn_at < self.min_interval_s:
+            return
+        self._drawn_at = now
+        self.stream.write(CLEAR + self.text())
+        self.stream.flush()
+        self._shown = True
+
+    def clear(self) -> None:
+        if self._shown:
+            self.stream.write(CLEAR)
+            self.stream.flush()
+            self._shown = False
+
+
+def event_logger(stream: TextIO) -> Callable[[str, dict[str, Any]], None]:
+    """``--verbose``: one plain line per event."""
+
+    def log(event: str, fields: dict[str, Any]) -> None:
+        detail = " ".join(f"{k}={v}" for k, v in fields.items())
+        stream.write(f"cwctl: {event} {detail}".rstrip() + "\n")
+        stream.flush()
+
+    return log
+
+
+def progress_for(
+    stream: TextIO, *, quiet: bool, verbose: bool, label: str = "scan"
+) -> Callable[[str, dict[str, Any]], None] | None:
+    """The progress callback a command should pass: a live line on a terminal, event
+    lines with --verbose, nothing with --quiet or into a pipe or file."""
+    if quiet:
+        return None
+    if verbose:
+        return event_logger(stream)
+    if stream.isatty():
+        return ProgressLine(stream, label=label)
+    return None

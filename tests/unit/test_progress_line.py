@@ -1,0 +1,94 @@
+"""The progress line: drawn in place on a terminal (a real pty here), silent into a pipe
+and with --quiet, erased before the report."""
+
+from __future__ import annotations
+
+import io
+import os
+import pty
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+from cwctl.cli.progress import CLEAR, ProgressLine, progress_for
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_the_line_counts_hosts_probes_and_seconds_left() -> None:
+    out, clock = io.StringIO(), Clock()
+    line = ProgressLine(out, clock=clock)
+    line("connected", {"host": "a"})
+    assert out.getvalue().endswith(CLEAR + "cwctl: scan: 1 hosts connected")
+    clock.t += 1
+    line("connected", {"host": "b"})
+    line("started", {"hosts": 2, "of": 3, "start_in_s": 0.5, "duration_s": 2.0})
+    assert out.getvalue().endswith("cwctl: scan: 2/3 hosts · 2.5 s left")
+    clock.t += 1
+    line("records", {"records": 12345})
+    assert out.getvalue().endswith("cwctl: scan: 2/3 hosts · 12,345 probes · 1.5 s left")
+    before = out.getvalue()
+    clock.t += 0.01
+    line("records", {"records": 12400})  # within 0.1 s: not redrawn
+    assert out.getvalue() == before
+    line("done", {"ok": 2, "of": 3})
+    assert out.getvalue().endswith(CLEAR)  # erased: the report starts on a clean line
+    assert "\n" not in out.getvalue()  # never scrolls
+
+
+def test_silent_unless_a_terminal_and_not_quiet() -> None:
+    pipe = io.StringIO()
+    assert progress_for(pipe, quiet=False, verbose=False) is None  # StringIO is no tty
+    assert progress_for(pipe, quiet=True, verbose=True) is None
+    log = progress_for(pipe, quiet=False, verbose=True)
+    assert log is not None
+    log("done", {"ok": 3, "of": 3})
+    assert pipe.getvalue() == "cwctl: done ok=3 of=3\n"
+
+
+def _run_on_a_pty(args: list[str], cwd: Path) -> tuple[int, str, str]:
+    """Run cwctl with stderr on a pseudo-terminal, stdout into a pipe."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cwctl.cli", *args],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, cwd=cwd,
+    )  # fmt: skip
+    os.close(slave)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([master], [], [], 120)
+        if not ready:
+            break
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # the child closed its end
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    stdout = proc.stdout.read().decode() if proc.stdout else ""
+    return proc.wait(timeout=120), stdout, b"".join(chunks).decode(errors="replace")
+
+
+def test_a_real_scan_draws_progress_on_a_terminal_only(tmp_path: Path) -> None:
+    args = ["scan", "--local", "3", "--duration", "1", "--format", "json"]
+    code, stdout, tty = _run_on_a_pty(args, tmp_path)
+    assert code in (0, 3), tty
+    assert '"schema"' in stdout  # the report went to stdout, untouched
+    assert "cwctl: scan: 3/3 hosts" in tty and "s left" in tty
+    assert tty.endswith(CLEAR)  # erased at the end: the terminal is clean
+    code, stdout, tty = _run_on_a_pty(["-q", *args], tmp_path)
+    assert code in (0, 3) and tty == ""  # --quiet: nothing on the terminal
+    piped = subprocess.run(
+        [sys.executable, "-m", "cwctl.cli", *args],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert piped.returncode in (0, 3) and piped.stderr == ""  # into a pipe: silent

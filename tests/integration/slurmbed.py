@@ -45,7 +45,7 @@ class SlurmError(RuntimeError):
 class SlurmCluster:
     """``n`` Slurm nodes (``{prefix}n1``...) in namespaces, and their controller."""
 
-    def __init__(self, n: int = 3, *, prefix: str | None = None) -> None:
+    def __init__(self, n: int = 3, *, prefix: str | None = None, sshd: bool = False) -> None:
         pid = os.getpid()
         self.n = n
         self.prefix = prefix or f"sc{pid % 100000}"
@@ -62,6 +62,7 @@ class SlurmCluster:
         self._procs: list[subprocess.Popen[bytes]] = []
         self._netns: list[str] = []
         self._links: list[str] = []
+        self.with_sshd = sshd  # also an sshd per node (port 22 on its address): SSH vs srun
 
     # --- life ------------------------------------------------------------------------
     def __enter__(self) -> SlurmCluster:
@@ -70,6 +71,8 @@ class SlurmCluster:
             self._munge()
             self._write_conf()
             self._start_daemons()
+            if self.with_sshd:
+                self._start_sshds()
             self.wait_idle()
         except BaseException:
             self.close()
@@ -202,6 +205,50 @@ PartitionName=all Nodes=ALL Default=YES State=UP MaxTime=INFINITE
                 "sh", "-c", inner,
             ]  # fmt: skip
             self._spawn(argv, f"slurmd-{node}")
+
+    def _start_sshds(self) -> None:
+        """One sshd per node namespace (one throw-away host key for all), root by key."""
+        sshd = shutil.which("sshd") or "/usr/sbin/sshd"
+        ssh = self.dir / "ssh"
+        ssh.mkdir()
+        for name in ("host", "client"):
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ssh / name)],
+                check=True,
+            )
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+        self.identity = ssh / "client"
+        self.known_hosts = ssh / "known_hosts"
+        host_pub = (ssh / "host.pub").read_text().split()
+        self.known_hosts.write_text(
+            "".join(f"{addr} {host_pub[0]} {host_pub[1]}\n" for addr in self.addresses.values())
+        )
+        for node, addr in self.addresses.items():
+            config = ssh / f"sshd-{node}.conf"
+            config.write_text(
+                f"ListenAddress {addr}:22\nHostKey {ssh / 'host'}\n"
+                f"AuthorizedKeysFile {ssh / 'client.pub'}\nPidFile {ssh / node}.pid\n"
+                "PubkeyAuthentication yes\nPasswordAuthentication no\nUsePAM no\n"
+                "KbdInteractiveAuthentication no\nStrictModes no\n"
+                "PermitRootLogin prohibit-password\nMaxStartups 100:30:200\n"
+            )
+            argv = ["nsenter", f"--net=/run/netns/{node}", sshd, "-D", "-e", "-f", str(config)]
+            self._spawn(argv, f"sshd-{node}")
+
+    def inventory_text(self, *, duration_s: float = 1.0) -> str:
+        """An inventory of the nodes (names = Slurm node names), with SSH access when
+        the cluster runs sshds."""
+        ssh = ""
+        if self.with_sshd:
+            ssh = (
+                f'[ssh]\nuser = "root"\nidentity = "{self.identity}"\n'
+                f'known_hosts = "{self.known_hosts}"\n\n'
+            )
+        hosts = "".join(
+            f'[[host]]\nname = "{node}"\naddress = "{addr}"\n\n'
+            for node, addr in self.addresses.items()
+        )
+        return f'{ssh}[scheduler]\nkind = "slurm"\n\n[probe]\nduration = {duration_s}\n\n{hosts}'
 
     def _spawn(self, argv: list[str], name: str) -> None:
         log = open(self.dir / f"{name}.out", "wb")  # noqa: SIM115 (lives as long as the daemon)

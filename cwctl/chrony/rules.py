@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from cwctl import settings
 from cwctl.errors import InputError
-from cwctl.report.units import fmt_ns, parse_ns
+from cwctl.units import fmt_ns, parse_ns
 
 SUN_PATH_MAX = 107  # sockaddr_un.sun_path is 108 bytes with its NUL
 

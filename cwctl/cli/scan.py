@@ -25,7 +25,7 @@ from cwctl.cli.options import (
     source_flags,
 )
 from cwctl.errors import EXIT_OK, EXIT_PROBLEMS
-from cwctl.report.units import parse_ns
+from cwctl.units import parse_ns
 
 HEATMAP_MAX_DEFAULT = "100us"
 

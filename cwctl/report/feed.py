@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from cwctl.report.units import fmt_ns, fmt_ppb
+from cwctl.units import fmt_ns, fmt_ppb
 
 CHECK_SCHEMA = "cwctl.sync-check/1"
 _WORDS = {"fed": "fed", "feed": "would feed", "skip": "skip", "failed": "FAILED"}

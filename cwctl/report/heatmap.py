@@ -31,8 +31,8 @@ import numpy.typing as npt
 from cwctl import atomic
 from cwctl.errors import InputError
 from cwctl.report.png import GLYPH_H, draw_text, encode_png, text_width
-from cwctl.report.units import fmt_ns
 from cwctl.snapshot import FabricSnapshot, PathReport
+from cwctl.units import fmt_ns
 
 F64 = npt.NDArray[np.float64]
 U8 = npt.NDArray[np.uint8]

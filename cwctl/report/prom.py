@@ -45,8 +45,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from cwctl.report.units import fmt_ns
 from cwctl.snapshot import FabricSnapshot, PathReport
+from cwctl.units import fmt_ns
 
 _OWD = (
     ("min", "owd_min_ns", "the floor"),

@@ -15,8 +15,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from cwctl.report.units import fmt_ns, fmt_ppb, fmt_ratio
 from cwctl.snapshot import FabricSnapshot, HostReport, PathReport
+from cwctl.units import fmt_ns, fmt_ppb, fmt_ratio
 
 HOST_ROWS = 12  # hosts shown when the fabric has more than HOST_ROWS_ALL
 HOST_ROWS_ALL = 16

@@ -9,7 +9,7 @@ lists them, ``cwctl sim reset`` clears them).
 
 from __future__ import annotations
 
-from cwctl.sim.model import ModelState
+from cwctl.sim.world import ModelState
 
 
 def applied_changes(state: ModelState) -> list[str]:

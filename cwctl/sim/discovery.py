@@ -25,17 +25,14 @@ the last switch reached the destination. The records follow /work/PLAN.md's form
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import numpy.typing as npt
 
 from cwctl.records.path import PathRecord
 from cwctl.sim.addresses import ip_text
-
-if TYPE_CHECKING:
-    from cwctl.sim.model import FabricModel
-    from cwctl.sim.window import FlowPaths
+from cwctl.sim.fabric import HIDDEN_LEAF
+from cwctl.sim.faults import fault_active
+from cwctl.sim.world import FlowPaths, SimWorld
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -43,10 +40,8 @@ HOP_COLUMNS = (3, 5, 7)  # leaf, spine, far leaf in a path's element row (window
 DEST_COLUMN = 10
 
 
-def _hop_addresses(model: FabricModel, ls: I64, ld: I64, spine: I64) -> I64:
+def _hop_addresses(model: SimWorld, ls: I64, ld: I64, spine: I64) -> I64:
     """(T x 3) the address each switch hop answers from (0: no such hop)."""
-    from cwctl.sim.fabric import HIDDEN_LEAF
-
     addr = model.addresses
     fabric = model.fabric
     crosses = spine >= 0
@@ -59,11 +54,10 @@ def _hop_addresses(model: FabricModel, ls: I64, ld: I64, spine: I64) -> I64:
 
 
 def _survival(
-    model: FabricModel, elements: npt.NDArray[np.int32], t_ns: F64, rng: np.random.Generator
+    model: SimWorld, elements: npt.NDArray[np.int32], t_ns: F64, rng: np.random.Generator
 ) -> npt.NDArray[np.bool_]:
     """(T x 4) whether the packets expiring at each hop (and the one reaching the
     destination) get there and their answers come back."""
-    from cwctl.sim.window import _fault_active
 
     cols = [*HOP_COLUMNS, DEST_COLUMN]
     n = len(elements)
@@ -75,7 +69,7 @@ def _survival(
         if not where.any():
             continue
         pos = np.where(where.any(axis=1), np.argmax(where, axis=1), elements.shape[1])
-        active = _fault_active(fault.mode, fault.value, fault.at_s, t_ns)
+        active = fault_active(fault.mode, fault.value, fault.at_s, t_ns)
         for j, col in enumerate(cols):
             there = (pos <= col) & active
             back = (pos < col) & active
@@ -90,7 +84,7 @@ def _survival(
 class _Limiter:
     """Linux's two ICMP rate limits of every switch, fed answers in time order."""
 
-    def __init__(self, model: FabricModel) -> None:
+    def __init__(self, model: SimWorld) -> None:
         p = model.params
         self.timeout_ns = p.icmp_ratelimit_ms * 1e6
         self.peer_cap_ns = p.icmp_burst * self.timeout_ns
@@ -117,7 +111,7 @@ class _Limiter:
 
 
 def discover(
-    model: FabricModel,
+    model: SimWorld,
     a: I64,
     b: I64,
     port: I64,
@@ -173,7 +167,7 @@ def discover(
 
 
 def _records(
-    model: FabricModel,
+    model: SimWorld,
     tracer: I64,
     far: I64,
     reverse: npt.NDArray[np.bool_],

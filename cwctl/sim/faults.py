@@ -23,7 +23,12 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
+import numpy as np
+import numpy.typing as npt
+
 from cwctl.errors import InputError
+
+F64 = npt.NDArray[np.float64]
 
 KINDS: Final = ("switch", "link", "nic", "host")
 DEFAULT_VALUE: Final = {
@@ -112,3 +117,15 @@ def parse_fault(spec: str) -> Fault:
 
 def parse_faults(specs: tuple[str, ...] | list[str]) -> list[Fault]:
     return [parse_fault(spec) for spec in specs]
+
+
+def fault_active(
+    fault_mode: str, value: float | None, at_s: float, t_ns: F64
+) -> npt.NDArray[np.bool_]:
+    """When a fault acts, per probe: from ``at_s`` on; ``flap`` only in the down half-periods."""
+    active = t_ns >= at_s * 1e9
+    if fault_mode == "flap":
+        half_ns = float(value or 0.5) * 1e9 / 2
+        phase = np.floor((t_ns - at_s * 1e9) / half_ns).astype(np.int64)
+        active &= phase % 2 == 0
+    return active

@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,8 +27,6 @@ import numpy.typing as npt
 
 from cwctl import settings
 from cwctl.errors import InputError
-from cwctl.records import ProbeTable
-from cwctl.records.path import PathRecord
 from cwctl.sim.addresses import SimAddresses, sim_addresses
 from cwctl.sim.clocks import Clocks
 from cwctl.sim.delays import FixedDelays, draw_fixed
@@ -36,6 +34,8 @@ from cwctl.sim.ecmp import ECMP_MODES, switch_seeds
 from cwctl.sim.fabric import Fabric, build_fabric
 from cwctl.sim.faults import Fault, parse_fault
 from cwctl.sim.params import SimParams
+from cwctl.sim.window import flow_paths, simulate_window
+from cwctl.sim.world import ModelState, ProbeWindow
 from cwctl.topology import Topology, assign_peers, leaf_spine
 
 
@@ -69,26 +69,6 @@ class ResumeHost:
 
 
 Change = SetEcmpWeight | ExcludeNic | IncludeNic | DrainHost | ResumeHost
-
-
-@dataclass
-class ModelState:
-    """What actions change. Absent ECMP weights are 1 (plain ECMP)."""
-
-    ecmp_weight: dict[tuple[str, str], int] = field(default_factory=dict)  # (leaf, spine)
-    excluded_nics: set[str] = field(default_factory=set)
-    drained_hosts: set[str] = field(default_factory=set)
-
-
-@dataclass
-class ProbeWindow:
-    """One probing window's output: the records and what really happened."""
-
-    table: ProbeTable
-    truth: dict[str, Any]
-    start_s: float
-    duration_s: float
-    paths: list[PathRecord] = field(default_factory=list)  # what the agents discovered
 
 
 class FabricModel:
@@ -224,7 +204,6 @@ class FabricModel:
         The base delay is cables + switches + fixed asymmetry: a probe's one-way delay
         without queueing, faults or timestamp noise.
         """
-        from cwctl.sim.window import flow_paths
 
         hosts = self.fabric.hosts
         for name in (src, dst):
@@ -250,7 +229,6 @@ class FabricModel:
     # --- probing --------------------------------------------------------------------
     def probe(self, duration_s: float) -> ProbeWindow:
         """Run the next probing window of ``duration_s`` seconds (deterministic per seed)."""
-        from cwctl.sim.window import simulate_window
 
         if not duration_s > 0:
             raise InputError(f"--duration must be > 0 seconds, got {duration_s}")

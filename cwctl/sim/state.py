@@ -17,7 +17,8 @@ from typing import Any
 
 from cwctl import settings
 from cwctl.atomic import PRIVATE_MODE, write_text
-from cwctl.sim.model import FabricModel, ModelState
+from cwctl.sim.model import FabricModel
+from cwctl.sim.world import ModelState
 
 
 def sim_key(shape: dict[str, Any]) -> str:

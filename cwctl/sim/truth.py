@@ -20,13 +20,12 @@ Re-reference to any host r: ``offset_ns[h] - offset_ns[r]``, ``drift_ppb[h] - dr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-if TYPE_CHECKING:
-    from cwctl.sim.model import FabricModel
+from cwctl.sim.world import SimWorld
 
 F64 = npt.NDArray[np.float64]
 I32 = npt.NDArray[np.int32]
@@ -90,7 +89,7 @@ def path_quantiles(
 
 
 def window_truth(
-    model: FabricModel,
+    model: SimWorld,
     *,
     start_s: float,
     duration_s: float,

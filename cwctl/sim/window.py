@@ -11,7 +11,7 @@ loss and timestamp noise are drawn per probe.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -19,10 +19,11 @@ import numpy.typing as npt
 from cwctl.records import TS_CODE, ProbeTable
 from cwctl.records.path import PathRecord
 from cwctl.sim.delays import queue_rho, sample_queueing, stamp_error
+from cwctl.sim.discovery import discover
 from cwctl.sim.ecmp import documented_hash, host_id, tuple_hash
-
-if TYPE_CHECKING:
-    from cwctl.sim.model import FabricModel, ProbeWindow
+from cwctl.sim.faults import fault_active
+from cwctl.sim.truth import window_truth
+from cwctl.sim.world import FlowPaths, ProbeWindow, SimWorld
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -30,7 +31,7 @@ F64 = npt.NDArray[np.float64]
 SAME_LEAF, CORE, NO_ROUTE = -1, -2, -3
 
 
-def _active_nics(model: FabricModel) -> list[list[int]]:
+def _active_nics(model: SimWorld) -> list[list[int]]:
     fabric, excluded = model.fabric, model.state.excluded_nics
     out = []
     for h, host in enumerate(fabric.hosts):
@@ -41,7 +42,7 @@ def _active_nics(model: FabricModel) -> list[list[int]]:
     return out
 
 
-def _ecmp_groups(model: FabricModel) -> list[list[int]]:
+def _ecmp_groups(model: SimWorld) -> list[list[int]]:
     """Per leaf, its WCMP group: each uplink spine repeated by its weight (all 1: the uplinks)."""
     fabric, weights = model.fabric, model.state.ecmp_weight
     groups = []
@@ -54,7 +55,7 @@ def _ecmp_groups(model: FabricModel) -> list[list[int]]:
 
 
 def _choose_spine(
-    model: FabricModel,
+    model: SimWorld,
     groups: list[list[int]],
     a: I32,
     b: I32,
@@ -90,7 +91,7 @@ def _choose_spine(
 
 
 def _direction(
-    model: FabricModel, s: I32, d: I32, ns: I32, nd: I32, spine: I32
+    model: SimWorld, s: I32, d: I32, ns: I32, nd: I32, spine: I32
 ) -> tuple[I32, I32, F64]:
     """Per flow direction: the elements crossed (F x 11), its queues (F x 4), its base delay."""
     fabric, fixed = model.fabric, model.fixed
@@ -133,39 +134,7 @@ def _direction(
     return elements, queues, base
 
 
-def _fault_active(
-    fault_mode: str, value: float | None, at_s: float, t_ns: F64
-) -> npt.NDArray[np.bool_]:
-    """When a fault acts, per probe: from ``at_s`` on; ``flap`` only in the down half-periods."""
-    active = t_ns >= at_s * 1e9
-    if fault_mode == "flap":
-        half_ns = float(value or 0.5) * 1e9 / 2
-        phase = np.floor((t_ns - at_s * 1e9) / half_ns).astype(np.int64)
-        active &= phase % 2 == 0
-    return active
-
-
-@dataclass
-class FlowPaths:
-    """Both directions of a set of flows: elements crossed (F x 11, -1 absent), queues
-    (F x 4, the pad queue ``n_queues`` absent), base delay (ns), and whether the flow
-    has no way through (all NICs excluded, an ECMP group of weight 0)."""
-
-    src_nic: I32
-    dst_nic: I32
-    spine_fwd: I32
-    spine_rev: I32
-    fwd_elements: I32
-    fwd_queues: I32
-    fwd_base_ns: F64
-    fwd_dark: npt.NDArray[np.bool_]
-    rev_elements: I32
-    rev_queues: I32
-    rev_base_ns: F64
-    rev_dark: npt.NDArray[np.bool_]
-
-
-def flow_paths(a: I32, b: I32, port: npt.NDArray[np.int64], *, model: FabricModel) -> FlowPaths:
+def flow_paths(a: I32, b: I32, port: npt.NDArray[np.int64], *, model: SimWorld) -> FlowPaths:
     """The paths of flows from host ``a`` to ``b`` leaving source port number ``port`` (0..P-1)."""
     params = model.params
     a, b = np.asarray(a, np.int32), np.asarray(b, np.int32)
@@ -204,7 +173,7 @@ class _Leg:
     """One direction of every exchange: the flow paths and what happens on the way."""
 
     def __init__(
-        self, model: FabricModel, elements: I32, queues: I32, base: F64, dark: npt.NDArray[np.bool_]
+        self, model: SimWorld, elements: I32, queues: I32, base: F64, dark: npt.NDArray[np.bool_]
     ):
         self.model = model
         self.elements, self.queues, self.base, self.dark = elements, queues, base, dark
@@ -239,7 +208,7 @@ class _Leg:
             rows = np.flatnonzero(crosses_flow[flow])
             if len(rows) == 0:
                 continue
-            rows = rows[_fault_active(fault.mode, fault.value, fault.at_s, t_ns[rows])]
+            rows = rows[fault_active(fault.mode, fault.value, fault.at_s, t_ns[rows])]
             if fault.mode in ("down", "flap"):
                 lost[rows] = True
             elif fault.mode == "lossy":
@@ -276,7 +245,7 @@ class _Schedule:
 
 
 def _exchanges(
-    model: FabricModel, sch: _Schedule, e_lo: int, e_hi: int, rng: np.random.Generator
+    model: SimWorld, sch: _Schedule, e_lo: int, e_hi: int, rng: np.random.Generator
 ) -> dict[str, Any]:
     """The exchanges of edges ``e_lo:e_hi``: rows edge-major, then pair, then idx 0/1."""
     params, clocks = model.params, model.clocks
@@ -333,11 +302,9 @@ def _exchanges(
 
 
 def simulate_window(
-    model: FabricModel, start_s: float, duration_s: float, rng: np.random.Generator
+    model: SimWorld, start_s: float, duration_s: float, rng: np.random.Generator
 ) -> ProbeWindow:
     """The records of one window (see the module docstring) and its truth."""
-    from cwctl.sim.model import ProbeWindow
-    from cwctl.sim.truth import window_truth
 
     fabric, params = model.fabric, model.params
     index = {h: i for i, h in enumerate(fabric.hosts)}
@@ -406,8 +373,6 @@ def simulate_window(
     )
     records: list[PathRecord] = []
     if params.discovery:
-        from cwctl.sim.discovery import discover
-
         disc_rng = rng.spawn(1)[0]
         a, b = ea[fe].astype(np.int64), eb[fe].astype(np.int64)
         records = discover(model, a, b, fj, paths, start_s, duration_s, disc_rng)

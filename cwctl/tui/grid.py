@@ -17,8 +17,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from cwctl.report.units import fmt_ns, fmt_ratio
 from cwctl.snapshot import FabricSnapshot, HostReport
+from cwctl.units import fmt_ns, fmt_ratio
 
 Metric = Literal["delay", "loss"]
 METRICS: tuple[Metric, ...] = ("delay", "loss")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -24,8 +25,11 @@ def test_dashboard_snapshot(snap_compare: Any, monkeypatch: pytest.MonkeyPatch) 
     )
 
     async def scanned(pilot: Any) -> None:
-        while app.scans < 1:
-            await pilot.pause(0.02)
+        # the scan worker delivers within seconds; a hang fails here, not at the suite's
+        # timeout (pytest-timeout), saying what it waited for
+        async with asyncio.timeout(60):
+            while app.scans < 1:
+                await pilot.pause(0.02)
         await pilot.pause()
 
     try:

@@ -1,7 +1,7 @@
 """The core knows nothing of its shells: importing it never loads textual, typer or rich.
 
 The core is every module of the package except the shells (``cwctl.cli``, ``cwctl.tui``,
-``cwctl.report``, ``cwctl.completions_gen``). It is imported in a fresh interpreter, so
+``cwctl.report``, ``cwctl.completions_gen``, ``cwctl.__main__``). It is imported in a fresh interpreter, so
 nothing this test process has already imported can hide a violation.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SHELLS = ("cwctl.cli", "cwctl.tui", "cwctl.report", "cwctl.completions_gen")
+SHELLS = ("cwctl.cli", "cwctl.tui", "cwctl.report", "cwctl.completions_gen", "cwctl.__main__")
 FORBIDDEN = ("textual", "typer", "rich")
 
 _IMPORT_THE_CORE = """

@@ -8,7 +8,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cwctl.report.units import fmt_ns, fmt_ppb, fmt_ratio
+from cwctl.units import fmt_ns, fmt_ppb, fmt_ratio
 
 _SCALE = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 _SHAPE = re.compile(r"^([+-]?)(\d+(?:\.\d+)?) (ns|us|ms|s)$")

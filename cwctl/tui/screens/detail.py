@@ -10,9 +10,9 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Label, Static
 
-from cwctl.report.units import fmt_ns, fmt_ppb, fmt_ratio
 from cwctl.snapshot import FabricSnapshot, HostReport, PathReport
 from cwctl.tui.widgets.sortable import Column, SortableTable, number_key
+from cwctl.units import fmt_ns, fmt_ppb, fmt_ratio
 
 
 def clock_text(host: HostReport, reference: str | None) -> str:

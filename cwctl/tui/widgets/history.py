@@ -8,8 +8,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Label, Sparkline
 
-from cwctl.report.units import fmt_ns, fmt_ratio
 from cwctl.snapshot import FabricSnapshot
+from cwctl.units import fmt_ns, fmt_ratio
 
 KEEP = 120  # scans of history
 

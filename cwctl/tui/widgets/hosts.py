@@ -6,10 +6,10 @@ a click on its header); offset and drift sort by size, largest first.
 
 from __future__ import annotations
 
-from cwctl.report.units import fmt_ns, fmt_ppb
 from cwctl.snapshot import FabricSnapshot, HostReport
 from cwctl.tui.grid import host_matches, natural
 from cwctl.tui.widgets.sortable import Column, SortableTable, number_key
+from cwctl.units import fmt_ns, fmt_ppb
 
 
 def _abs(value: float | None) -> float:

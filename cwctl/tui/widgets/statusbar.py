@@ -6,8 +6,8 @@ import time
 
 from textual.widgets import Static
 
-from cwctl.report.units import fmt_ns
 from cwctl.snapshot import FabricSnapshot
+from cwctl.units import fmt_ns
 
 
 def status_text(

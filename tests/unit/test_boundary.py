@@ -1,8 +1,8 @@
 """The core knows nothing of its shells: importing it never loads textual, typer or rich.
 
 The core is every module of the package except the shells (``cwctl.cli``, ``cwctl.tui``,
-``cwctl.report``, ``cwctl.completions_gen``, ``cwctl.__main__``). It is imported in a fresh interpreter, so
-nothing this test process has already imported can hide a violation.
+``cwctl.report``, ``cwctl.completions_gen``, ``cwctl.__main__``). It is imported in a
+fresh interpreter, so nothing this test process has already imported can hide a violation.
 """
 
 from __future__ import annotations

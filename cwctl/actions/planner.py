@@ -154,7 +154,9 @@ async def plan_reroute(
     if element.kind == "host" or (element.kind == "link" and element.host is not None):
         host = element.host or element.name
         why = f"{element.name} carries all of {host}'s traffic: no other way round it"
-        plan = plan_drain(host, target, reason=f"cwctl: suspect {element.name}")
+        plan = plan_drain(
+            host, target, reason=f"cwctl: suspect {element.name}", suspect=element.name
+        )
         plan.kind, plan.element = "reroute", element.name
         plan.notes.insert(0, f"{why}; draining {host} instead")
         return plan
@@ -347,8 +349,21 @@ def _scheduler(target: Target, host: str) -> tuple[str, str]:
     return sched.kind, sched.host or LOCAL
 
 
-def plan_drain(host: str, target: Target, *, reason: str, evict: bool = False) -> ActionPlan:
-    return _plan_scheduler("drain", host, target, reason=reason, evict=evict)
+def plan_drain(
+    host: str, target: Target, *, reason: str, evict: bool = False, suspect: str | None = None
+) -> ActionPlan:
+    """Drain ``host``; the scheduler records ``reason`` and the ``suspect`` that caused it
+    (Slurm: in ``Reason=``; Kubernetes: annotations and a taint)."""
+    return _plan_scheduler(
+        "drain", host, target, reason=with_suspect(reason, suspect), evict=evict, suspect=suspect
+    )
+
+
+def with_suspect(reason: str, suspect: str | None) -> str:
+    """``NIC flaps (suspect gpu-007/mlx5_1)``; the reason alone when it names the suspect."""
+    if not suspect or suspect in reason:
+        return reason
+    return f"{reason} (suspect {suspect})"
 
 
 def plan_resume(host: str, target: Target, *, reason: str = "cwctl") -> ActionPlan:
@@ -356,7 +371,13 @@ def plan_resume(host: str, target: Target, *, reason: str = "cwctl") -> ActionPl
 
 
 def _plan_scheduler(
-    kind: str, host: str, target: Target, *, reason: str, evict: bool = False
+    kind: str,
+    host: str,
+    target: Target,
+    *,
+    reason: str,
+    evict: bool = False,
+    suspect: str | None = None,
 ) -> ActionPlan:
     plan = ActionPlan(kind=kind, element=host, reason=reason, steps=[], context=target.context())
     if target.model is not None:
@@ -373,7 +394,7 @@ def _plan_scheduler(
         maker = slurm.drain_steps if kind == "drain" else slurm.resume_steps
         plan.steps = maker(where, host, reason)
     elif kind == "drain":
-        plan.steps = k8s.drain_steps(where, host, reason, evict=evict)
+        plan.steps = k8s.drain_steps(where, host, reason, evict=evict, suspect=suspect)
     else:
         plan.steps = k8s.resume_steps(where, host, reason)
     return plan

@@ -56,6 +56,7 @@ class Ask:
     reason: str = "cwctl"  # drain / resume: for the scheduler
     evict: bool = False  # drain on Kubernetes
     sudo: bool = False
+    suspect: str | None = None  # drain: the element that caused it (for the scheduler)
 
 
 class StalePlan(CwctlError):
@@ -186,7 +187,9 @@ class ActionSession:
         if ask.kind == "reroute":
             plan = await plan_reroute(ask.element, self.target, self.runner, ask.options)
         elif ask.kind == "drain":
-            plan = plan_drain(ask.element, self.target, reason=ask.reason, evict=ask.evict)
+            plan = plan_drain(
+                ask.element, self.target, reason=ask.reason, evict=ask.evict, suspect=ask.suspect
+            )
         else:
             plan = plan_resume(ask.element, self.target, reason=ask.reason)
         return with_sudo(plan) if ask.sudo else plan

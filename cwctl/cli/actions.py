@@ -125,11 +125,19 @@ def _scheduler_action(
     verify: bool,
     fmt: PlanFormat = PlanFormat.table,
     sudo: bool = False,
+    suspect: str | None = None,
 ) -> int:
     from cwctl.actions.session import Ask
     from cwctl.actions.shell import act
 
-    ask = Ask("drain" if kind == "drain" else "resume", host, reason=reason, evict=evict, sudo=sudo)
+    ask = Ask(
+        "drain" if kind == "drain" else "resume",
+        host,
+        reason=reason,
+        evict=evict,
+        sudo=sudo,
+        suspect=suspect,
+    )
     return asyncio.run(act(ask, request, _shell(yes, fmt), apply=apply, check=verify))
 
 
@@ -146,15 +154,25 @@ def drain(
     evict: Annotated[
         bool, typer.Option("--evict", help="Kubernetes: also evict its pods (kubectl drain).")
     ] = False,
+    suspect: Annotated[
+        str | None,
+        typer.Option(
+            "--suspect",
+            metavar="ELEMENT",
+            help="The suspect that caused it (a scan's suspect: gpu-007/mlx5_1, leaf3); "
+            "Slurm's Reason and Kubernetes' annotations and taint carry it.",
+        ),
+    ] = None,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
     fmt: PlanFormatOpt = PlanFormat.table,
     sudo: SudoOpt = False,
     verify: VerifyOpt = False,
 ) -> None:
-    """Take a host out of the scheduler (Slurm drain, Kubernetes cordon).
+    """Take a host out of the scheduler (Slurm drain with a reason; Kubernetes cordon,
+    annotations and a taint that carry the reason and the suspect).
 
-    Example: cwctl drain -i inventory.toml gpu-007 --reason "NIC flaps" --apply
+    Example: cwctl drain -i inventory.toml gpu-007 --reason "NIC flaps" --suspect gpu-007/mlx5_1
     """
 
     def body() -> int:
@@ -170,6 +188,7 @@ def drain(
             verify=verify,
             fmt=fmt,
             sudo=sudo,
+            suspect=suspect,
         )
 
     raise typer.Exit(run_guarded(body))

@@ -69,8 +69,11 @@ def test_drain_resume_and_rollback_against_real_slurm(slurm: SlurmCluster, env: 
     assert "DRAIN" not in slurm.show_node(node)["State"]
     slurm.wait_idle()
 
-    again = run("drain", node, "-i", str(env), "--reason", REASON, "--apply", "--yes")
+    again = run("drain", node, "-i", str(env), "--reason", REASON, "--apply", "--yes",
+                "--suspect", f"{node}/eth1")  # fmt: skip
     assert again.exit_code == 0, again.output  # type: ignore[attr-defined]
+    # the reason Slurm keeps names the suspect that caused the drain
+    assert slurm.show_node(node)["Reason"].startswith(f"{REASON} (suspect {node}/eth1)")
     undo = run("rollback", "--apply", "--yes")  # undoes the last drain: a resume
     assert undo.exit_code == 0, undo.output  # type: ignore[attr-defined]
     assert "DRAIN" not in slurm.show_node(node)["State"]

@@ -73,10 +73,14 @@ def test_k8s_cordon_and_evict() -> None:
     steps = k8s.drain_steps("local", "gpu-001", "why", evict=True)
     assert [list(s.argv) for s in steps] == [
         ["kubectl", "cordon", "gpu-001"],
+        ["kubectl", "annotate", "node", "gpu-001", "cwctl.io/drain-reason=why",
+         "cwctl.io/suspect=gpu-001", "--overwrite"],
+        ["kubectl", "taint", "node", "gpu-001", "cwctl.io/drained=gpu-001:NoSchedule",
+         "--overwrite"],
         ["kubectl", "drain", "gpu-001", "--ignore-daemonsets"],
-    ]
+    ]  # fmt: skip
     assert list(steps[0].undo_argv or ()) == ["kubectl", "uncordon", "gpu-001"]
-    assert steps[1].undo_argv is None and not steps[1].reversible
+    assert steps[3].undo_argv is None and not steps[3].reversible
 
 
 MULTIPATH = json.dumps(
@@ -209,8 +213,10 @@ def test_drain_plan_runs_where_the_scheduler_is_and_refuses_none() -> None:
     assert [s.host for s in plan.steps] == ["slurm-ctl"]
     assert plan.steps[0].argv[-1] == f"Reason={HOSTILE}"
     local = plan_drain("gpu-002", Target(inventory=inventory("k8s", None)), reason="r")
-    assert [(s.host, list(s.argv)) for s in local.steps] == [
-        ("local", ["kubectl", "cordon", "gpu-002"])
+    assert [(s.host, list(s.argv)[:2]) for s in local.steps] == [
+        ("local", ["kubectl", "cordon"]),
+        ("local", ["kubectl", "annotate"]),
+        ("local", ["kubectl", "taint"]),
     ]
     with pytest.raises(InputError, match="kind is 'none'"):
         plan_drain("gpu-002", Target(inventory=inventory("none", None)), reason="r")

@@ -75,14 +75,16 @@ def test_with_suspect() -> None:
 
 
 @pytest.mark.parametrize("kind", ["slurm", "k8s"])
-def test_cli_dry_run_shows_the_reason_and_suspect(tmp_path: Path, kind: str,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_cli_dry_run_shows_the_reason_and_suspect(
+    tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CWCTL_STATE_DIR", str(tmp_path / "state"))
     inv = tmp_path / "inventory.toml"
     inv.write_text(f'[scheduler]\nkind = "{kind}"\nhost = "ctl"\n\n'
                    '[[host]]\nname = "gpu-007"\naddress = "10.0.1.7"\n')  # fmt: skip
-    result = CliRunner().invoke(app, ["drain", "gpu-007", "-i", str(inv), "--reason", "NIC flaps",
-                                      "--suspect", "gpu-007/mlx5_1", "--format", "json"])  # fmt: skip
+    args = ["drain", "gpu-007", "-i", str(inv), "--reason", "NIC flaps",
+            "--suspect", "gpu-007/mlx5_1", "--format", "json"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "NIC flaps (suspect gpu-007/mlx5_1)" in result.stdout
     if kind == "k8s":

@@ -24,12 +24,14 @@ from typing import Any
 # each is stdlib-only Python 3.8).
 AGENT_MODULES = (
     "cwctl.probe.wire",
+    "cwctl.probe.auth",
     "cwctl.probe.cost",
     "cwctl.probe.stamps",
     "cwctl.probe.hostfacts",
     "cwctl.probe.batch",
     "cwctl.probe.channel",
     "cwctl.probe.trace",
+    "cwctl.probe.inflight",
     "cwctl.probe.exchanges",
     "cwctl.probe.gpu",
     "cwctl.probe.gpu.readings",

@@ -9,9 +9,11 @@ import os
 import platform
 import socket
 
+from cwctl.probe.auth import Guard
 from cwctl.probe.batch import BATCH_ROWS, BATCH_S, Batch
 from cwctl.probe.cost import Cost
 from cwctl.probe.hostfacts import guess_vm, read_text
+from cwctl.probe.inflight import Exchange
 from cwctl.probe.stamps import (
     MSG_ERRQUEUE,
     enable_timestamps,
@@ -35,41 +37,6 @@ from cwctl.probe.wire import (
 )
 
 
-class Exchange:
-    """One probe of a coded pair, from send to the end of its answer."""
-
-    __slots__ = (
-        "expires",
-        "follow",
-        "idx",
-        "pair",
-        "peer",
-        "sport",
-        "t1",
-        "t1k",
-        "t2",
-        "t2k",
-        "t3",
-        "t3k",
-        "t4",
-    )  # fmt: skip
-
-    def __init__(self, peer, sport, pair, idx, t1, expires):
-        self.peer = peer
-        self.sport = sport
-        self.pair = pair
-        self.idx = idx
-        self.t1 = t1  # user time until the kernel's TX stamp replaces it
-        self.t1k = False
-        self.t2 = None
-        self.t2k = False
-        self.t3 = None
-        self.t3k = False
-        self.t4 = None
-        self.follow = False  # a follow-up with the kernel t3 is still to come
-        self.expires = expires
-
-
 class Agent:
     def __init__(self, params, out):
         self.out = out
@@ -84,14 +51,8 @@ class Agent:
         self.batch_s = float(params.get("batch_s", BATCH_S))
         self.pack = bool(params.get("pack", True))
         self.batch = None  # a Batch once the targets are known
-        # a fixed port must bind; the ports of the last scan (known paths) are wishes
-        port = int(params.get("port", 0))
-        self.answer = self.make_socket(port) if port else self.wish_socket(params.get("port_wish"))
-        wishes = list(params.get("sports") or [])
-        n_sources = max(1, int(params.get("ports", 4)))
-        self.sources = [
-            self.wish_socket(wishes[i] if i < len(wishes) else 0) for i in range(n_sources)
-        ]
+        self.answer = self.make_socket(int(params.get("port", 0)))
+        self.sources = [self.make_socket(0) for _ in range(max(1, int(params.get("ports", 4))))]
         self.rx_kernel, self.tx_kernel = True, True
         for sock in [self.answer, *self.sources]:
             rx, tx = enable_timestamps(sock)
@@ -118,27 +79,14 @@ class Agent:
         self.end_ns = None
         self.schedule = []  # per target: next pair number
         self.cost = Cost()  # CPU, bytes on the wire, lateness: the summary's "cost"
+        self.guard = Guard(params)  # signs what it sends, drops what is not this scan's
 
     def make_socket(self, port):
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 21)
-        try:
-            sock.bind((self.bind, port))
-        except OSError:
-            sock.close()
-            raise
+        sock.bind((self.bind, port))
         sock.setblocking(False)
         return sock
-
-    def wish_socket(self, port):
-        """A socket on ``port`` if it is free (the same 5-tuples as last scan), else any."""
-        if port:
-            try:
-                return self.make_socket(int(port))
-            except OSError as exc:
-                if exc.errno != errno.EADDRINUSE:
-                    raise
-        return self.make_socket(0)
 
     def hello(self):
         uname = platform.uname()
@@ -179,6 +127,7 @@ class Agent:
             addr = (str(entry[0]), int(entry[1]))
             self.peer_addr[str(name)] = addr
             self.name_of[addr[0]] = str(name)
+        self.guard.set_peers(self.peer_addr)
         self.targets = [str(p) for p in msg.get("probe") or [] if str(p) in self.peer_addr]
         self.targets = [p for p in self.targets if p != self.host]
         start_ns = int(msg.get("start_ns") or 0)
@@ -241,7 +190,8 @@ class Agent:
             t1 = now_ns()
             if idx == 0:
                 first = t1
-            sent = self.send_probe(sock, encode(KIND_PROBE, seq, idx=idx), addr, name)
+            probe = self.guard.seal(encode(KIND_PROBE, seq, idx=idx))
+            sent = self.send_probe(sock, probe, addr, name)
             self.sent[name] += 1
             # a probe that could not leave is an exchange lost at once, not a silent gap
             self.pending[seq] = Exchange(
@@ -276,7 +226,7 @@ class Agent:
                     continue
                 raise
             self.cost.received(len(data))
-            fields = decode(data)
+            fields = self.guard.open(data)
             if fields is None:
                 continue
             stamp = kernel_stamp(anc)
@@ -312,11 +262,16 @@ class Agent:
     def on_datagram(self, sock, fields, stamp, addr):
         kind, flags, idx, rid, seq, a, b = fields
         if kind == KIND_TRACE:  # a peer's path discovery: acknowledged, counted as nothing
-            answer_trace(sock, fields, addr)
+            if addr[0] in self.guard.peer_ips:  # unsigned (no timestamps): peers only
+                answer_trace(sock, fields, addr)
+            else:
+                self.guard.auth.drop("unknown_peer")
         elif kind == KIND_TRACE_ACK:
             if self.tracer is not None:
                 self.traced("on_ack", fields)
         elif kind == KIND_PROBE and sock is self.answer:
+            if not self.guard.accept_probe(addr, seq):
+                return
             t2k = bool(stamp)
             t2 = stamp or now_ns()
             self.rx[addr[0]] = self.rx.get(addr[0], 0) + 1
@@ -327,14 +282,15 @@ class Agent:
             t3 = now_ns()
             if t2k:  # answered this long after the kernel had it: was the agent starved?
                 self.cost.ran(t2, t3)
-            reply = encode(KIND_REPLY, seq, idx, reply_flags, rid, t2, t3)
+            reply = self.guard.seal(encode(KIND_REPLY, seq, idx, reply_flags, rid, t2, t3))
             if not self.send_reply(sock, reply, addr):
                 return
             if follow:
                 self.replies[rid] = (addr, seq, t3)
         elif kind == KIND_REPLY:
             ex = self.pending.get(seq)
-            if ex is None or ex.t4 is not None:
+            expected = self.peer_addr.get(ex.peer) if ex is not None else None
+            if not self.guard.accept_answer(ex, addr, expected, idx, ex and ex.t4 is not None):
                 return
             ex.t4 = stamp or now_ns()
             ex.t2, ex.t2k = a, bool(flags & FLAG_T2_KERNEL) and bool(stamp)
@@ -346,7 +302,9 @@ class Agent:
             self.maybe_done(seq, ex)
         elif kind == KIND_FOLLOW:
             ex = self.pending.get(seq)
-            if ex is None:
+            expected = self.peer_addr.get(ex.peer) if ex is not None else None
+            idx = ex.idx if ex is not None else idx  # follow-ups carry no idx
+            if not self.guard.accept_answer(ex, addr, expected, idx, ex and ex.t3k):
                 return
             ex.t3, ex.t3k, ex.follow = a, True, False
             self.maybe_done(seq, ex)
@@ -366,7 +324,7 @@ class Agent:
         return False
 
     def send_follow(self, addr, seq, t3):
-        self.send_reply(self.answer, encode(KIND_FOLLOW, seq, a=t3), addr)
+        self.send_reply(self.answer, self.guard.seal(encode(KIND_FOLLOW, seq, a=t3)), addr)
 
     def expire_replies(self, now):
         """Replies whose TX stamp never came: their initiators keep the user-time t3."""
@@ -458,6 +416,7 @@ class Agent:
             "send_errors": dict(self.send_errors),
             "cost": self.cost.summary(),
             "trace": self.tracer.counts() if self.tracer is not None else None,
+            "dropped": dict(self.guard.dropped),
         }
 
     def error(self, message, fatal=False):

@@ -101,5 +101,7 @@ def agent_reports(collection: Collection, busy_rows: dict[str, int]) -> dict[str
             "busy": busy_rows.get(host, 0) > 0,
             "busy_exchanges": busy_rows.get(host, 0),
         }
+        if isinstance(summary.get("dropped"), dict):  # datagrams refused (probe/auth.py)
+            report["dropped"] = dict(summary["dropped"])
         out[host] = report
     return out

@@ -131,6 +131,9 @@ class FabricSnapshot:
     hosts: list[HostReport]
     paths: list[PathReport] = field(default_factory=list)
     suspects: list[Suspect] = field(default_factory=list)
+    # bad flows no suspect explains (telemetry/verdicts.py): {"paths", "flows", "signals",
+    # "evidence"}; None when every loss and delay beyond the thresholds is explained
+    unlocalised: dict[str, Any] | None = None
     timestamp_source: str = "none"  # hw | sw | user | none
     sync: dict[str, Any] = field(default_factory=dict)  # solver quality figures
     truth: dict[str, Any] | None = None
@@ -144,7 +147,7 @@ class FabricSnapshot:
 
     @property
     def healthy(self) -> bool:
-        return not self.suspects and not self.unreachable
+        return not self.suspects and not self.unreachable and self.unlocalised is None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -159,6 +162,8 @@ class FabricSnapshot:
             "paths": [p.to_json() for p in self.paths],
             "suspects": [s.to_json() for s in self.suspects],
         }
+        if self.unlocalised is not None:
+            out["unlocalised"] = self.unlocalised
         if self.t_ref_ns is not None:
             out["t_ref_ns"] = self.t_ref_ns
         if self.telemetry:

@@ -133,6 +133,8 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
         lines.append(f"top suspect {s.element} ({s.kind}, score {s.score:.2f}){more}")
     else:
         lines.append("no suspects")
+    if snapshot.unlocalised is not None:
+        lines.append(str(snapshot.unlocalised.get("evidence", "unlocalised loss")))
     return lines
 
 
@@ -257,6 +259,9 @@ def render_table(snapshot: FabricSnapshot, *, color: bool = True, width: int = 8
         console.print(_suspects_table(snapshot))
         if len(snapshot.suspects) > SUSPECT_ROWS:
             console.print(Text(f"{len(snapshot.suspects) - SUSPECT_ROWS} more suspects not shown"))
-    else:
+    elif snapshot.unlocalised is None:
         console.print(Text("No suspects: no element explains any loss or delay.", style="green"))
+    if snapshot.unlocalised is not None:
+        evidence = str(snapshot.unlocalised.get("evidence", "unlocalised loss"))
+        console.print(Text(evidence, style="bold red"), overflow="fold")
     return buf.getvalue()

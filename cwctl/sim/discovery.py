@@ -1,26 +1,32 @@
-"""Simulated path discovery: the path records real agents would write (docs/discovery.md).
+"""Simulated path discovery: the path records real agents would write (docs/paths.md).
 
 Every host traces each 5-tuple it sends on, as the agent does: its probe tuples (role
 ``probe``: its NIC's address and source port to the peer's address and answering port)
 and its reply tuples (role ``reply``: its answering port back to the prober's source
-port). A trace sends one packet per TTL, 1 up to the hop after the last switch, with the
-flow's own 5-tuple, so every switch hashes it like the flow's probes; the traces of a
-host are spread evenly over the scan in a seeded order.
+port), with the flow's own 5-tuple, so every switch hashes a trace like the flow.
 
-A TTL-limited packet gets an answer from the switch where it expires when
+The plan is the agent's (docs/paths.md, "What is traced"): across leaves only TTL 2 is
+asked (the spine, the one choice on the way) plus the completion check; within a leaf
+only the completion check; the leaves are known from the inventory and stay ``null``.
+A tracer paces its cross-leaf traces to its spines' budget: a burst of ``icmp_burst``
+per spine, then one per spine every ``icmp_ratelimit_ms``; an unanswered packet is
+sent again a second later (``TRIES`` in all); traces not started before the window
+ends get no record (traced in a later scan).
+
+A TTL 2 packet gets an answer from the spine when
 
 - it and the answer survive the way there and back (``down`` and ``flap`` elements drop
   it, ``lossy`` ones with their probability, both ways);
-- the switch is not ``silent``;
-- the switch's ICMP rate limits allow it, as Linux's do (net/ipv4/icmp.c, 6.11
+- the spine is not ``silent``;
+- the spine's ICMP rate limits allow it, as Linux's do (net/ipv4/icmp.c, 6.11
   order): a token bucket per (switch, destination address: the tracing NIC) holding
   ``icmp_burst`` tokens, one earned every ``icmp_ratelimit_ms``
   (``inet_peer_xrlim_allow``; a new destination starts full), then the switch-wide
   bucket of ``icmp_msgs_per_sec`` with a burst of ``icmp_msgs_burst``
   (``icmp_global_allow``).
 
-Otherwise the hop is ``null``. ``complete`` is true when the packet with the TTL after
-the last switch reached the destination. The records follow /work/PLAN.md's format.
+Otherwise the hop is ``null``: never a guess. ``complete`` is true when a packet of the
+completion check reached the destination. The records are ``cwctl.records.path``'s.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from cwctl.sim.world import FlowPaths, SimWorld
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
+TRIES = 3  # times a trace packet is sent before its hop is recorded as unknown
 HOP_COLUMNS = (3, 5, 7)  # leaf, spine, far leaf in a path's element row (window._direction)
 DEST_COLUMN = 10
 
@@ -53,12 +60,9 @@ def _hop_addresses(model: SimWorld, ls: I64, ld: I64, spine: I64) -> I64:
     return np.stack([first, second, third], axis=1)
 
 
-def _survival(
-    model: SimWorld, elements: npt.NDArray[np.int32], t_ns: F64, rng: np.random.Generator
-) -> npt.NDArray[np.bool_]:
-    """(T x 4) whether the packets expiring at each hop (and the one reaching the
-    destination) get there and their answers come back."""
-
+def _survival(model: SimWorld, elements: npt.NDArray[np.int32], t_ns: F64) -> F64:
+    """(T x 4) the probability that a packet expiring at each hop (and the one reaching
+    the destination) gets there and its answer comes back, for traces sent at ``t_ns``."""
     cols = [*HOP_COLUMNS, DEST_COLUMN]
     n = len(elements)
     survive = np.ones((n, len(cols)))
@@ -78,7 +82,7 @@ def _survival(
                 survive[:, j] *= np.where(there, keep, 1.0) * np.where(back, keep, 1.0)
             else:
                 survive[there, j] = 0.0
-    return rng.random((n, len(cols))) < survive
+    return survive
 
 
 class _Limiter:
@@ -121,7 +125,7 @@ def discover(
     rng: np.random.Generator,
 ) -> list[PathRecord]:
     """The path records of one window's flows (prober ``a``, peer ``b``, port number)."""
-    fabric = model.fabric
+    fabric, params = model.fabric, model.params
     n_flows = len(a)
     # traces: every flow's probe tuple (traced by a) and reply tuple (traced by b)
     tracer = np.concatenate([a, b]).astype(np.int64)
@@ -131,55 +135,72 @@ def discover(
     elements = np.concatenate([paths.fwd_elements, paths.rev_elements])
     dark = np.concatenate([paths.fwd_dark, paths.rev_dark])
     spine = np.concatenate([paths.spine_fwd, paths.spine_rev]).astype(np.int64)
-    # each host's traces spread evenly over the window, in a seeded order
     n = len(tracer)
-    order = np.lexsort((rng.random(n), tracer))
-    counts = np.bincount(tracer, minlength=fabric.n_hosts)
-    rank = np.empty(n, np.int64)
-    rank[order] = np.arange(n) - np.repeat(np.cumsum(counts) - counts, counts)
-    t_ns = start_s * 1e9 + (rank + 0.5) * duration_s * 1e9 / np.maximum(counts[tracer], 1)
     ls, ld = fabric.host_leaf[tracer].astype(np.int64), fabric.host_leaf[far].astype(np.int64)
-    hop_addr = _hop_addresses(model, ls, ld, spine)
-    same_leaf = ls == ld
-    hop_addr[same_leaf, 1:] = 0
-    ok = _survival(model, elements, t_ns, rng) & ~dark[:, None]
-    # which switch answers each hop: leaves then spines in the seed order of model.py
-    switch_id = np.stack([ls, fabric.n_leaves + np.maximum(spine, 0), ld], axis=1)
+    cross = (ls != ld) & (spine >= 0)  # a spine to learn
+    # the plan: each tracer's cross-leaf traces in a seeded order, paced to its spines'
+    # budget (a burst of icmp_burst per spine, then one per spine per icmp_ratelimit_ms)
+    order = np.lexsort((rng.random(n), ~cross, tracer))
+    counts = np.bincount(tracer[cross], minlength=fabric.n_hosts)
+    rank = np.zeros(n, np.int64)
+    sorted_cross = order[cross[order]]
+    starts = np.cumsum(counts) - counts
+    rank[sorted_cross] = np.arange(len(sorted_cross)) - np.repeat(starts, counts)
+    n_up = np.array([max(1, len(u)) for u in fabric.uplinks])[ls]
+    period_ns = params.icmp_ratelimit_ms * 1e6 / n_up
+    t0 = start_s * 1e9
+    end = (start_s + duration_s) * 1e9
+    burst = params.icmp_burst * n_up
+    # the burst goes out back to back (a millisecond apart), then the paced ones
+    # and agents start a few milliseconds apart
+    t_ns = t0 + rng.uniform(0, 1e7, fabric.n_hosts)[tracer]
+    t_ns += np.where(rank < burst, rank * 1e6, (rank - burst) * period_ns + burst * 1e6)
+    traced = ~cross | (t_ns < end)
+    survive = _survival(model, elements, t_ns)
+    survive[dark] = 0.0
+    tries = np.arange(TRIES) * 1e9  # an unanswered TTL is tried again a second later
+    # the completion check (the far agent acknowledges the last TTL): any of the tries
+    complete: npt.NDArray[np.bool_] = np.any(rng.random((n, TRIES)) < survive[:, 3:4], axis=1)
     silent = {int(eid) for f, eid in model.faults if f.mode == "silent"}
-    silent_switch = np.array(
-        [int(fabric.eid_leaf(k)) in silent for k in range(fabric.n_leaves)]
-        + [int(fabric.eid_spine(s)) in silent for s in range(fabric.n_spines)]
-    )
-    answered = np.zeros((n, 3), bool)
-    candidates = (hop_addr > 0) & ok[:, :3] & ~silent_switch[switch_id]
+    silent_spine = np.array([int(fabric.eid_spine(s)) in silent for s in range(fabric.n_spines)])
+    asked = np.flatnonzero(cross & traced & ~silent_spine[np.maximum(spine, 0)])
+    when = (t_ns[asked, None] + tries[None, :]).ravel()
+    which = np.repeat(asked, TRIES)
+    reach = rng.random(len(which)) < survive[which, 1]
+    keep = (when < end) & reach
+    when, which = when[keep], which[keep]
+    answered = np.zeros(n, bool)
     limiter = _Limiter(model)
-    rows, hops = np.nonzero(candidates)
-    when = t_ns[rows]
     # answers go to the tracing NIC's address: the per-destination buckets are per NIC
     own_nic = np.concatenate([paths.src_nic, paths.dst_nic]).astype(np.int64)
+    switch_id = fabric.n_leaves + np.maximum(spine, 0)
     for i in np.argsort(when, kind="stable").tolist():
-        r, h = int(rows[i]), int(hops[i])
-        answered[r, h] = limiter.allow(int(switch_id[r, h]), int(own_nic[r]), float(when[i]))
-    n_hops = np.where(same_leaf, 1, 3)
-    complete = ok[:, 3]
-    return _records(model, tracer, far, reverse, flow, port, paths, hop_addr, answered, n_hops,
-                    complete, t_ns)  # fmt: skip
+        r = int(which[i])
+        if not answered[r]:
+            answered[r] = limiter.allow(int(switch_id[r]), int(own_nic[r]), float(when[i]))
+    spine_addr = _hop_addresses(model, ls, ld, spine)[:, 1]
+    keep_rows = np.flatnonzero(traced)
+    return _records(model, keep_rows, tracer, far, reverse, flow, port, paths, spine_addr,
+                    answered, cross, complete, t_ns)  # fmt: skip
 
 
 def _records(
     model: SimWorld,
+    rows: I64,
     tracer: I64,
     far: I64,
     reverse: npt.NDArray[np.bool_],
     flow: I64,
     port: I64,
     paths: FlowPaths,
-    hop_addr: I64,
+    spine_addr: I64,
     answered: npt.NDArray[np.bool_],
-    n_hops: I64,
+    cross: npt.NDArray[np.bool_],
     complete: npt.NDArray[np.bool_],
     t_ns: F64,
 ) -> list[PathRecord]:
+    """One record per trace: across leaves the hops (leaf, spine, leaf) with only the
+    spine asked; within a leaf one hop (the leaf), not asked."""
     fabric, params = model.fabric, model.params
     nic_addr = model.addresses.nic
     nic_name = [n for ns in fabric.nics for n in ns]
@@ -191,11 +212,16 @@ def _records(
     stamp = (np.rint(t_ns).astype(np.int64) + params.epoch_ns).tolist()
     answer = params.answer_port
     out = []
-    for i in range(len(tracer)):
+    for i in rows.tolist():
         h, q = int(tracer[i]), int(far[i])
-        hops = tuple(
-            ip_text(int(hop_addr[i, j])) if answered[i, j] else None for j in range(int(n_hops[i]))
-        )
+        if cross[i]:
+            hops: tuple[str | None, ...] = (
+                None,
+                ip_text(int(spine_addr[i])) if answered[i] else None,
+                None,
+            )
+        else:
+            hops = (None,)
         rev = bool(reverse[i])
         out.append(
             PathRecord(

@@ -18,8 +18,10 @@ from cwctl.collection import Collection
 from cwctl.snapshot import FabricSnapshot, HostReport, Suspect
 from cwctl.sync import ClockSolution, one_way_delays
 from cwctl.telemetry.busy import agent_reports, busy_mask, starved_spans
-from cwctl.telemetry.localize import flow_counts, gpu_suspects, localise
+from cwctl.telemetry.counts import flow_counts
+from cwctl.telemetry.localize import gpu_suspects, localise, unexplained
 from cwctl.telemetry.paths import observations, path_reports, path_table
+from cwctl.telemetry.verdicts import dead_hosts, unlocalised
 
 __all__ = ["build_snapshot"]
 
@@ -89,6 +91,7 @@ def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSna
     suspects: list[Suspect] = []
     telemetry: dict[str, Any] = {}
     busy_counts: dict[str, int] = {}
+    lost: dict[str, Any] | None = None
     busy_exchanges = 0
     if len(table):
         fwd, rev = one_way_delays(table, solution)
@@ -114,11 +117,19 @@ def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSna
                 obs.hosts, obs.src, obs.dst, obs.t_ns, spans, offsets
             )
             busy_exchanges = int(rows.sum())
+        # a host that answered nothing is one dead host, not lossy paths through it
+        leaf_of = dict(collection.topology.leaf_of) if collection.topology is not None else {}
+        dead, dead_host = dead_hosts(table, usable_rows, leaf_of)
+        if dead:
+            usable_rows = usable_rows & ~dead_host[table.src] & ~dead_host[table.dst]
+            usable_obs = usable_obs & ~dead_host[obs.src] & ~dead_host[obs.dst]
         counts = flow_counts(table, obs, pt, usable_rows, usable_obs)
         host_nics = {h.name: h.nics for h in collection.hosts if h.nics}
         if collection.topology is not None:
             host_nics = {**dict(collection.topology.nics), **host_nics}
         suspects, inc, results = localise(counts, collection.topology, host_nics, collection.paths)
+        suspects = dead + suspects
+        lost = unlocalised(unexplained(counts, results, suspects))
         named = {s.element for s in suspects}
         rates: dict[str, dict[str, float]] = {}
         for res in results:
@@ -147,6 +158,7 @@ def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSna
         hosts=hosts,
         paths=paths,
         suspects=suspects,
+        unlocalised=lost,
         timestamp_source=table.timestamp_source,
         sync=dict(solution.quality),
         truth=collection.truth,

@@ -30,20 +30,19 @@ import numpy.typing as npt
 import scipy.sparse as sp
 from scipy.special import bdtrc
 
-from cwctl.records import ProbeTable
 from cwctl.records.path import PathRecord
 from cwctl.snapshot import Suspect
-from cwctl.telemetry.elements import Flows, Incidence, incidences
+from cwctl.telemetry.counts import FlowCounts
+from cwctl.telemetry.elements import Incidence, incidences
 from cwctl.telemetry.explain import Explanation, explain, posterior
-from cwctl.telemetry.groups import Runs, run_quantiles
-from cwctl.telemetry.paths import Observations, PathTable, group_ids, sorted_quantiles
+from cwctl.telemetry.floors import FLOOR_MIN_RATE, floor_trials
 from cwctl.telemetry.routes import known_spines, route_index
+from cwctl.telemetry.verdicts import MIN_DELAY_SAMPLES, MIN_RAISED_FLOWS
 from cwctl.topology import Topology
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
-DELAY_FACTOR = 2.0  # "delayed": over the route floor by > this x the median route's p90 excess
 BAD_FLOW_P = 1e-3  # a flow is bad when its failures are this improbable under the background
 VOTE_P = 1e-2  # ...and votes (picks the candidates) when they are this improbable
 MIN_GAIN_NATS = 15.0  # log-likelihood an element must add to the explanation
@@ -51,172 +50,6 @@ MIN_SCORE = 0.02  # a suspect whose bad flows all cross stronger suspects adds n
 MIN_LOSS_RATE = 0.004  # an element must drop at least this share of what crosses it
 MIN_DELAY_RATE = 0.12  # ...or delay at least this share beyond the threshold
 DELAY_SHIFT_OF_FLOOR = 0.2  # and move its flows' median delay by this share of the floor
-
-
-@dataclass(frozen=True)
-class FlowCounts:
-    """The two signals' trials and failures, per flow.
-
-    Loss is counted per exchange (a round trip: agents cannot tell a lost probe from a
-    lost reply, so a trial crosses both directions' elements), on ``exchanges`` (prober,
-    peer, source port, NIC). Delay is counted per directed flow (``flows``), as one-way
-    delays are measured per direction.
-    """
-
-    exchanges: Flows
-    sent: F64
-    lost: F64
-    flows: Flows
-    samples: F64  # delay samples (received with a known delay)
-    delayed: F64
-    excess_p50_ns: F64
-    threshold_ns: float  # the delay threshold over each path's floor (NaN: no delays)
-    floor_ns: float  # the median path's minimum one-way delay (NaN: no delays)
-
-
-def flow_counts(
-    table: ProbeTable,
-    obs: Observations,
-    pt: PathTable,
-    usable_rows: npt.NDArray[np.bool_],
-    usable_obs: npt.NDArray[np.bool_],
-) -> FlowCounts:
-    """Count loss per exchange flow and delay per directed flow, over what is usable.
-
-    Both group by refinements of the path table's (path, source port) groups, whose ids
-    follow (src, dst, sport) order: grouping by (port id, nic, ...) gives the same ids
-    as grouping by the full tuple, over much smaller keys.
-    """
-    port_id = pt.port_id if pt.port_id is not None else group_ids(obs.src, obs.dst, obs.sport)[0]
-    u = usable_obs
-    derived = _derived_ids(table, obs, pt, port_id) if usable_rows.all() and u.all() else None
-    if derived is not None:
-        (xid, xkeys), (fid, keys) = derived
-        no_reply = table.t4 == 0
-        owd = obs.owd_ns
-    else:
-        # loss: one trial per exchange (the observations open with the table's rows,
-        # the probes), failed when the reply never came back
-        rows = usable_rows
-        xid, xkeys = group_ids(port_id[: len(table)][rows], table.nic[rows])
-        no_reply = table.t4[rows] == 0
-        # delay: per directed flow
-        fid, keys = group_ids(port_id[u], obs.nic[u], obs.reverse[u])
-        owd = obs.owd_ns[u]
-    nx = len(xkeys)
-    sent = np.bincount(xid, minlength=nx).astype(np.float64)
-    lost = _count(xid, no_reply, nx)
-    xports = pt.port_key[xkeys[:, 0]]
-    exchanges = Flows(
-        hosts=table.hosts,
-        nics=table.nics,
-        src=xports[:, 0],
-        dst=xports[:, 1],
-        sport=xports[:, 2],
-        nic=xkeys[:, 1],
-        reverse=np.zeros(nx, bool),
-    )
-    # delay: the share of delays above the threshold over the floor
-    n = len(keys)
-    # the floor is per route (path and source port): ECMP siblings differ in cable length
-    qid = keys[:, 0]
-    port = pt.port
-    excess_p90 = port.owd_p90_ns - port.owd_min_ns
-    enough = (port.received >= 10) & ~np.isnan(excess_p90)
-    typical = np.median(excess_p90[enough]) if enough.any() else np.nan
-    floor = port.owd_min_ns[qid]
-    excess = owd - floor[fid]
-    threshold = float(DELAY_FACTOR * typical) if np.isfinite(typical) else float("nan")
-    has = ~np.isnan(excess)
-    samples = _count(fid, has, n)
-    delayed = _count(fid, excess > threshold, n)  # (NaN > x is False)
-    (p50,) = _excess_p50(excess, floor, fid, n, has, obs, pt, u)
-    fports = pt.port_key[qid]
-    flows = Flows(
-        hosts=obs.hosts,
-        nics=obs.nics,
-        src=fports[:, 0],
-        dst=fports[:, 1],
-        sport=fports[:, 2],
-        nic=keys[:, 1],
-        reverse=keys[:, 2].astype(bool),
-    )
-    floors = port.owd_min_ns[enough]
-    floor_ns = float(np.median(floors)) if len(floors) else float("nan")
-    return FlowCounts(exchanges, sent, lost, flows, samples, delayed, p50, threshold, floor_ns)
-
-
-def _derived_ids(
-    table: ProbeTable, obs: Observations, pt: PathTable, port_id: npt.NDArray[np.integer]
-) -> tuple[tuple[I64, I64], tuple[I64, I64]] | None:
-    """Exchange and flow ids and keys (as ``group_ids`` of (port, nic) over the probes and
-    of (port, nic, reverse) over all observations would give them) read off the port ids,
-    when every observation is usable, one NIC is seen and the observations are the probes
-    then the replies; else None."""
-    nt, n_ports = len(table), len(pt.port_key)
-    if not nt or len(obs) < nt or np.min(obs.nic) != np.max(obs.nic):
-        return None
-    if obs.reverse[:nt].any() or not obs.reverse[nt:].all():
-        return None
-    nic = int(obs.nic[0])
-    probes, replies = port_id[:nt], port_id[nt:]
-    has_probe = np.bincount(probes, minlength=n_ports) > 0
-    has_reply = np.bincount(replies, minlength=n_ports) > 0
-    # exchanges: the ports probes were sent on, in port order
-    x_port = np.flatnonzero(has_probe)
-    xid = (np.cumsum(has_probe) - 1)[probes]
-    xkeys = np.stack([x_port, np.full(len(x_port), nic)], axis=1)
-    # flows: each port's probes, then its replies
-    per_port = has_probe.astype(np.int64) + has_reply
-    first = np.cumsum(per_port) - per_port
-    fid = np.concatenate([first[probes], first[replies] + has_probe[replies]])
-    flow_port = np.repeat(np.arange(n_ports), per_port)
-    reverse = np.arange(len(flow_port)) - first[flow_port] + ~has_probe[flow_port]
-    keys = np.stack([flow_port, np.full(len(flow_port), nic), reverse], axis=1)
-    return (xid, xkeys), (fid, keys)
-
-
-def _count(group: I64, mask: npt.NDArray[np.bool_], n: int) -> F64:
-    """How many rows of each group the mask marks (as floats), indexing only the marked
-    rows or only the others, whichever are fewer."""
-    marked = int(np.count_nonzero(mask))
-    if marked <= len(mask) // 2:
-        return np.bincount(group[mask], minlength=n).astype(np.float64)
-    return (np.bincount(group, minlength=n) - np.bincount(group[~mask], minlength=n)).astype(
-        np.float64
-    )
-
-
-def _excess_p50(
-    excess: F64,
-    excess_floor: F64,
-    fid: I64,
-    n: int,
-    has: npt.NDArray[np.bool_],
-    obs: Observations,
-    pt: PathTable,
-    usable: npt.NDArray[np.bool_],
-) -> list[F64]:
-    """The median excess delay per flow. Flows split routes only by NIC and direction;
-    when the path table's runs (by route, rows ascending: probes before replies) already
-    list each flow's rows together, those runs serve, without a second sort."""
-    r, rows = pt.port_runs, pt.port_rows
-    if r is None or rows is None or not usable.all():
-        return sorted_quantiles(excess, fid, n, (0.5,))
-    everything = bool(has.all())
-    counts = np.bincount(fid if everything else fid[has], minlength=n).astype(np.int64)
-    by_flow = Runs(r.rows, counts, np.cumsum(counts) - counts)
-    one_nic = np.min(obs.nic) == np.max(obs.nic)
-    probes_first = bool(np.all(obs.reverse[1:] >= obs.reverse[:-1]))
-    if everything and one_nic and probes_first and pt.port_owd is not None:
-        # flows split routes only into probes and replies, which each run (rows
-        # ascending, probes first) already lists in turn: the runs' delays serve as they are
-        return run_quantiles(by_flow, pt.port_owd, (0.5,), offset=excess_floor)
-    if np.array_equal(has, ~np.isnan(obs.owd_ns)):
-        in_order = fid[rows]
-        if not len(in_order) or bool(np.all(in_order[1:] >= in_order[:-1])):
-            return run_quantiles(by_flow, excess[rows], (0.5,))
-    return sorted_quantiles(excess, fid, n, (0.5,))
 
 
 def _incidences(
@@ -300,11 +133,20 @@ def _background(trials: F64, failures: F64, rounds: int = 6) -> float:
 
 
 def _localise_signal(
-    inc: Incidence, trials: F64, failures: F64, signal: str, min_rate: float
+    inc: Incidence,
+    trials: F64,
+    failures: F64,
+    signal: str,
+    min_rate: float,
+    *,
+    one_trial: bool = False,
 ) -> SignalResult:
+    """One signal's explanation. With ``one_trial`` each flow is a single trial whose
+    failure is already a significant finding (a raised floor): every failed flow votes."""
     usable = trials > 0
     b0 = _background(trials[usable], failures[usable])
-    votes = _votes(inc, _bad_flows(trials, failures, b0, VOTE_P) & usable)
+    voting = failures > 0 if one_trial else _bad_flows(trials, failures, b0, VOTE_P)
+    votes = _votes(inc, voting & usable)
     fit = explain(
         inc.rows,
         np.where(usable, trials, 0.0),
@@ -313,7 +155,7 @@ def _localise_signal(
         min_gain=MIN_GAIN_NATS,
         min_rate=min_rate,
     )
-    bad = _bad_flows(trials, failures, fit.background) & usable
+    bad = (failures > 0 if one_trial else _bad_flows(trials, failures, fit.background)) & usable
     n, k = np.where(usable, trials, 0.0), np.where(usable, failures, 0.0)
     crossed = posterior(fit, inc.rows, n, k)
     return SignalResult(signal, inc, fit, bad, _votes(inc, bad), trials, failures, crossed)
@@ -356,6 +198,12 @@ def localise(
         delay = _localise_signal(delay_inc, counts.samples, counts.delayed, "delay", MIN_DELAY_RATE)
         _drop_immaterial_delays(delay, counts)
         results.append(delay)
+        leaf_of = dict(topology.leaf_of) if topology is not None else {}
+        trials, raised, _ = floor_trials(counts, leaf_of)
+        if trials.sum() > 0:
+            results.append(
+                _localise_signal(delay_inc, trials, raised, "floor", FLOOR_MIN_RATE, one_trial=True)
+            )
     found: dict[int, tuple[float, float, str]] = {}  # element -> (score, gain, evidence)
     ties: dict[int, set[int]] = {}
     for res in results:
@@ -377,6 +225,54 @@ def localise(
     )
     suspects = [_suspect(inc, e, found[e], sorted(ties.get(e, ()))) for e in order]
     return suspects, inc, results
+
+
+def unexplained(
+    counts: FlowCounts, results: list[SignalResult], suspects: list[Suspect]
+) -> list[tuple[str, str, str, str]]:
+    """Flows bad and material in a signal that no suspect (or candidate) explains, as
+    (signal, sender, receiver, how bad in words); see ``verdicts.py``."""
+    out: list[tuple[str, str, str, str]] = []
+    if not results:
+        return out
+    inc = results[0].incidence
+    index = {name: i for i, name in enumerate(inc.names)}
+    named = sorted(
+        {index[m] for s in suspects for m in (s.candidates or [s.element]) if m in index}
+    )
+    for res in results:
+        n, k = res.trials, res.failures
+        share = k / np.maximum(n, 1)
+        if named:
+            covered = np.asarray(res.crossed[:, named].sum(axis=1)).ravel() >= 0.5
+        else:
+            covered = np.zeros(len(n), bool)
+        if res.signal == "loss":
+            flows = counts.exchanges
+            material = share >= MIN_LOSS_RATE
+        elif res.signal == "delay":
+            flows = counts.flows
+            # its median probe beyond the threshold (a healthy flow's is far below)
+            shift = max(DELAY_SHIFT_OF_FLOOR * counts.floor_ns, counts.threshold_ns)
+            material = (share >= MIN_DELAY_RATE) & (counts.excess_p50_ns >= shift)
+            # ...seen often enough that chance queueing cannot do it
+            material &= (n >= MIN_DELAY_SAMPLES) & _bad_flows(n, k, res.fit.background, 1e-6)
+        else:
+            flows = counts.flows
+            material = np.ones(len(n), bool)
+        sel = np.flatnonzero(res.bad & material & ~covered)
+        if res.signal == "floor" and len(sel) < MIN_RAISED_FLOWS:
+            continue
+        for f in sel.tolist():
+            if res.signal == "loss":
+                words = f"lost {int(k[f])} of {int(n[f])} exchanges"
+            elif res.signal == "delay":
+                words = f"{int(k[f])} of {int(n[f])} probes delayed"
+            else:
+                words = f"floor {_us(float(counts.flow_floor_ns[f]))}"
+            a, b = flows.hosts[int(flows.src[f])], flows.hosts[int(flows.dst[f])]
+            out.append((res.signal, a, b, words))
+    return out
 
 
 def _suspect(inc: Incidence, e: int, found: tuple[float, float, str], ties: list[int]) -> Suspect:
@@ -437,6 +333,19 @@ def _score_and_words(
             f"loss: {bad_in} of {n_in} probe flows crossing {name} (either way) lost "
             f"probes{typical}; {bad_out} of {n_out} flows crossing no suspect did; model: {name} "
             f"drops {_pct(rate)}"
+        )
+    elif res.signal == "floor":
+        sel = on & res.bad
+        raised = counts.flow_floor_ns[sel]
+        typical = (
+            f" (median floor {_us(float(np.median(raised)))}, the fabric's {_us(counts.floor_ns)})"
+            if sel.any()
+            else ""
+        )
+        words = (
+            f"slow: {bad_in} of {n_in} flows through {name} have a raised minimum delay"
+            f"{typical}; {bad_out} of {n_out} flows crossing no suspect do; model: {name} "
+            f"raises {_pct(rate)} of its flows' floors"
         )
     else:
         sel = on & res.bad

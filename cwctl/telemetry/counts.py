@@ -1,0 +1,195 @@
+"""Trials and failures per flow, for each signal localisation weighs.
+
+Loss is counted per exchange flow (prober, peer, source port, NIC): agents cannot tell
+a lost probe from a lost reply, so a trial is a round trip and crosses the elements of
+both directions. Delay is counted per directed flow (path, source port, NIC: one fixed
+route): a probe is delayed when its one-way delay exceeds its route's floor (minimum) by
+more than ``DELAY_FACTOR`` times the median route's p90 excess. Each flow's floor is
+kept too: a raised floor is the signal of a ``slow`` element (``floors.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from cwctl.records import ProbeTable
+from cwctl.telemetry.elements import Flows
+from cwctl.telemetry.groups import Runs, run_quantiles
+from cwctl.telemetry.paths import Observations, PathTable, group_ids, sorted_quantiles
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+DELAY_FACTOR = 2.0  # "delayed": over the route floor by > this x the median route's p90 excess
+
+
+@dataclass(frozen=True)
+class FlowCounts:
+    """The two signals' trials and failures, per flow.
+
+    Loss is counted per exchange (a round trip: agents cannot tell a lost probe from a
+    lost reply, so a trial crosses both directions' elements), on ``exchanges`` (prober,
+    peer, source port, NIC). Delay is counted per directed flow (``flows``), as one-way
+    delays are measured per direction.
+    """
+
+    exchanges: Flows
+    sent: F64
+    lost: F64
+    flows: Flows
+    samples: F64  # delay samples (received with a known delay)
+    delayed: F64
+    excess_p50_ns: F64
+    threshold_ns: float  # the delay threshold over each path's floor (NaN: no delays)
+    floor_ns: float  # the median path's minimum one-way delay (NaN: no delays)
+    flow_floor_ns: F64  # per flow, its route's minimum one-way delay (NaN: none)
+
+
+def flow_counts(
+    table: ProbeTable,
+    obs: Observations,
+    pt: PathTable,
+    usable_rows: npt.NDArray[np.bool_],
+    usable_obs: npt.NDArray[np.bool_],
+) -> FlowCounts:
+    """Count loss per exchange flow and delay per directed flow, over what is usable.
+
+    Both group by refinements of the path table's (path, source port) groups, whose ids
+    follow (src, dst, sport) order: grouping by (port id, nic, ...) gives the same ids
+    as grouping by the full tuple, over much smaller keys.
+    """
+    port_id = pt.port_id if pt.port_id is not None else group_ids(obs.src, obs.dst, obs.sport)[0]
+    u = usable_obs
+    derived = _derived_ids(table, obs, pt, port_id) if usable_rows.all() and u.all() else None
+    if derived is not None:
+        (xid, xkeys), (fid, keys) = derived
+        no_reply = table.t4 == 0
+        owd = obs.owd_ns
+    else:
+        # loss: one trial per exchange (the observations open with the table's rows,
+        # the probes), failed when the reply never came back
+        rows = usable_rows
+        xid, xkeys = group_ids(port_id[: len(table)][rows], table.nic[rows])
+        no_reply = table.t4[rows] == 0
+        # delay: per directed flow
+        fid, keys = group_ids(port_id[u], obs.nic[u], obs.reverse[u])
+        owd = obs.owd_ns[u]
+    nx = len(xkeys)
+    sent = np.bincount(xid, minlength=nx).astype(np.float64)
+    lost = _count(xid, no_reply, nx)
+    xports = pt.port_key[xkeys[:, 0]]
+    exchanges = Flows(
+        hosts=table.hosts,
+        nics=table.nics,
+        src=xports[:, 0],
+        dst=xports[:, 1],
+        sport=xports[:, 2],
+        nic=xkeys[:, 1],
+        reverse=np.zeros(nx, bool),
+    )
+    # delay: the share of delays above the threshold over the floor
+    n = len(keys)
+    # the floor is per route (path and source port): ECMP siblings differ in cable length
+    qid = keys[:, 0]
+    port = pt.port
+    excess_p90 = port.owd_p90_ns - port.owd_min_ns
+    enough = (port.received >= 10) & ~np.isnan(excess_p90)
+    typical = np.median(excess_p90[enough]) if enough.any() else np.nan
+    floor = port.owd_min_ns[qid]
+    excess = owd - floor[fid]
+    threshold = float(DELAY_FACTOR * typical) if np.isfinite(typical) else float("nan")
+    has = ~np.isnan(excess)
+    samples = _count(fid, has, n)
+    delayed = _count(fid, excess > threshold, n)  # (NaN > x is False)
+    (p50,) = _excess_p50(excess, floor, fid, n, has, obs, pt, u)
+    fports = pt.port_key[qid]
+    flows = Flows(
+        hosts=obs.hosts,
+        nics=obs.nics,
+        src=fports[:, 0],
+        dst=fports[:, 1],
+        sport=fports[:, 2],
+        nic=keys[:, 1],
+        reverse=keys[:, 2].astype(bool),
+    )
+    floors = port.owd_min_ns[enough]
+    floor_ns = float(np.median(floors)) if len(floors) else float("nan")
+    return FlowCounts(
+        exchanges, sent, lost, flows, samples, delayed, p50, threshold, floor_ns, floor
+    )
+
+
+def _derived_ids(
+    table: ProbeTable, obs: Observations, pt: PathTable, port_id: npt.NDArray[np.integer]
+) -> tuple[tuple[I64, I64], tuple[I64, I64]] | None:
+    """Exchange and flow ids and keys (as ``group_ids`` of (port, nic) over the probes and
+    of (port, nic, reverse) over all observations would give them) read off the port ids,
+    when every observation is usable, one NIC is seen and the observations are the probes
+    then the replies; else None."""
+    nt, n_ports = len(table), len(pt.port_key)
+    if not nt or len(obs) < nt or np.min(obs.nic) != np.max(obs.nic):
+        return None
+    if obs.reverse[:nt].any() or not obs.reverse[nt:].all():
+        return None
+    nic = int(obs.nic[0])
+    probes, replies = port_id[:nt], port_id[nt:]
+    has_probe = np.bincount(probes, minlength=n_ports) > 0
+    has_reply = np.bincount(replies, minlength=n_ports) > 0
+    # exchanges: the ports probes were sent on, in port order
+    x_port = np.flatnonzero(has_probe)
+    xid = (np.cumsum(has_probe) - 1)[probes]
+    xkeys = np.stack([x_port, np.full(len(x_port), nic)], axis=1)
+    # flows: each port's probes, then its replies
+    per_port = has_probe.astype(np.int64) + has_reply
+    first = np.cumsum(per_port) - per_port
+    fid = np.concatenate([first[probes], first[replies] + has_probe[replies]])
+    flow_port = np.repeat(np.arange(n_ports), per_port)
+    reverse = np.arange(len(flow_port)) - first[flow_port] + ~has_probe[flow_port]
+    keys = np.stack([flow_port, np.full(len(flow_port), nic), reverse], axis=1)
+    return (xid, xkeys), (fid, keys)
+
+
+def _count(group: I64, mask: npt.NDArray[np.bool_], n: int) -> F64:
+    """How many rows of each group the mask marks (as floats), indexing only the marked
+    rows or only the others, whichever are fewer."""
+    marked = int(np.count_nonzero(mask))
+    if marked <= len(mask) // 2:
+        return np.bincount(group[mask], minlength=n).astype(np.float64)
+    return (np.bincount(group, minlength=n) - np.bincount(group[~mask], minlength=n)).astype(
+        np.float64
+    )
+
+
+def _excess_p50(
+    excess: F64,
+    excess_floor: F64,
+    fid: I64,
+    n: int,
+    has: npt.NDArray[np.bool_],
+    obs: Observations,
+    pt: PathTable,
+    usable: npt.NDArray[np.bool_],
+) -> list[F64]:
+    """The median excess delay per flow. Flows split routes only by NIC and direction;
+    when the path table's runs (by route, rows ascending: probes before replies) already
+    list each flow's rows together, those runs serve, without a second sort."""
+    r, rows = pt.port_runs, pt.port_rows
+    if r is None or rows is None or not usable.all():
+        return sorted_quantiles(excess, fid, n, (0.5,))
+    everything = bool(has.all())
+    counts = np.bincount(fid if everything else fid[has], minlength=n).astype(np.int64)
+    by_flow = Runs(r.rows, counts, np.cumsum(counts) - counts)
+    one_nic = np.min(obs.nic) == np.max(obs.nic)
+    probes_first = bool(np.all(obs.reverse[1:] >= obs.reverse[:-1]))
+    if everything and one_nic and probes_first and pt.port_owd is not None:
+        # flows split routes only into probes and replies, which each run (rows
+        # ascending, probes first) already lists in turn: the runs' delays serve as they are
+        return run_quantiles(by_flow, pt.port_owd, (0.5,), offset=excess_floor)
+    if np.array_equal(has, ~np.isnan(obs.owd_ns)):
+        in_order = fid[rows]
+        if not len(in_order) or bool(np.all(in_order[1:] >= in_order[:-1])):
+            return run_quantiles(by_flow, excess[rows], (0.5,))
+    return sorted_quantiles(excess, fid, n, (0.5,))

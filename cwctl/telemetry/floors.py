@@ -1,0 +1,53 @@
+"""The third signal: a raised floor, the mark of a ``slow`` element.
+
+A switch, link, NIC or host that adds a fixed delay to everything crossing it moves no
+probe above its route's own floor (so the delay signal cannot see it): it raises the
+floors of all its routes. With clocks corrected, a route's floor (its minimum one-way
+delay) is comparable across the fabric: routes of one kind (within a leaf, or across
+leaves) differ only by cables and switch latencies. A directed flow is *raised* when its
+floor exceeds the median floor of its kind by more than ``FLOOR_SIGMAS`` robust standard
+deviations of that kind's floors (1.4826 x the median absolute deviation, at least
+``MIN_SIGMA_OF_FLOOR`` of the median floor: identical cables are no yardstick); each flow
+with at least ``MIN_FLOOR_SAMPLES`` delays is one trial. An element must raise at least
+``FLOOR_MIN_RATE`` of the flows crossing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import numpy.typing as npt
+
+from cwctl.telemetry.counts import FlowCounts
+
+F64 = npt.NDArray[np.float64]
+
+FLOOR_SIGMAS = 5.0
+FLOOR_MIN_RATE = 0.5
+MIN_FLOOR_SAMPLES = 5
+MIN_SIGMA_OF_FLOOR = 0.02  # the yardstick is at least this share of the median floor
+MIN_FLOWS_PER_KIND = 20  # fewer flows of a kind: no yardstick, no trials
+
+
+def floor_trials(counts: FlowCounts, leaf_of: Mapping[str, str]) -> tuple[F64, F64, F64]:
+    """Per directed flow: trials (0 or 1), failures (raised or not), and the raise over
+    its kind's median floor (ns, NaN where unknown)."""
+    f = counts.flows
+    floor = counts.flow_floor_ns
+    leaf = np.array([leaf_of.get(h, "") for h in f.hosts] + [""], dtype=object)
+    same = (leaf[f.src] == leaf[f.dst]) & (leaf[f.src] != "")
+    ok = (counts.samples >= MIN_FLOOR_SAMPLES) & np.isfinite(floor)
+    trials = np.zeros(len(f))
+    failures = np.zeros(len(f))
+    raised = np.full(len(f), np.nan)
+    for kind in (same, ~same):
+        sel = kind & ok
+        if int(sel.sum()) < MIN_FLOWS_PER_KIND:
+            continue
+        median = float(np.median(floor[sel]))
+        sigma = 1.4826 * float(np.median(np.abs(floor[sel] - median)))
+        raised[sel] = floor[sel] - median
+        trials[sel] = 1.0
+        failures[sel] = raised[sel] > FLOOR_SIGMAS * max(sigma, MIN_SIGMA_OF_FLOOR * median, 1.0)
+    return trials, failures, raised

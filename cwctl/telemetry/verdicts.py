@@ -1,0 +1,90 @@
+"""Two verdicts beside the ranked suspects: dead hosts, and loss nothing explains.
+
+A host that answered nothing (no exchange it took part in came back, as prober or as
+answerer) is one suspect, a dead host, rather than a set of lossy paths crossing it;
+its exchanges are left out of localisation so they blame nothing else. When every host
+of a leaf is silent that is the leaf's doing, and localisation names it.
+
+A scan never says "healthy" while probes are lost or delayed beyond the thresholds:
+flows that are bad in a signal and that no suspect (or candidate) explains are counted
+as *unlocalised*, with the evidence, and the scan exits 3. Material means, for loss, a
+flow losing at least ``MIN_LOSS_RATE`` of its exchanges; for delay, a flow delayed
+beyond the threshold in at least ``MIN_DELAY_RATE`` of its probes with its median probe
+beyond the threshold too (and by ``DELAY_SHIFT_OF_FLOOR`` of the fabric's floor), over at
+least ``MIN_DELAY_SAMPLES`` delays and improbable (p < 1e-6) at the background; for a
+raised floor, at least ``MIN_RAISED_FLOWS`` such flows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from cwctl.records import ProbeTable
+from cwctl.snapshot import Suspect
+
+MIN_DEAD_EXCHANGES = 20  # a host must have been tried this often to be called dead
+MIN_RAISED_FLOWS = 3
+MIN_DELAY_SAMPLES = 50  # and a delayed flow at least this many delays (p < 1e-6)
+B = npt.NDArray[np.bool_]
+
+
+def dead_hosts(
+    table: ProbeTable, usable_rows: B, leaf_of: Mapping[str, str]
+) -> tuple[list[Suspect], B]:
+    """Dead hosts as suspects, and a mask over hosts (table order, plus a trailing False)."""
+    n = len(table.hosts)
+    src, dst = table.src[usable_rows], table.dst[usable_rows]
+    back = (table.t4[usable_rows] != 0).astype(np.float64)
+    tried = np.bincount(src, minlength=n) + np.bincount(dst, minlength=n)
+    answered = np.bincount(src, back, minlength=n) + np.bincount(dst, back, minlength=n)
+    dead = (tried >= MIN_DEAD_EXCHANGES) & (answered == 0)
+    leaves: dict[str, list[int]] = {}
+    for i, host in enumerate(table.hosts):
+        if host in leaf_of:
+            leaves.setdefault(leaf_of[host], []).append(i)
+    for members in leaves.values():
+        if len(members) >= 2 and dead[members].all():
+            dead[members] = False  # the whole leaf is silent: the leaf's doing
+    suspects = []
+    for i in np.flatnonzero(dead).tolist():
+        peers = {int(x) for x in dst[src == i]} | {int(x) for x in src[dst == i]}
+        suspects.append(
+            Suspect(
+                element=table.hosts[i],
+                kind="host",
+                score=1.0,
+                evidence=(
+                    f"dead host: none of its {int(tried[i])} exchanges with {len(peers)} peers "
+                    "came back, its own probes or theirs (the host, or every NIC of it, is cut "
+                    "off from the fabric)"
+                ),
+            )
+        )
+    return suspects, np.append(dead, False)
+
+
+def unlocalised(flows: Sequence[tuple[str, str, str, str]]) -> dict[str, Any] | None:
+    """The ``unlocalised`` object of a snapshot from its unexplained bad flows, each
+    (signal, src host, dst host, how bad in words); None when there are none."""
+    if not flows:
+        return None
+    paths = sorted({(a, b) for _, a, b, _ in flows})
+    by_signal: dict[str, int] = {}
+    for signal, *_ in flows:
+        by_signal[signal] = by_signal.get(signal, 0) + 1
+    shown = "; ".join(f"{a}→{b} {words}" for _, a, b, words in flows[:5])
+    more = f" and {len(flows) - 5} more" if len(flows) > 5 else ""
+    what = " and ".join(sorted(by_signal))
+    return {
+        "paths": len(paths),
+        "flows": len(flows),
+        "signals": by_signal,
+        "evidence": (
+            f"unlocalised {what} on {len(paths)} paths: no element explains them "
+            f"(paths unknown, or too few to tell): {shown}{more}"
+        ),
+    }

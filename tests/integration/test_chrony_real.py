@@ -25,8 +25,10 @@ from cwctl.actions.journal import Journal
 from cwctl.chrony.feeders import FeederSettings, close_feeder, open_feeder
 from cwctl.transport.local import launch_local, local_hosts
 from tests.integration.chronyd import Chronyd, ChronydSet
+from tests.integration.realsshd import Sshd, needs_sshd, sshd
 
 ROOT = Path(__file__).resolve().parents[2]
+__all__ = ["sshd"]  # the fixture
 
 
 @pytest.fixture
@@ -220,3 +222,56 @@ def test_check_says_what_each_chronyd_lacks(chronyds):
     assert three["chronyd"] == "not running" and not three["ready"]
     table = cwctl(["sync", "check", "--local", "3", *sockets(chronyds)], Path("/nonexistent"))
     assert f"add to chrony.conf on local-02:\n  {line}" in table.stdout
+
+
+def sshd_inventory(tmp_path: Path, server: Sshd) -> Path:
+    identity = tmp_path / "id_ed25519"
+    identity.write_bytes(server.client_key.export_private_key("openssh"))
+    identity.chmod(0o600)
+    inv = server.inventory()
+    hosts = "".join(
+        f'[[host]]\nname = "{h.name}"\naddress = "{h.address}"\nport = {server.port}\n\n'
+        for h in inv.hosts
+    )
+    path = tmp_path / "inventory.toml"
+    path.write_text(
+        f'[ssh]\nuser = "root"\nidentity = "{identity}"\nknown_hosts = "{server.known_hosts}"\n'
+        f'python = "{inv.ssh.python}"\nconnect_timeout = 5\n\n'
+        f"[probe]\nduration = 1.0\nrate = 40\npeers = 2\nports = 2\n\n{hosts}"
+    )
+    return path
+
+
+@needs_sshd[1]
+@pytest.mark.sshd
+def test_over_real_sshd_check_then_feed_and_no_feeder_left(chronyds, sshd, tmp_path):
+    """The same over OpenSSH: chronyc and test run as argument lists through SSH, the
+    feeders are agents in SSH sessions, and none outlives cwctl (the fixture checks)."""
+    inventory = sshd_inventory(tmp_path, sshd)
+    chronyds.start("sshd-1", local_stratum=3)
+    chronyds.start("sshd-2")
+    chronyds.start("sshd-3", refclock=False)
+    state = tmp_path / "state"
+    check = cwctl(
+        ["sync", "check", "-i", str(inventory), "--format", "json", *sockets(chronyds)], state
+    )
+    assert check.returncode == 3, check.stderr
+    hosts = {h["host"]: h for h in json.loads(check.stdout)["hosts"]}
+    assert hosts["sshd-2"]["ready"] and not hosts["sshd-3"]["refclock"]
+    args = ["sync", "--apply", "-i", str(inventory), "--interval", "3", "--count", "2",
+            "--max-uncertainty", "100us", "--format", "json", *sockets(chronyds)]  # fmt: skip
+    result = cwctl(args, state)
+    assert result.returncode == 3, result.stderr  # sshd-3 has no socket: not fed
+    fed = 0
+    for r in map(json.loads, result.stdout.splitlines()):
+        assert r["source"] == "ssh" and r["reference"] == "sshd-1"
+        feeds = {h["name"]: h["feed"] for h in r["hosts"]}
+        # (a scan over SSH on a loaded machine may miss the error bar: then it says so)
+        two, three = feeds["sshd-2"], feeds["sshd-3"]
+        assert two["action"] == "fed" or (two["action"] == "skip" and two["reason"]), two
+        fed += two["action"] == "fed" and two["samples"] > 0
+        if three["action"] != "skip":  # no socket there: the feeder cannot start, and says so
+            assert three["action"] == "failed" and "no socket" in three["error"], three
+    assert fed >= 1
+    d = chronyds.daemons["sshd-2"]
+    assert len(d.received()) > 0 and d.cwc_source()["reach"] > 0  # type: ignore[index]

@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 import asyncssh
+import numpy as np
 
 from cwctl.collection import Collection
 from cwctl.inventory import Host, Inventory, ProbeSettings, SSHDefaults
@@ -196,6 +197,26 @@ def overhead() -> None:
         per_peer = value / peers
         cells = [fmt.format(v) for v in (value, per_peer, per_peer * 10)]
         print(f"{label:<34} {cells[0]:>15} {cells[1]:>10} {cells[2]:>10}")
+    done = c.table.select(c.table.complete)
+    rtt_ns = (done.t4 - done.t1) - (done.t3 - done.t2)
+    pairs = done.sorted_by_pair()
+    same = (
+        (pairs.idx[:-1] == 0)
+        & (pairs.idx[1:] == 1)
+        & (pairs.pair[1:] == pairs.pair[:-1])
+        & (pairs.sport[1:] == pairs.sport[:-1])
+        & (pairs.src[1:] == pairs.src[:-1])
+        & (pairs.dst[1:] == pairs.dst[:-1])
+    )
+    spacing = pairs.t1[1:][same] - pairs.t1[:-1][same]
+    gap_ns = int(c.table.gap_ns[0]) if len(c.table) else 1
+    if len(spacing) and len(rtt_ns):
+        ratio = spacing / gap_ns
+        print(
+            f"loopback RTT median {np.median(rtt_ns) / 1e3:.1f} us (min {rtt_ns.min() / 1e3:.1f});"
+            f" coded-pair spacing / gap: median {np.median(ratio):.2f}, "
+            f"p5 {np.percentile(ratio, 5):.2f}, p95 {np.percentile(ratio, 95):.2f}"
+        )
     print(
         f"orchestrator: {ours_cpu_s:.2f} CPU s for {len(c.table)} records "
         f"({1e6 * ours_cpu_s / max(1, len(c.table)):.1f} us per record, incl. process management)"

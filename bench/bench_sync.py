@@ -26,7 +26,7 @@ from cwctl.sim import FabricModel, SimParams
 from cwctl.sync import ClockSolution, solve
 from cwctl.sync.baseline import ntp_solve
 from cwctl.sync.incremental import SlidingSolver
-from cwctl.sync.synthetic import random_clocks, ring_chord_edges, synthetic_table
+from tests.unit.sync_synthetic import random_clocks, ring_chord_edges, synthetic_table
 
 
 def truth_for(model: FabricModel, sol: ClockSolution) -> tuple[np.ndarray, np.ndarray]:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from cwctl.collection import Collection
+from cwctl.gpu import assess
 from cwctl.snapshot import FabricSnapshot, HostReport, Suspect
 from cwctl.sync import ClockSolution, one_way_delays
 from cwctl.telemetry.busy import agent_reports, busy_mask, starved_spans
@@ -51,35 +52,17 @@ def _host_reports(collection: Collection, solution: ClockSolution) -> list[HostR
 
 
 def _assess_gpus(collection: Collection, hosts: list[HostReport]) -> None:
-    """Fill each host's GPU health from its ``gpu`` records (when ``cwctl.gpu`` is built)."""
-    if not collection.gpu:
-        return
-    try:
-        from cwctl.gpu import assess  # type: ignore[attr-defined]
-    except ImportError:
-        return
+    """Fill each host's GPU health from its ``gpu`` records (``cwctl.gpu.assess``)."""
     for report in hosts:
         records = collection.gpu.get(report.name)
         if not records:
             continue
-        health: Any = assess(records)
-        verdict = getattr(health, "verdict", None)
-        if verdict in (None, "none"):
+        health = assess(records)
+        if health.verdict == "none":
             continue
-        report.gpu_verdict = verdict
-        report.gpu_reason = getattr(health, "reason", None)
-        report.gpus = [_gpu_json(g) for g in getattr(health, "gpus", [])]
-
-
-def _gpu_json(gpu: Any) -> dict[str, Any]:
-    if isinstance(gpu, dict):
-        return gpu
-    to_json = getattr(gpu, "to_json", None)
-    if callable(to_json):
-        return to_json()  # type: ignore[no-any-return]
-    from dataclasses import asdict, is_dataclass
-
-    return asdict(gpu) if is_dataclass(gpu) else {"gpu": str(gpu)}  # type: ignore[arg-type]
+        report.gpu_verdict = health.verdict
+        report.gpu_reason = health.reason
+        report.gpus = list(health.gpus)
 
 
 def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSnapshot:

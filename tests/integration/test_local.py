@@ -16,6 +16,7 @@ import pytest
 
 from cwctl.collection import Collection
 from cwctl.recordfile import read_collection, write_collection
+from cwctl.records import ProbeTable
 from cwctl.request import Progress, ScanRequest
 from cwctl.session import analyse
 from cwctl.transport.local import LocalSource
@@ -84,25 +85,34 @@ def test_kernel_timestamps_used(local_scan: Collection) -> None:
 
 
 def test_rtts_and_coded_pairs_are_sane(local_scan: Collection) -> None:
+    """Properties a loaded machine cannot break: positive round trips, causality on one
+    clock, the two probes of a pair in order and spaced by about the gap (not sent back
+    to back). How close the spacing is to the gap, and the RTT figures, are timings:
+    ``python -m bench fanout`` prints them."""
     t = local_scan.table.select(local_scan.table.complete)
+    assert len(t) > 0
     rtt_ns = (t.t4 - t.t1) - (t.t3 - t.t2)
     assert (rtt_ns > 0).all()
-    assert np.median(rtt_ns) < 2_000_000  # loopback, even on a busy machine
-    assert rtt_ns.min() < 200_000
-    assert ((t.t2 <= t.t3) & (t.t1 < t.t4)).all()  # same clock: causality holds
-    pairs = t.sorted_by_pair()
-    first = pairs.idx[:-1] == 0
+    assert ((t.t1 < t.t2) & (t.t2 <= t.t3) & (t.t3 < t.t4)).all()  # same clock: causality
+    spacing_ns = pair_spacing_ns(local_scan.table)
+    assert len(spacing_ns) > 0
+    assert (spacing_ns > 0).all()  # the second probe of a pair always leaves after the first
+    gap_ns = int(local_scan.table.gap_ns[0])
+    assert np.median(spacing_ns) > gap_ns / 2  # paced by the gap, not back to back
+
+
+def pair_spacing_ns(table: ProbeTable) -> np.ndarray:
+    """The send-time spacing of every complete coded pair (probe 1's t1 - probe 0's)."""
+    pairs = table.select(table.complete).sorted_by_pair()
     same = (
-        first
+        (pairs.idx[:-1] == 0)
         & (pairs.idx[1:] == 1)
         & (pairs.pair[1:] == pairs.pair[:-1])
+        & (pairs.sport[1:] == pairs.sport[:-1])
         & (pairs.src[1:] == pairs.src[:-1])
         & (pairs.dst[1:] == pairs.dst[:-1])
     )
-    spacing_ns = pairs.t1[1:][same] - pairs.t1[:-1][same]
-    # sent gap_ns apart in user time; the kernel's TX stamps keep that spacing, give or take
-    assert (spacing_ns > 0).all()
-    assert 0.9 * 20_000 <= np.median(spacing_ns) < 1_000_000
+    return pairs.t1[1:][same] - pairs.t1[:-1][same]
 
 
 def test_offsets_are_zero_within_two_microseconds(local_scan: Collection) -> None:

@@ -6,7 +6,12 @@ import numpy as np
 
 from cwctl.records import ProbeTable
 from cwctl.sync import ClockSolution
-from cwctl.sync.synthetic import SyntheticClocks, random_clocks, ring_chord_edges, synthetic_table
+from tests.unit.sync_synthetic import (
+    SyntheticClocks,
+    random_clocks,
+    ring_chord_edges,
+    synthetic_table,
+)
 
 
 def names(n: int) -> list[str]:

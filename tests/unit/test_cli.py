@@ -104,7 +104,6 @@ def test_missing_default_inventory_is_one_line(runner: CliRunner) -> None:
 
 
 def test_scan_with_missing_default_inventory_is_one_line(runner: CliRunner) -> None:
-    pytest.importorskip("cwctl.transport.ssh")
     result = runner.invoke(app, ["scan"])
     assert result.exit_code == 2, result.output
     lines = result.stderr.splitlines()

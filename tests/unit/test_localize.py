@@ -7,9 +7,12 @@ import pytest
 import scipy.sparse as sp
 
 from cwctl.collection import HostStatus
+from cwctl.sim.model import FabricModel
+from cwctl.sim.params import SimParams
 from cwctl.telemetry import build_snapshot
 from cwctl.telemetry.explain import explain
 from cwctl.topology import leaf_spine
+from cwctl.transport.sim import run_model
 from tests.unit.telemetry_synth import Synth, make
 
 
@@ -70,7 +73,6 @@ def test_unreachable_host_is_reported_not_suspected() -> None:
 
 
 def test_failed_gpu_makes_its_host_a_suspect() -> None:
-    pytest.importorskip("cwctl.gpu.verdict")
     collection, solution = make(Synth(n_hosts=16))
     collection.gpu["gpu-003"] = [
         {"type": "gpu", "v": 1, "source": "nvml", "gpus": [{"index": 0, "lost": True}]}
@@ -86,12 +88,7 @@ def test_failed_gpu_makes_its_host_a_suspect() -> None:
     assert "lost" in snap.suspects[0].evidence
 
 
-sim = pytest.importorskip("cwctl.transport.sim")
-
-
 def _sim_snapshot(faults: tuple[str, ...], seed: int, **kw: object):
-    from cwctl.sim.model import FabricModel
-    from cwctl.sim.params import SimParams
     from cwctl.sync import solve
 
     names, topo = leaf_spine(32, 8, 4)
@@ -103,7 +100,7 @@ def _sim_snapshot(faults: tuple[str, ...], seed: int, **kw: object):
         faults=faults,
         nics={h: ("mlx5_0", "mlx5_1") for h in names},
     )
-    collection = sim.run_model(model, 0.5)
+    collection = run_model(model, 0.5)
     return build_snapshot(collection, solve(collection.table))
 
 

@@ -10,8 +10,8 @@ from cwctl.sync import one_way_delays, solve
 from cwctl.sync.baseline import ntp_solve
 from cwctl.sync.coded import coded_filter
 from cwctl.sync.incremental import SlidingSolver
-from cwctl.sync.synthetic import T0_NS, SyntheticClocks
 from tests.unit.sync_helpers import errors, make, names
+from tests.unit.sync_synthetic import T0_NS, SyntheticClocks
 
 
 def test_noise_free_exchanges_give_exact_offsets_and_drifts() -> None:

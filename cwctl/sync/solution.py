@@ -68,19 +68,31 @@ class ClockSolution:
         return off + drift * (rel_s - first * 1e-9)
 
 
-def one_way_delays(table: ProbeTable, solution: ClockSolution) -> tuple[F64, F64]:
-    """Forward (src->dst) and reverse one-way delays in ns, clocks corrected; NaN if unknown."""
+def one_way_delays(
+    table: ProbeTable, solution: ClockSolution, block_rows: int = 1 << 20
+) -> tuple[F64, F64]:
+    """Forward (src->dst) and reverse one-way delays in ns, clocks corrected; NaN if unknown.
+
+    Computed ``block_rows`` at a time into the two result arrays: the temporaries (a
+    dozen per row) are a block's, not the table's."""
     index = {name: i for i, name in enumerate(solution.hosts)}
     remap = np.array([index.get(h, -1) for h in table.hosts] + [-1], np.intp)
-    a = remap[table.src]
-    b = remap[table.dst]
-    known = (a >= 0) & (b >= 0)
-    a_safe, b_safe = np.where(known, a, 0), np.where(known, b, 0)
+    n = len(table)
+    fwd = np.empty(n)
+    rev = np.empty(n)
     at = solution.offset_at_local
-    theta_fwd = at(b_safe, table.t2) - at(a_safe, table.t1)
-    theta_rev = at(b_safe, table.t3) - at(a_safe, table.t4)
-    fwd = (table.t2 - table.t1).astype(np.float64) - theta_fwd
-    rev = (table.t4 - table.t3).astype(np.float64) + theta_rev
-    fwd[~(known & (table.t2 != 0))] = np.nan
-    rev[~(known & (table.t4 != 0))] = np.nan
+    for lo in range(0, n, block_rows):
+        part = slice(lo, min(n, lo + block_rows))
+        t1, t2, t3, t4 = table.t1[part], table.t2[part], table.t3[part], table.t4[part]
+        a = remap[table.src[part]]
+        b = remap[table.dst[part]]
+        known = (a >= 0) & (b >= 0)
+        a_safe, b_safe = np.where(known, a, 0), np.where(known, b, 0)
+        theta_fwd = at(b_safe, t2) - at(a_safe, t1)
+        theta_rev = at(b_safe, t3) - at(a_safe, t4)
+        f = (t2 - t1).astype(np.float64) - theta_fwd
+        r = (t4 - t3).astype(np.float64) + theta_rev
+        f[~(known & (t2 != 0))] = np.nan
+        r[~(known & (t4 != 0))] = np.nan
+        fwd[part], rev[part] = f, r
     return fwd, rev

@@ -79,6 +79,7 @@ def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSna
     if len(table):
         fwd, rev = one_way_delays(table, solution)
         obs = observations(table, fwd, rev)
+        del fwd, rev  # copied into the observations
         pt = path_table(obs)
         paths = path_reports(pt)
         down = {h.name for h in hosts if h.status != "ok"}

@@ -51,8 +51,14 @@ class Agent:
         self.batch_s = float(params.get("batch_s", BATCH_S))
         self.pack = bool(params.get("pack", True))
         self.batch = None  # a Batch once the targets are known
-        self.answer = self.make_socket(int(params.get("port", 0)))
-        self.sources = [self.make_socket(0) for _ in range(max(1, int(params.get("ports", 4))))]
+        # a fixed port must bind; the ports of the last scan (known paths) are wishes
+        port = int(params.get("port", 0))
+        self.answer = self.make_socket(port) if port else self.wish_socket(params.get("port_wish"))
+        wishes = list(params.get("sports") or [])
+        n_sources = max(1, int(params.get("ports", 4)))
+        self.sources = [
+            self.wish_socket(wishes[i] if i < len(wishes) else 0) for i in range(n_sources)
+        ]
         self.rx_kernel, self.tx_kernel = True, True
         for sock in [self.answer, *self.sources]:
             rx, tx = enable_timestamps(sock)
@@ -84,9 +90,23 @@ class Agent:
     def make_socket(self, port):
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 21)
-        sock.bind((self.bind, port))
+        try:
+            sock.bind((self.bind, port))
+        except OSError:
+            sock.close()
+            raise
         sock.setblocking(False)
         return sock
+
+    def wish_socket(self, port):
+        """A socket on ``port`` if it is free (the same 5-tuples as last scan), else any."""
+        if port:
+            try:
+                return self.make_socket(int(port))
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+        return self.make_socket(0)
 
     def hello(self):
         uname = platform.uname()

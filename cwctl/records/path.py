@@ -212,6 +212,12 @@ class PathTable:
         if old is None or (old.t_ns, old.known) <= (path.t_ns, path.known):
             per_nic[path.nic] = path
 
+    def replace(self, path: PathRecord) -> None:
+        """Put ``path`` in place of any record of the same tuple, older or not."""
+        self._by_key.setdefault((path.host, path.peer, path.role, path.flow_port), {})[path.nic] = (
+            path
+        )
+
     def __len__(self) -> int:
         return sum(len(v) for v in self._by_key.values())
 

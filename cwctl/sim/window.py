@@ -327,16 +327,35 @@ def simulate_window(
         rev=_Leg(model, paths.rev_elements, paths.rev_queues, paths.rev_base_ns, paths.rev_dark),
     )
     per_chunk = max(1, CHUNK_ROWS // (2 * n_pairs))
-    chunks = [
-        _exchanges(model, sch, lo, min(n_edges, lo + per_chunk), rng)
-        for lo in range(0, n_edges, per_chunk)
-    ]
+    n = n_edges * 2 * n_pairs
+    width = 2 * n_pairs
+    # every column allocated once, each chunk written into its slice and dropped: the
+    # window's peak is the table plus one chunk, not the chunks plus their concatenation
+    cols: dict[str, np.ndarray] = {
+        name: np.empty(n, dtype)
+        for name, dtype in (
+            ("src", np.int32), ("dst", np.int32), ("sport", np.int32), ("pair", np.int64),
+            ("idx", np.int8), ("flow", np.int32), ("t1", np.int64), ("t2", np.int64),
+            ("t3", np.int64), ("t4", np.int64),
+        )
+    }  # fmt: skip
+    per_edge = {
+        "owd_fwd": np.empty((n_edges, width)),
+        "owd_rev": np.empty((n_edges, width)),
+        "rev_sent": np.empty(n_edges, np.int64),
+    }
+    for lo in range(0, n_edges, per_chunk):
+        hi = min(n_edges, lo + per_chunk)
+        chunk = _exchanges(model, sch, lo, hi, rng)
+        for name, col in cols.items():
+            col[lo * width : hi * width] = chunk.pop(name)
+        for name, col in per_edge.items():
+            col[lo:hi] = chunk.pop(name)
+        del chunk
 
     def column(name: str) -> np.ndarray:
-        parts = [c.pop(name) for c in chunks]
-        return np.concatenate(parts) if len(parts) != 1 else parts[0]
+        return cols.pop(name) if name in cols else per_edge.pop(name)
 
-    n = n_edges * 2 * n_pairs
     table = ProbeTable(
         hosts=list(fabric.hosts),
         src=column("src"),
@@ -344,8 +363,9 @@ def simulate_window(
         sport=column("sport"),
         pair=column("pair"),
         idx=column("idx"),
-        gap_ns=np.full(n, params.gap_ns, np.int64),
-        ts=np.full(n, TS_CODE[params.timestamps], np.int8),
+        # constant columns as read-only broadcast views: no memory per row
+        gap_ns=np.broadcast_to(np.int64(params.gap_ns), (n,)),
+        ts=np.broadcast_to(np.int8(TS_CODE[params.timestamps]), (n,)),
         t1=column("t1"),
         t2=column("t2"),
         t3=column("t3"),

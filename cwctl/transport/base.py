@@ -31,6 +31,7 @@ from typing import Any, Protocol
 from cwctl.collection import Collection, HostInfo, HostStatus, HostStatusName
 from cwctl.errors import RecordError
 from cwctl.inventory import ProbeSettings
+from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import agent_payload
 from cwctl.records import PathTable, ProbeTableBuilder, decode_path, decode_probes, parse_line
 from cwctl.topology import Topology, assign_peers
@@ -99,6 +100,7 @@ class ScanPlan:
     bind: dict[str, str] = field(default_factory=dict)  # host -> address the agent binds
     hello_timeout_s: float = HELLO_TIMEOUT_S
     trace: TraceSettings | None = None  # path discovery (traceplan.py); None: off
+    cache: PathCache | None = None  # paths and ports of earlier scans (pathcache.py)
     # this scan's probe key and nonce (probe/auth.py), fresh for every plan; they reach
     # the agents in the params line on stdin, never on a command line
     auth: dict[str, str] = field(default_factory=lambda: scan_auth())
@@ -249,7 +251,8 @@ async def run_scan(
             leaf_of=plan.topology.leaf_of if plan.topology else None,
         )
         table = {r.name: [r.hello["address"], r.hello["port"]] for r in live if r.hello}
-        traces = _trace_plans(plan, live, peers)
+        known = _known_flows(plan, live)
+        traces = _trace_plans(plan, live, peers, known)
         start_in_s = 0.3 + 0.002 * len(live)
         start_ns = time.time_ns() + int(start_in_s * 1e9)
         collector.report(
@@ -273,7 +276,7 @@ async def run_scan(
     collector.report("records", force=True)
     ok = sum(r.status.status == "ok" for r in runs)
     collector.report("done", ok=ok, of=len(runs), bytes=collector.bytes)
-    return Collection(
+    collection = Collection(
         source=plan.source,
         hosts=list(plan.hosts),
         table=collector.builder.build(),
@@ -295,10 +298,35 @@ async def run_scan(
             "seed": plan.seed,
         },
     )
+    if plan.cache is not None:  # known paths stand in where this scan learnt less
+        plan.cache.fill(
+            collection, plan.cache.known(time.time_ns(), _addresses(runs), revalidate=False)
+        )
+        plan.cache.remember(collection)
+    return collection
+
+
+def _known_flows(plan: ScanPlan, live: Sequence[HostRun]) -> set[tuple[str, str, str, int]]:
+    """Traces (role, host, peer, port) an earlier scan made that need not be made now."""
+    if plan.cache is None or plan.trace is None:
+        return set()
+    return plan.cache.known(time.time_ns(), _addresses(live))
+
+
+def _addresses(runs: Sequence[HostRun]) -> dict[str, tuple[str, int, list[int]]]:
+    """Each agent's bound address, answering port and source ports, from its hello."""
+    return {
+        r.name: (str(r.hello["address"]), int(r.hello["port"]), list(r.hello.get("sports") or []))
+        for r in runs
+        if r.hello
+    }
 
 
 def _trace_plans(
-    plan: ScanPlan, live: Sequence[HostRun], peers: dict[str, list[str]]
+    plan: ScanPlan,
+    live: Sequence[HostRun],
+    peers: dict[str, list[str]],
+    known: set[tuple[str, str, str, int]],
 ) -> dict[str, dict[str, Any]]:
     """Each agent's trace plan: its probe flows, and the reply flows of its probers."""
     if plan.trace is None:
@@ -312,9 +340,17 @@ def _trace_plans(
             {p: sports.get(p, []) for p in probers.get(r.name, [])},
             plan.topology,
             plan.trace,
+            [(role, peer, port) for role, host, peer, port in known if host == r.name],
         )
         for r in live
     }
+
+
+def _port_wishes(host: str, plan: ScanPlan) -> dict[str, Any]:
+    if plan.cache is None or plan.trace is None:
+        return {}
+    ports = plan.cache.requested_ports(host)
+    return {"port_wish": ports.get("port"), "sports": ports.get("sports")} if ports else {}
 
 
 def agent_params(run: HostRun, plan: ScanPlan) -> dict[str, Any]:
@@ -333,6 +369,8 @@ def agent_params(run: HostRun, plan: ScanPlan) -> dict[str, Any]:
         "timeout_s": PROBE_TIMEOUT_S,
         "linger_s": LINGER_S,
         "trace": plan.trace is not None,
+        # the ports of the last scan, so known paths keep their 5-tuples (pathcache.py)
+        **_port_wishes(run.name, plan),
         "auth": plan.auth,
         # the agent's own end, whatever happens to us: hello wait + start + probing + slack
         "deadline_s": plan.hello_timeout_s

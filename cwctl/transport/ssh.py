@@ -26,6 +26,7 @@ import asyncssh
 from cwctl.collection import Collection, HostInfo
 from cwctl.errors import InputError
 from cwctl.inventory import Endpoint, Inventory, load_inventory
+from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import bootstrap_command
 from cwctl.request import Progress, ScanRequest
 from cwctl.transport.base import HostFailure, ScanPlan, probe_settings, run_scan
@@ -308,9 +309,11 @@ async def scan_inventory(
     progress: Progress | None = None,
     *,
     client_options: Mapping[str, Any] | None = None,
+    paths: PathCache | None = None,
 ) -> Collection:
     """Probe every host of ``inventory`` over SSH. ``client_options`` go to asyncssh
-    (tests pass ``config=None, agent_path=None`` so no developer's ~/.ssh leaks in)."""
+    (tests pass ``config=None, agent_path=None`` so no developer's ~/.ssh leaks in);
+    ``paths`` keeps discovered paths from one scan to the next (the source's own)."""
     settings = probe_settings(inventory.probe, request.overrides)
     topology = inventory.topology()
     hosts = [
@@ -341,6 +344,7 @@ async def scan_inventory(
         trace=TraceSettings.for_ratelimit(settings.icmp_ratelimit_ms)
         if settings.trace and inventory.switch_of_address()
         else None,
+        cache=paths,
     )
     try:
         return await run_scan(plan, launcher, progress)
@@ -367,11 +371,16 @@ class SSHSource:
             inventory = load_inventory(request.inventory)
         self.inventory = inventory
         self.client_options = client_options
+        self.paths = PathCache()  # what one scan discovered, the next need not trace again
 
     async def scan(self, request: ScanRequest, progress: Progress | None = None) -> Collection:
         """Probe every host of the inventory and bring the records home."""
         return await scan_inventory(
-            self.inventory, request, progress, client_options=self.client_options
+            self.inventory,
+            request,
+            progress,
+            client_options=self.client_options,
+            paths=self.paths,
         )
 
     async def aclose(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from cwctl.inventory import ProbeSettings
+from cwctl.pathcache import PathCache
 from cwctl.transport.base import ScanPlan, run_scan
 from cwctl.transport.local import launch_local, local_hosts
 from cwctl.transport.traceplan import TraceSettings
@@ -61,3 +62,23 @@ def test_without_a_plan_nothing_is_traced() -> None:
     c = asyncio.run(run_scan(plan, launch_local))
     assert len(c.paths) == 0
     assert all(s["trace"] is None for s in c.summaries.values())
+
+
+def test_a_second_scan_keeps_its_tuples_and_traces_nothing_known() -> None:
+    cache = PathCache(revalidate=0.0)
+    plan = ScanPlan(
+        hosts=local_hosts(3),
+        settings=ProbeSettings(peers=2, ports=2, rate=20.0),
+        duration_s=0.5,
+        source="local",
+        trace=TraceSettings.for_ratelimit(0),
+        cache=cache,
+    )
+    first = asyncio.run(run_scan(plan, launch_local))
+    second = asyncio.run(run_scan(plan, launch_local))
+    for host in first.hello:  # the same ports, so the same 5-tuples
+        assert first.hello[host]["port"] == second.hello[host]["port"]
+        assert first.hello[host]["sports"] == second.hello[host]["sports"]
+    assert all(s["trace"]["flows"] == 0 for s in second.summaries.values())
+    assert len(second.paths) == len(first.paths) > 0
+    assert all(p.cached for p in second.paths) and not any(p.cached for p in first.paths)

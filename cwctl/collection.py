@@ -46,7 +46,7 @@ class Collection:
     gpu: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # gpu records per host
     summaries: dict[str, dict[str, Any]] = field(default_factory=dict)  # agent summary per host
     peers: dict[str, list[str]] = field(default_factory=dict)  # the peer assignment probed
-    truth: dict[str, Any] | None = None  # simulator only: DESIGN.md's "truth" object
+    truth: dict[str, Any] | None = None  # simulator only: the scan JSON's "truth" object
     params: dict[str, Any] = field(default_factory=dict)  # rate, gap, ports, seed, ...
     paths: PathTable = field(default_factory=PathTable)  # discovered paths (path records)
 

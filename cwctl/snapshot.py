@@ -1,6 +1,6 @@
 """The FabricSnapshot: what one scan found, rendered alike by the CLI and the TUI.
 
-``FabricSnapshot.to_json()`` is the ``cwctl.scan/1`` schema of DESIGN.md (documented
+``FabricSnapshot.to_json()`` is the ``cwctl.scan/1`` schema (docs/scan-json.md) (documented
 field by field in ``docs/scan-json.md``). Additions only; a breaking change gets a new
 schema name.
 """

@@ -1,4 +1,4 @@
-"""The inventory (DESIGN.md, "The inventory file"): hosts, switches, defaults.
+"""The inventory (docs/inventory.md): hosts, switches, defaults.
 
 ``model`` holds the dataclasses, ``load`` reads and validates a file (every problem one
 ``FILE:LINE: key ...`` line), ``addresses`` checks the keys path discovery and switch

@@ -1,4 +1,4 @@
-"""The inventory model (DESIGN.md, "The inventory file"): hosts, switches, defaults.
+"""The inventory model (docs/inventory.md): hosts, switches, defaults.
 
 Plain frozen dataclasses; ``cwctl.inventory.load`` builds them from a validated file.
 """

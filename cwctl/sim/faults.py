@@ -1,7 +1,7 @@
 """Fault specs of the simulator: ``KIND:NAME[:MODE][@T]`` (docs/simulator.md, Faults).
 
 ``KIND`` is ``switch``, ``link``, ``nic`` or ``host``; ``NAME`` an element name as
-DESIGN.md spells it (``spine2``, ``leaf1-spine2``, ``gpu-001-leaf1``, ``gpu-001/mlx5_0``,
+docs/scan-json.md spells it (``spine2``, ``leaf1-spine2``, ``gpu-001-leaf1``, ``gpu-001/mlx5_0``,
 ``gpu-001``); ``MODE`` one of
 
 ``down``               drops everything that crosses the element (the default)

@@ -1,4 +1,4 @@
-"""Clock sync: from probe records to every host's offset and drift (DESIGN.md, Sync solver).
+"""Clock sync: from probe records to every host's offset and drift (docs/sync.md).
 
 Public API (the contract the pipeline, telemetry and benches use):
 

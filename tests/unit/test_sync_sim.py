@@ -1,4 +1,4 @@
-"""The solver against the simulator's own truth object (DESIGN.md's ``truth``), small fabric."""
+"""The solver against the simulator's own truth object (the scan JSON's ``truth``), small fabric."""
 
 from __future__ import annotations
 

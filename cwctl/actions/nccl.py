@@ -48,11 +48,17 @@ for line in lines or ():
     k, eq, v = line.partition("=")
     if eq and k.strip() == key:
         value = v.strip()
-print(json.dumps({"exists": lines is not None, "value": value}))
+devices = []
+for where in ("/sys/class/net", "/sys/class/infiniband"):
+    try:
+        devices += os.listdir(where)
+    except OSError:
+        pass
+print(json.dumps({"exists": lines is not None, "value": value, "devices": sorted(devices)}))
 """
 
 SET_PROGRAM = """\
-import os, shutil, sys
+import os, shutil, sys, tempfile
 path, key, value, expected, backup = sys.argv[1:6]
 path, backup = os.path.expanduser(path), os.path.expanduser(backup)
 try:
@@ -84,12 +90,20 @@ for line in lines:
         out.append(line)
 if not done:
     out.append(key + "=" + value)
-tmp = path + ".cwctl-tmp"
-with open(tmp, "w") as f:
-    f.write("\\n".join(out) + "\\n")
-if old is not None:
-    shutil.copymode(backup, tmp)
-os.replace(tmp, path)
+fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=os.path.dirname(path))
+try:
+    with os.fdopen(fd, "w") as f:
+        f.write("\\n".join(out) + "\\n")
+        f.flush()
+        os.fsync(f.fileno())
+    if old is not None:
+        shutil.copymode(backup, tmp)
+    else:
+        os.chmod(tmp, 0o644)  # every job's user reads it
+    os.replace(tmp, path)
+except BaseException:
+    os.unlink(tmp)
+    raise
 """
 
 RESTORE_PROGRAM = """\
@@ -139,6 +153,16 @@ def setting_for(nic: str) -> str:
 
 def read_argv(python: str, path: str, key: str) -> list[str]:
     return [python, "-c", READ_PROGRAM, path, key]
+
+
+def devices_read(stdout: str) -> list[str] | None:
+    """The network and RDMA devices the host listed while ``READ_PROGRAM`` ran (None:
+    it did not say)."""
+    try:
+        devices = json.loads(stdout.strip().splitlines()[-1]).get("devices")
+    except (ValueError, IndexError, AttributeError):
+        return None
+    return [str(d) for d in devices] if isinstance(devices, list) else None
 
 
 def parse_read(stdout: str, host: str) -> tuple[bool, str | None]:

@@ -321,6 +321,13 @@ async def _nccl_steps(
     out = await _read_all(runner, [host], lambda h: read, path)
     plan.prior[f"nccl:{host}"] = _seen(host, read, out[host])
     _, current = nccl.parse_read(out[host], host)
+    devices = nccl.devices_read(out[host])
+    if devices is not None and nic not in devices:  # a note, not a refusal: a NIC that
+        # failed may have left sysfs, and that is exactly when it must be excluded
+        plan.notes.append(
+            f"{host} lists no device {nic} (it has {', '.join(devices) or 'none'}); "
+            "check the name: the exclusion is planned anyway"
+        )
     others = tuple(n for n in inv.host(host).nics if n != nic)
     new = nccl.excluded_value(current, nic, key=key, host=host, others=others)
     if new is None:

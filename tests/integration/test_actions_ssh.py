@@ -46,6 +46,8 @@ async def test_nic_reroute_and_rollback_over_ssh(fleet: SSHFleet, tmp_path: Path
         )
         (step,) = plan.steps
         assert step.host == "gpu-001" and "NCCL_IB_HCA" in step.argv
+        # this machine has no mlx5_1: the host says so, and the plan tells the operator
+        assert any("gpu-001 lists no device mlx5_1" in n for n in plan.notes), plan.notes
         execution = await apply_plan(plan, runner, journal)
         assert execution.status == "applied", execution.summary()
         assert conf.read_text() == "NCCL_DEBUG=WARN\nNCCL_IB_HCA=^=mlx5_1\n"

@@ -131,6 +131,21 @@ def test_nccl_set_on_a_missing_file_and_restore_removes_it(tmp_path: Path) -> No
     assert missing.returncode != 0 and "no backup" in missing.stderr
 
 
+def test_nccl_set_never_writes_through_a_preplanted_temp_name(tmp_path: Path) -> None:
+    """The old SET wrote ``PATH.cwctl-tmp``: a link planted there aimed it elsewhere."""
+    conf, victim = tmp_path / "nccl.conf", tmp_path / "victim"
+    conf.write_text("NCCL_DEBUG=WARN\n")
+    victim.write_text("precious\n")
+    (tmp_path / "nccl.conf.cwctl-tmp").symlink_to(victim)
+    done = run_py(
+        "-c", nccl.SET_PROGRAM, str(conf), "NCCL_IB_HCA", "^=mlx5_1", "unset", str(conf) + ".b"
+    )
+    assert done.returncode == 0, done.stderr
+    assert victim.read_text() == "precious\n"
+    assert conf.read_text() == "NCCL_DEBUG=WARN\nNCCL_IB_HCA=^=mlx5_1\n"
+    assert not conf.is_symlink() and conf.stat().st_mode & 0o777 == 0o644
+
+
 def test_nccl_restore_of_a_change_that_never_ran_changes_nothing(tmp_path: Path) -> None:
     """An apply killed before its step ran: the undo (with KEY VALUE) leaves the file."""
     conf = tmp_path / "nccl.conf"

@@ -73,3 +73,16 @@ async def test_planning_holds_the_lock_until_the_session_closes(
     assert await act(Ask("drain", "gpu-003"), request_, shell, apply=True) == 0
     with ActionLock(tmp_path):  # released after each
         pass
+
+
+async def test_every_action_notes_an_interrupted_one_first(
+    tmp_path: Path, request_: ScanRequest
+) -> None:
+    said: list[str] = []
+    shell = Shell(show=lambda _: None, say=said.append, confirm=lambda _: True)
+    async with ActionSession(request_, lock=False) as session:
+        plan = await session.plan(Ask("drain", "gpu-001"))
+    intent = {"id": plan.id, "event": "intent", "action": "apply", "plan": plan.to_json()}
+    Journal(tmp_path).append(intent)  # an apply killed right after its intent
+    assert await act(Ask("drain", "gpu-002"), request_, shell, apply=False) == 0
+    assert any(f"drain gpu-001 ({plan.id}) was interrupted" in s for s in said), said

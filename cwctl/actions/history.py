@@ -140,6 +140,11 @@ def find(journal: Journal, action_id: str | None, hist: History | None = None) -
                 else "; to redo that action, plan it again"
             )
             raise InputError(f"{action_id} is itself a rollback (of {action.rollback_of}){hint}")
+        if action.event == "sync":  # cwctl/chrony/journal.py
+            raise InputError(
+                f"{action_id} fed chronyd (cwctl sync): nothing to undo; stopping cwctl sync "
+                "ends the feed and chronyd goes back to its other sources"
+            )
     done = hist.undone_by(action.id)
     if done is not None:
         raise InputError(

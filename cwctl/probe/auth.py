@@ -139,8 +139,9 @@ class Guard:
         self.peer_ips = {addr[0] for addr in peer_addr.values()}
 
     def accept_probe(self, addr, seq):
-        """Answer this probe? Only a peer's, and only once."""
-        if addr[0] not in self.peer_ips:
+        """Answer this probe? Only a peer's, and only once. Before the peer table came
+        (a slow start message), a probe that opened with this scan's key is a peer's."""
+        if (self.peer_ips or not self.auth.on) and addr[0] not in self.peer_ips:
             self.auth.drop("unknown_peer")
             return False
         key = (addr[0], addr[1], seq)

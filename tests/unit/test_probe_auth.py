@@ -70,6 +70,8 @@ def test_a_guessed_mac_on_a_forged_follow_up_is_refused(tag: bytes, seq: int, t3
 
 def test_guard_answers_peers_once_and_takes_answers_only_from_the_peer_probed() -> None:
     guard = Guard({"auth": {"key": KEY.hex(), "nonce": NONCE.hex()}})
+    # before its start message (the peer table) came, a signed probe is a peer's
+    assert guard.accept_probe(("10.0.0.1", 39999), 1)
     guard.set_peers({"a": ("10.0.0.1", 5000), "b": ("10.0.0.2", 5000)})
     assert guard.accept_probe(("10.0.0.1", 40001), 7)
     assert not guard.accept_probe(("10.0.0.1", 40001), 7)  # the same probe again

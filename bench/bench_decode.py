@@ -27,7 +27,7 @@ import numpy as np
 from cwctl.collection import HostInfo
 from cwctl.probe.batch import Batch
 from cwctl.records import TS_SOURCES, ProbeTable
-from cwctl.transport.base import Collector, HostRun
+from cwctl.transport.hostrun import Collector, HostRun
 
 EXCHANGES = int(os.environ.get("CWCTL_BENCH_EXCHANGES", "200000"))
 REPEAT = 2  # each decode timed this many times, the best kept (a shared machine)

@@ -135,7 +135,7 @@ class SSHRunner:
     async def run(self, host: str, argv: Sequence[str]) -> CommandResult:
         import asyncssh
 
-        from cwctl.transport.base import HostFailure
+        from cwctl.transport.hostrun import HostFailure
 
         if host == LOCAL:
             return await self.local.run(host, argv)

@@ -21,7 +21,7 @@ from cwctl import settings
 from cwctl.chrony.rules import FeedDecision
 from cwctl.collection import HostInfo
 from cwctl.probe.bootstrap import agent_payload
-from cwctl.transport.base import AgentSession, HostFailure, last_line
+from cwctl.transport.hostrun import AgentSession, HostFailure, last_line
 
 HELLO_TIMEOUT_S = 20.0
 

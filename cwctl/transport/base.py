@@ -1,7 +1,8 @@
-"""The scan orchestrator every agent transport shares (ssh, local).
+"""The scan orchestrator every agent transport shares (ssh, local, slurm).
 
 A transport only knows how to start an agent on one host and talk to it (an
-``AgentSession``: bytes in, bytes out, exit status). This module does the rest:
+``AgentSession``, ``hostrun.py``: bytes in, bytes out, exit status). This module does
+the rest (``hostrun.HostRun`` follows each agent, ``hostrun.Collector`` gathers):
 
 1. Fan out: start every agent (``launch``), send it the bundle and its params, wait for
    its ``hello`` (bound address and ports). A host that fails here is ``unreachable``
@@ -24,20 +25,24 @@ import contextlib
 import json
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Protocol
+from typing import Any
 
-from cwctl.collection import Collection, HostInfo, HostStatus, HostStatusName
-from cwctl.errors import RecordError
+from cwctl.collection import Collection, HostInfo, HostStatusName
 from cwctl.inventory import ProbeSettings
 from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import agent_payload
-from cwctl.records import PathTable, ProbeTableBuilder, decode_path, decode_probes, parse_line
+from cwctl.request import Progress
 from cwctl.topology import Topology, assign_peers
+from cwctl.transport.hostrun import (
+    Collector,
+    HostFailure,
+    HostRun,
+    Launcher,
+    last_line,
+)
 from cwctl.transport.traceplan import TraceSettings, probers_of, trace_plan
-
-Progress = Callable[[str, dict[str, Any]], None]
 
 HELLO_TIMEOUT_S = 20.0  # from session open to hello (python start-up, bind)
 PROBE_TIMEOUT_S = 0.5  # an exchange unanswered this long is lost (agent's timeout_s)
@@ -55,36 +60,6 @@ def finish_grace_s(n_hosts: int) -> float:
 
 
 _STDERR_KEEP = 4096
-
-
-class HostFailure(Exception):
-    """Reaching or running the agent on one host failed; the scan goes on without it."""
-
-    def __init__(self, status: HostStatusName, reason: str) -> None:
-        super().__init__(reason)
-        self.status: HostStatusName = status
-        self.reason = reason
-
-
-class AgentSession(Protocol):
-    """A running bootstrap on one host: its stdin, stdout, stderr and exit."""
-
-    async def send(self, data: bytes) -> None: ...
-
-    async def read(self) -> bytes:
-        """Some stdout bytes; ``b""`` at EOF."""
-        ...
-
-    async def finish(self) -> tuple[int | None, str | None, str]:
-        """Wait for exit: (exit status, signal name, stderr tail)."""
-        ...
-
-    async def close(self) -> None:
-        """End the session now: close stdin, stop the agent, release everything."""
-        ...
-
-
-Launcher = Callable[[HostInfo], Awaitable[AgentSession]]
 
 
 @dataclass
@@ -130,107 +105,6 @@ def probe_settings(base: ProbeSettings, overrides: dict[str, Any]) -> ProbeSetti
     """``base`` with the flags' overrides (keys named as ProbeSettings fields)."""
     known = {f.name for f in fields(ProbeSettings)}
     return replace(base, **{k: v for k, v in overrides.items() if k in known and v is not None})
-
-
-def last_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
-class HostRun:
-    """One host's agent, from launch to exit: its session, line count and records."""
-
-    def __init__(self, info: HostInfo, collector: Collector) -> None:
-        self.info = info
-        self.name = info.name
-        self.collector = collector
-        self.session: AgentSession | None = None
-        self.hello: dict[str, Any] | None = None
-        self.summary: dict[str, Any] | None = None
-        self.status = HostStatus()
-        self.line_no = 0
-        self._partial = b""
-        self.fatal: str | None = None
-
-    def fail(self, status: HostStatusName, reason: str) -> None:
-        """Mark the host failed; the first reason is the one kept."""
-        if self.status.status == "ok":
-            self.status = HostStatus(status, reason)
-
-    async def read_lines(self) -> list[bytes] | None:
-        """The next whole stdout lines (None at EOF, after any last partial line)."""
-        assert self.session is not None
-        while True:
-            chunk = await self.session.read()
-            self.collector.bytes += len(chunk)
-            if not chunk:
-                if self._partial:
-                    last, self._partial = self._partial, b""
-                    return [last]
-                return None
-            *lines, self._partial = (self._partial + chunk).split(b"\n")
-            if lines:
-                return lines
-
-    def handle(self, line: bytes) -> None:
-        self.line_no += 1
-        if not line.strip():
-            return
-        where = f"{self.name} line {self.line_no}"
-        try:
-            rec = parse_line(line, where=where)
-            kind = rec["type"]
-            if kind == "probes":
-                batch = decode_probes(rec, where=where)
-                if batch.src_names - {self.name}:
-                    others = sorted(batch.src_names - {self.name})
-                    raise RecordError(f"{where}: probes from {others[0]!r}, not this host")
-                self.collector.records += self.collector.builder.add_batch(batch)
-            elif kind == "probe":
-                if rec.get("src") != self.name:
-                    raise RecordError(f"{where}: probe from {rec.get('src')!r}, not this host")
-                self.collector.builder.add_record(rec, where=where)
-                self.collector.records += 1
-            elif kind == "path":
-                path = decode_path(rec, where=where)
-                if path.host != self.name:
-                    raise RecordError(f"{where}: path traced by {path.host!r}, not this host")
-                self.collector.paths.add(path)
-            elif kind == "hello":
-                self.hello = rec
-            elif kind == "summary":
-                self.summary = rec
-            elif kind == "gpu":
-                self.collector.gpu.setdefault(self.name, []).append(rec)
-            elif kind == "error" and rec.get("fatal"):
-                self.fatal = f"{self.name}: agent: {rec.get('message')}"
-                self.fail("error", self.fatal)
-        except RecordError as exc:
-            self.fail("error", f"{exc} (record ignored)")
-
-
-class Collector:
-    """What the scan accumulates across hosts."""
-
-    def __init__(self, hosts: Sequence[str], progress: Progress | None) -> None:
-        self.builder = ProbeTableBuilder(hosts)
-        self.gpu: dict[str, list[dict[str, Any]]] = {}
-        self.paths = PathTable()
-        self.records = 0
-        self.bytes = 0  # agents' stdout, all hosts: what the transport carried home
-        self.progress = progress
-        self._last_report = 0.0
-
-    def report(self, event: str, force: bool = False, **fields: Any) -> None:
-        if self.progress is None:
-            return
-        if event == "records":
-            now = time.monotonic()
-            if not force and now - self._last_report < 0.5:
-                return
-            self._last_report = now
-            fields = {"records": self.records, **fields}
-        self.progress(event, fields)
 
 
 async def run_scan(

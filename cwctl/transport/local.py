@@ -20,7 +20,8 @@ from cwctl.inventory import ProbeSettings
 from cwctl.names import local_host_names
 from cwctl.probe.bootstrap import bootstrap_argv
 from cwctl.request import Progress, ScanRequest
-from cwctl.transport.base import HostFailure, ScanPlan, probe_settings, run_scan
+from cwctl.transport.base import ScanPlan, probe_settings, run_scan
+from cwctl.transport.hostrun import HostFailure
 
 
 def local_hosts(n: int) -> list[HostInfo]:

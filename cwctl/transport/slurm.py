@@ -34,7 +34,8 @@ from cwctl.collection import Collection, HostInfo
 from cwctl.inventory import load_inventory
 from cwctl.probe.bootstrap import BOOTSTRAP_CODE
 from cwctl.request import Progress, ScanRequest
-from cwctl.transport.base import HostFailure, ScanPlan, probe_settings, run_scan
+from cwctl.transport.base import ScanPlan, probe_settings, run_scan
+from cwctl.transport.hostrun import HostFailure
 
 STUB = Path(__file__).resolve().parents[1] / "probe" / "srunstub.py"
 STDERR_KEEP = 4096

@@ -29,7 +29,8 @@ from cwctl.inventory import Endpoint, Inventory, load_inventory
 from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import bootstrap_command
 from cwctl.request import Progress, ScanRequest
-from cwctl.transport.base import HostFailure, ScanPlan, probe_settings, run_scan
+from cwctl.transport.base import ScanPlan, probe_settings, run_scan
+from cwctl.transport.hostrun import HostFailure
 from cwctl.transport.traceplan import TraceSettings
 
 # AES-GCM first: with AES-NI it costs far less per packet than asyncssh's ChaCha20-Poly1305

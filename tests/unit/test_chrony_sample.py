@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from cwctl.chrony.feeders import FeederSettings, close_feeder, open_feeder
 from cwctl.probe.chronysock import host_offset_ns, pack_sample, sample_now
-from cwctl.transport.base import HostFailure
+from cwctl.transport.hostrun import HostFailure
 from cwctl.transport.local import launch_local, local_hosts
 
 

@@ -22,7 +22,7 @@ from cwctl.records import (
     pack_column,
     parse_line,
 )
-from cwctl.transport.base import Collector, HostRun
+from cwctl.transport.hostrun import Collector, HostRun
 
 HOSTS = ["gpu-001", "gpu-002", "gpu-003", "node-x", "h"]
 NICS = ["mlx5_0", "mlx5_1", "eth0"]

@@ -21,7 +21,7 @@ from cwctl.records import (
     parse_line,
 )
 from cwctl.records.path import MAX_HOPS
-from cwctl.transport.base import Collector, HostRun
+from cwctl.transport.hostrun import Collector, HostRun
 
 T0 = 1_700_000_000_000_000_000
 

@@ -1,5 +1,6 @@
 """Fleet scale: a whole simulated scan per host as the fleet grows, and what an agent costs.
 
+0. ``cwctl --help`` start-up (imports are lazy), beside a bare interpreter's.
 1. ``cwctl scan --sim --hosts N --format json`` in a fresh process per size: wall and CPU
    seconds (user + system), peak RSS (``wait4``'s rusage of that child alone), per host
    and per probe row; ``vs first`` is the CPU per host over the smallest size's, which
@@ -54,8 +55,34 @@ def agent_cost(agents: int = 4) -> list[dict[str, float]]:
     return [h["agent"] | {"name": h["name"]} for h in report["hosts"] if h.get("agent")]
 
 
+def help_time(rounds: int = 5) -> tuple[float, float, float]:
+    """``cwctl --help``: best wall seconds, mean CPU seconds (user + system, what a
+    loaded machine cannot inflate much); and the best wall of ``python -c pass``."""
+    import resource
+
+    def run(argv: list[str]) -> tuple[float, float]:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        walls = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            subprocess.run(argv, capture_output=True, check=True)
+            walls.append(time.perf_counter() - started)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return min(walls), cpu / rounds
+
+    wall, cpu = run([CWCTL, "--help"])
+    floor, _ = run([sys.executable, "-c", "pass"])
+    return wall, cpu, floor
+
+
 def main(argv: list[str] | None = None) -> None:
     args = argv or []
+    wall, cpu, floor = help_time()
+    print(
+        f"cwctl --help: {wall:.3f} s wall (best of 5), {cpu:.3f} s CPU"
+        f" (python -c pass: {floor:.3f} s; the goal: under 0.3 s)\n"
+    )
     sizes = tuple(int(a) for a in args if a.isdigit()) or SIZES
     if "--big" in args:
         sizes = (*sizes, *BIG)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -108,6 +107,8 @@ def reroute(
         request = build_request(flags)
 
         ask = Ask("reroute", element, options=options, sudo=sudo)
+        import asyncio  # lazy: `cwctl --help` need not load it
+
         return asyncio.run(act(ask, request, _shell(yes, fmt), apply=apply, check=verify))
 
     raise typer.Exit(run_guarded(body))
@@ -138,6 +139,8 @@ def _scheduler_action(
         sudo=sudo,
         suspect=suspect,
     )
+    import asyncio  # lazy: `cwctl --help` need not load it
+
     return asyncio.run(act(ask, request, _shell(yes, fmt), apply=apply, check=verify))
 
 
@@ -244,6 +247,8 @@ def rollback(
     """
 
     def body() -> int:
+        import asyncio  # lazy: `cwctl --help` need not load it
+
         from cwctl.actions.shell import roll_back
 
         return asyncio.run(roll_back(action_id, _shell(yes, fmt), apply=apply))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -87,6 +86,8 @@ def scan(
         out_path, heatmap_path = checked["--out"], checked["--heatmap"]
 
         request = build_request(replace(flags, save_records=checked["--save-records"]))
+        import asyncio  # lazy: `cwctl --help` need not load it
+
         from cwctl.report import render
         from cwctl.session import scan as run_scan  # after every check: numpy, scipy, ...
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from enum import StrEnum
 from typing import Annotated, Any
@@ -129,6 +128,8 @@ def sync(
             idle_exit_s=3 * interval + 120.0,
         )
         plan = SyncPlan(apply, interval, count, rules, socket, feeder)
+        import asyncio  # lazy: `cwctl --help` need not load it
+
         return asyncio.run(
             _run(request, plan, fleet, reference, chronyc_socket, yes, fmt, poll_for(period))
         )
@@ -233,6 +234,8 @@ def check(
                 )  # fmt: skip
             finally:
                 await fleet.close()
+
+        import asyncio  # lazy: `cwctl --help` need not load it
 
         checks = asyncio.run(go())
         try:

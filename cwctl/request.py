@@ -29,6 +29,8 @@ class SimOptions:
     faults: tuple[str, ...] = ()  # KIND:NAME[:MODE][@T]
     timestamps: str = settings.SIM_TIMESTAMPS  # hw | sw
     load: float = settings.SIM_LOAD
+    ecmp: str = settings.SIM_ECMP  # hidden | documented
+    discovery: bool = settings.SIM_DISCOVERY
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,11 @@ class Timestamps(StrEnum):
     sw = "sw"
 
 
+class Ecmp(StrEnum):
+    hidden = "hidden"
+    documented = "documented"
+
+
 class Via(StrEnum):
     ssh = "ssh"
     slurm = "slurm"

@@ -20,9 +20,10 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from cwctl import settings
-from cwctl.cli.app import Format, Timestamps, Via, fail
+from cwctl.cli.app import Ecmp, Format, Timestamps, Via, fail
 
 _TIMESTAMPS = Timestamps(settings.SIM_TIMESTAMPS)
+_ECMP = Ecmp(settings.SIM_ECMP)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class SourceFlags:
     fault: list[str] | None = None
     timestamps: Timestamps = _TIMESTAMPS
     load: float = settings.SIM_LOAD
+    ecmp: Ecmp = _ECMP
+    discovery: bool = settings.SIM_DISCOVERY
     duration: float | None = None
     save_records: Path | None = None
     reference: str | None = None
@@ -101,6 +104,21 @@ FLAGS: dict[str, Any] = {
     "load": Annotated[
         float, typer.Option("--load", min=0.0, max=1.0, metavar="0..1", help="Simulated load 0..1.")
     ],
+    "ecmp": Annotated[
+        Ecmp,
+        typer.Option(
+            "--ecmp",
+            metavar="hidden|documented",
+            help="Simulated switches' ECMP hash: hidden (secret per switch) or documented.",
+        ),
+    ],
+    "discovery": Annotated[
+        bool,
+        typer.Option(
+            "--discovery/--no-discovery",
+            help="Simulated agents discover their flows' paths (path records).",
+        ),
+    ],
     "duration": Annotated[
         float | None,
         typer.Option("--duration", min=0.1, metavar="SECONDS", help="Seconds of probing."),
@@ -142,7 +160,7 @@ assert set(FLAGS) == set(_DEFAULTS), "every SourceFlags field is one flag, and b
 
 # The groups commands ask for.
 SIM_SHAPE = ("hosts", "hosts_per_leaf", "spines", "seed")
-SIM_FLAGS = (*SIM_SHAPE, "fault", "timestamps", "load")
+SIM_FLAGS = (*SIM_SHAPE, "fault", "timestamps", "load", "ecmp", "discovery")
 SSH_FLAGS = ("reference", "concurrency", "accept_new_host_keys")
 SCAN_FLAGS = ("inventory", "local", "sim", *SIM_FLAGS, "duration", *SSH_FLAGS)
 
@@ -253,6 +271,8 @@ def build_request(flags: SourceFlags) -> Any:
             faults=tuple(flags.fault or ()),
             timestamps=flags.timestamps.value,
             load=flags.load,
+            ecmp=flags.ecmp.value,
+            discovery=flags.discovery,
         )
     request = ScanRequest(
         inventory=inventory if (not given or flags.sim) else None,

@@ -20,6 +20,7 @@ _SIM_ONLY = (
     ("spines", "--spines"),
     ("seed", "--seed"),
     ("load", "--load"),
+    ("discovery", "--no-discovery"),
 )
 
 
@@ -35,6 +36,8 @@ def check_flags(flags: Any, defaults: dict[str, Any]) -> None:
         given = [flag for name, flag in _SIM_ONLY if getattr(flags, name) != defaults[name]]
         if flags.timestamps.value != settings.SIM_TIMESTAMPS:
             given.append("--timestamps")
+        if flags.ecmp.value != settings.SIM_ECMP:
+            given.append("--ecmp")
         if given:
             fail(f"{given[0]} needs --sim (it shapes the simulated fabric)")
     elif flags.hosts_per_leaf > flags.hosts:

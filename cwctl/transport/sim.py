@@ -31,7 +31,12 @@ def _params(
     options: SimOptions, probe: Any = None, overrides: dict[str, Any] | None = None
 ) -> SimParams:
     """SimParams from the options, the inventory's [probe] section and flag overrides."""
-    knobs: dict[str, Any] = {"timestamps": options.timestamps, "load": options.load}
+    knobs: dict[str, Any] = {
+        "timestamps": options.timestamps,
+        "load": options.load,
+        "ecmp": options.ecmp,
+        "discovery": options.discovery,
+    }
     sources = [asdict(probe) if probe is not None else {}, overrides or {}]
     for source in sources:
         for key, name in _PROBE_KEYS.items():

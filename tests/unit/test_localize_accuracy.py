@@ -103,7 +103,7 @@ def test_without_discovery_the_cli_exits_3_with_the_candidates_in_json() -> None
 
 def test_a_dead_host_is_one_suspect_not_lossy_paths() -> None:
     snap, truth = _scan(["host:gpu-030:down"], 6)
-    assert [(s.element, s.kind) for s in snap.suspects] == [("gpu-030", "host")]
+    assert [(s.element, s.kind) for s in snap.suspects] == [(truth["faults"][0], "host")]
     assert "dead host" in snap.suspects[0].evidence
     assert snap.unlocalised is None
 

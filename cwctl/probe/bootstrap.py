@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import shlex
 import zlib
 from functools import cache
@@ -81,9 +82,28 @@ def agent_bundle() -> bytes:
     return b"".join(parts)
 
 
-def bootstrap_command(python: str = "python3") -> str:
-    """The shell command line that starts an agent: ``python -c CODE``."""
-    return shlex.join([python, "-c", BOOTSTRAP_CODE])
+KILL_AFTER_S = 5  # timeout(1)'s -k: SIGKILL this long after its SIGTERM
+
+
+def bootstrap_command(python: str = "python3", *, lifetime_s: float | None = None) -> str:
+    """The shell command line that starts an agent: ``python -c CODE``.
+
+    With ``lifetime_s`` the remote command has a hard lifetime the agent cannot outlive,
+    whatever happens to it or to us: ``timeout(1)`` (coreutils, busybox) runs it, sends
+    SIGTERM (and SIGCONT, so a stopped agent gets it) at the lifetime and SIGKILL
+    ``KILL_AFTER_S`` later. A hung interpreter that never reads its stdin, or an agent
+    stopped with SIGSTOP and never continued, is gone then; SSH itself would leave both
+    running (closing a channel without a terminal signals nothing). Where ``timeout`` is
+    missing the plain command runs (the agent's own deadline and stdin EOF still end it).
+    """
+    plain = shlex.join([python, "-c", BOOTSTRAP_CODE])
+    if lifetime_s is None:
+        return plain
+    seconds = str(max(1, math.ceil(lifetime_s)))
+    bounded = shlex.join(
+        ["timeout", "-k", str(KILL_AFTER_S), seconds, python, "-c", BOOTSTRAP_CODE]
+    )
+    return f"command -v timeout >/dev/null 2>&1 && exec {bounded}; exec {plain}"
 
 
 def bootstrap_argv(python: str) -> list[str]:

@@ -246,12 +246,19 @@ def agent_params(run: HostRun, plan: ScanPlan) -> dict[str, Any]:
         # the ports of the last scan, so known paths keep their 5-tuples (pathcache.py)
         **_port_wishes(run.name, plan),
         "auth": plan.auth,
-        # the agent's own end, whatever happens to us: hello wait + start + probing + slack
-        "deadline_s": plan.hello_timeout_s
-        + plan.duration_s
-        + finish_grace_s(len(plan.hosts))
-        + 10.0,
+        "deadline_s": agent_deadline_s(plan),
     }
+
+
+def agent_deadline_s(plan: ScanPlan) -> float:
+    """The agent's own end, whatever happens to us: hello wait + start + probing + slack."""
+    return plan.hello_timeout_s + plan.duration_s + finish_grace_s(len(plan.hosts)) + 10.0
+
+
+def hard_lifetime_s(plan: ScanPlan) -> float:
+    """When the remote command is killed from outside the agent (``bootstrap_command``'s
+    ``lifetime_s``): its deadline plus slack, so a healthy agent always ends first."""
+    return agent_deadline_s(plan) + 10.0
 
 
 async def _open(run: HostRun, plan: ScanPlan, launch: Launcher, collector: Collector) -> bool:

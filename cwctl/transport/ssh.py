@@ -29,7 +29,7 @@ from cwctl.inventory import Endpoint, Inventory, load_inventory
 from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import bootstrap_command
 from cwctl.request import Progress, ScanRequest
-from cwctl.transport.base import ScanPlan, probe_settings, run_scan
+from cwctl.transport.base import ScanPlan, hard_lifetime_s, probe_settings, run_scan
 from cwctl.transport.hostrun import HostFailure
 from cwctl.transport.traceplan import TraceSettings
 
@@ -121,6 +121,7 @@ class SSHLauncher:
     ) -> None:
         self.inventory = inventory
         ssh = inventory.ssh
+        self.lifetime_s: float | None = None  # the remote command's hard lifetime, per scan
         self.accept_new = accept_new_host_keys
         self.semaphore = asyncio.Semaphore(concurrency or ssh.concurrency)
         self.known_hosts_path = Path(ssh.known_hosts or "~/.ssh/known_hosts").expanduser()
@@ -200,7 +201,8 @@ class SSHLauncher:
         async with self.semaphore:
             conn = await self.connect(ep, self._explicit_port(info))
         try:
-            proc = await conn.create_process(bootstrap_command(ep.python), encoding=None)
+            command = bootstrap_command(ep.python, lifetime_s=self.lifetime_s)
+            proc = await conn.create_process(command, encoding=None)
         except (OSError, asyncssh.Error) as exc:
             conn.close()
             raise HostFailure("error", f"{ep.name}: cannot start the agent: {_why(exc)}") from None
@@ -347,6 +349,7 @@ async def scan_inventory(
         else None,
         cache=paths,
     )
+    launcher.lifetime_s = hard_lifetime_s(plan)  # nothing outlives the scan on a host
     try:
         return await run_scan(plan, launcher, progress)
     finally:

@@ -60,7 +60,9 @@ class Sshd:
             pid = todo.pop()
             todo += children.get(pid, [])
             with contextlib.suppress(OSError):
-                if b"cwctl-agent" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                # the interpreter, not timeout(1) that bounds its lifetime
+                if b"cwctl-agent" in cmdline and not cmdline.startswith(b"timeout\0"):
                     out.append(pid)
         return out
 

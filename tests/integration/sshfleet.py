@@ -199,6 +199,21 @@ class _FleetServer(asyncssh.SSHServer):
         return self.forwarding
 
 
+def interpreter_pid(pid: int) -> int:
+    """The agent's interpreter: ``pid`` itself, or its child when ``pid`` is the
+    timeout(1) that bounds the agent's lifetime."""
+    from pathlib import Path
+
+    if not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"timeout\0"):
+        return pid
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    return int(entry.name)
+    return pid
+
+
 def _python() -> str:
     import sys
 
@@ -207,9 +222,11 @@ def _python() -> str:
 
 async def run_command(process: asyncssh.SSHServerProcess[bytes], host: FakeHost) -> None:
     """What sshd does with an exec request: run it, pump the three streams, report exit."""
-    # exec: the shell becomes the command, so the PID recorded is the agent's own
+    # exec: the shell becomes the command, so the PID recorded is the agent's own (or that
+    # of timeout(1) bounding its lifetime: a command that execs by itself runs as it is)
+    command = process.command or "true"
     proc = await asyncio.create_subprocess_shell(
-        f"exec {process.command or 'true'}",
+        command if "exec " in command else f"exec {command}",
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -20,7 +20,7 @@ from cwctl.inventory import Host
 from cwctl.request import ScanRequest
 from cwctl.topology import probe_edges
 from cwctl.transport.ssh import scan_inventory
-from tests.integration.sshfleet import SSHFleet, free_tcp_port, wait_gone
+from tests.integration.sshfleet import SSHFleet, free_tcp_port, interpreter_pid, wait_gone
 
 
 def assert_every_pair_probed(c: Collection, hosts: list[str]) -> None:
@@ -135,7 +135,8 @@ async def test_agent_killed_mid_scan(fleet: SSHFleet) -> None:
 
     def progress(event: str, fields: dict) -> None:
         if event == "started":
-            asyncio.get_running_loop().call_later(0.3, os.kill, victim.pids[0], signal.SIGKILL)
+            agent = interpreter_pid(victim.pids[0])
+            asyncio.get_running_loop().call_later(0.3, os.kill, agent, signal.SIGKILL)
 
     req = ScanRequest(duration_s=1.0)
     c = await scan_inventory(fleet.inventory(), req, progress, client_options=fleet.client_options)

@@ -1,0 +1,152 @@
+"""Clean hosts, against a real OpenSSH sshd: the remote command has a hard lifetime.
+
+Closing an SSH channel without a terminal signals nothing to the remote process, so
+without a lifetime a hung interpreter (here: a "python" that only sleeps) or an agent
+stopped with SIGSTOP would stay on the host forever. With ``bootstrap_command``'s
+``lifetime_s`` (``timeout -k 5 T``) both are gone once it passes; an agent stopped and
+then continued after its channel closed exits at once on stdin EOF.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+import asyncssh
+import pytest
+
+from cwctl.probe.bootstrap import KILL_AFTER_S, agent_payload, bootstrap_command
+from tests.integration.realsshd import ADDRESSES, Sshd, needs_sshd, sshd
+from tests.integration.sshfleet import wait_gone
+
+__all__ = ["sshd"]
+pytestmark = needs_sshd
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return ""
+
+
+def _state(pid: int) -> str:
+    with contextlib.suppress(OSError, IndexError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    return ""
+
+
+async def _find(sshd: Sshd, needle: str, timeout_s: float = 10.0) -> list[int]:
+    """PIDs under sshd whose command line holds ``needle`` (waiting for them to appear)."""
+    for _ in range(int(timeout_s / 0.05)):
+        pids = [p for p in _descendants(sshd.proc.pid) if needle in _cmdline(p)]
+        if pids:
+            return pids
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no process with {needle!r} under sshd")
+
+
+async def _connect(sshd: Sshd) -> asyncssh.SSHClientConnection:
+    return await asyncssh.connect(
+        ADDRESSES[0],
+        sshd.port,
+        known_hosts=str(sshd.known_hosts),
+        username="root" if os.geteuid() == 0 else None,
+        **sshd.client_options,  # type: ignore[arg-type]
+    )
+
+
+async def test_a_hung_interpreter_leaves_nothing_behind(sshd: Sshd, tmp_path: Path) -> None:
+    hung = tmp_path / "hung-python"
+    hung.write_text("#!/bin/sh\nexec sleep 3600\n")  # never reads its stdin, never exits
+    hung.chmod(0o755)
+    conn = await _connect(sshd)
+    await conn.create_process(bootstrap_command(str(hung), lifetime_s=2), encoding=None)
+    sleeper = await _find(sshd, "sleep 3600")
+    conn.close()  # the scan gave up on it: the channel closes, nothing is signalled
+    await conn.wait_closed()
+    await asyncio.sleep(0.5)
+    assert os.path.exists(f"/proc/{sleeper[0]}")  # still there after its channel closed
+    assert await wait_gone(sleeper, 2 + KILL_AFTER_S + 5.0) == []  # but not past the lifetime
+
+
+async def test_without_a_lifetime_the_hung_interpreter_would_stay(
+    sshd: Sshd, tmp_path: Path
+) -> None:
+    """The check above can fail: without the lifetime the sleep outlives its channel."""
+    hung = tmp_path / "hung-python"
+    hung.write_text("#!/bin/sh\nexec sleep 3601\n")
+    hung.chmod(0o755)
+    conn = await _connect(sshd)
+    await conn.create_process(bootstrap_command(str(hung)), encoding=None)
+    sleeper = await _find(sshd, "sleep 3601")
+    conn.close()
+    await conn.wait_closed()
+    try:
+        assert await wait_gone(sleeper, 3.0) == sleeper  # still alive after the channel closed
+    finally:
+        for pid in sleeper:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+async def _start_agent(
+    sshd: Sshd, lifetime_s: float | None
+) -> tuple[asyncssh.SSHClientConnection, int]:
+    python = sshd.inventory().ssh.python
+    conn = await _connect(sshd)
+    proc = await conn.create_process(bootstrap_command(python, lifetime_s=lifetime_s),
+                                     encoding=None)  # fmt: skip
+    params = {"host": "sshd-1", "bind": ADDRESSES[0], "port": 0, "deadline_s": 600.0}
+    proc.stdin.write(agent_payload(params))
+    hello = await asyncio.wait_for(proc.stdout.readline(), 30)
+    assert b"hello" in hello, (hello, await proc.stderr.read(2000))  # the agent runs
+    agents = [p for p in await _find(sshd, "cwctl-agent") if _cmdline(p).startswith(python)]
+    assert len(agents) == 1, [_cmdline(p) for p in agents]
+    return conn, agents[0]
+
+
+async def test_a_stopped_agent_is_gone_at_its_lifetime(sshd: Sshd) -> None:
+    conn, agent = await _start_agent(sshd, lifetime_s=3)
+    os.kill(agent, signal.SIGSTOP)
+    await asyncio.sleep(0.2)
+    assert _state(agent) == "T"  # stopped: it cannot see its stdin close
+    conn.close()
+    await conn.wait_closed()
+    assert await wait_gone([agent], 3 + KILL_AFTER_S + 5.0) == []
+
+
+async def test_a_stopped_then_continued_agent_exits_on_its_closed_channel(sshd: Sshd) -> None:
+    conn, agent = await _start_agent(sshd, lifetime_s=600)  # the lifetime is not what ends it
+    os.kill(agent, signal.SIGSTOP)
+    conn.close()
+    await conn.wait_closed()
+    await asyncio.sleep(1.0)
+    assert _state(agent) == "T"  # still there, stopped
+    os.kill(agent, signal.SIGCONT)
+    assert await wait_gone([agent], 5.0) == []  # continued: stdin EOF ends it at once
+
+
+@pytest.mark.parametrize("lifetime", [0.2, 2.4, 59.5])
+def test_lifetime_is_whole_seconds_and_keeps_a_fallback(lifetime: float) -> None:
+    command = bootstrap_command("python3", lifetime_s=lifetime)
+    assert f"exec timeout -k {KILL_AFTER_S} {max(1, -(-lifetime // 1)):.0f} python3 -c " in command
+    assert command.startswith("command -v timeout >/dev/null 2>&1 && ")
+    assert "; exec python3 -c " in command  # a host without timeout(1) still runs the agent

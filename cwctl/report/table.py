@@ -120,6 +120,14 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
     sync = f"±{fmt_ns(p99)} (p99 uncertainty)" if p99 is not None else "unsolved"
     ref = f" vs {snapshot.reference}" if snapshot.reference else ""
     lines.append(f"hosts ok {ok}/{len(snapshot.hosts)} · clocks {sync}{ref}")
+    busy = [h.name for h in snapshot.hosts if h.agent and h.agent.get("busy")]
+    if busy:
+        names = ", ".join(busy[:3]) + (f" (+{len(busy) - 3} more)" if len(busy) > 3 else "")
+        left = snapshot.telemetry.get("busy_exchanges", 0)
+        lines.append(
+            f"host busy: {names}: agent starved (CPU); {left:,} exchanges left out of "
+            "localisation, not blamed on the network"
+        )
     worst = worst_paths(snapshot, 1)
     if worst:
         p = worst[0]

@@ -62,3 +62,20 @@ def test_a_stopped_agent_is_reported_busy_not_as_a_network_suspect() -> None:
     ]
     lossy = [p for p in naive.paths if victim in (p.src, p.dst) and p.received < p.sent]
     assert lossy  # the loss is really there; only its reading changed
+
+
+def test_the_table_says_which_hosts_were_busy() -> None:
+    from cwctl.report import render
+    from cwctl.snapshot import FabricSnapshot, HostReport
+
+    hosts = [
+        HostReport(name="a", agent={"busy": True, "starved_s": 1.2}),
+        HostReport(name="b", agent={"busy": False, "starved_s": 0.0}),
+    ]
+    snapshot = FabricSnapshot(
+        source="local", reference="a", duration_s=2.0, hosts=hosts,
+        telemetry={"busy_exchanges": 42},
+    )  # fmt: skip
+    text = render(snapshot, "table", color=False)
+    assert "host busy: a: agent starved (CPU); 42 exchanges left out" in text
+    assert "b:" not in text.split("host busy")[1].splitlines()[0]

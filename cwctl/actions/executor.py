@@ -142,6 +142,7 @@ async def apply_plan(
         "action": "rollback" if plan.rollback_of else "apply",
         "plan": plan.to_json(),
         "prior": plan.prior,
+        "fingerprint": plan.fingerprint(),  # of prior: the state the plan was checked on
     }
     if plan.rollback_of:
         intent["rollback_of"] = plan.rollback_of

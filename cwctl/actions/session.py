@@ -83,6 +83,8 @@ def build_target(request: Any, model: Any = None, **ssh_options: Any) -> tuple[T
     """The target and runner for ``request``: the simulator's model (the caller's, else
     one with the state earlier actions saved) or the inventory's hosts over SSH."""
     if model is not None:
+        if request is not None and request.sim is not None:
+            catch_up(model, request)
         return Target(model=model, request=request), SimRunner(model, request)
     if request.sim is not None:
         from cwctl.transport.sim import SimSource
@@ -94,6 +96,19 @@ def build_target(request: Any, model: Any = None, **ssh_options: Any) -> tuple[T
     inventory = load_inventory(request.inventory)
     target = Target(inventory=inventory, request=request, ssh_options=dict(ssh_options))
     return target, SSHRunner(inventory, **ssh_options)
+
+
+def catch_up(model: Any, request: Any) -> None:
+    """Bring the caller's long-lived simulator model (the TUI's) to the state saved for
+    its fabric, which other cwctl processes may have changed since (a CLI reroute, a
+    rollback, ``cwctl sim reset``): the saved state is the one every plan is checked on."""
+    from cwctl.sim.model import ModelState
+    from cwctl.sim.state import restore_saved_state, saved_state_json, state_to_json
+
+    if state_to_json(model.state) != saved_state_json(request) and not restore_saved_state(
+        model, request
+    ):
+        model.restore_state(ModelState())
 
 
 def request_from_context(context: dict[str, Any]) -> Any:

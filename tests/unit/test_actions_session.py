@@ -86,3 +86,21 @@ async def test_every_action_notes_an_interrupted_one_first(
     Journal(tmp_path).append(intent)  # an apply killed right after its intent
     assert await act(Ask("drain", "gpu-002"), request_, shell, apply=False) == 0
     assert any(f"drain gpu-001 ({plan.id}) was interrupted" in s for s in said), said
+
+
+async def test_a_long_lived_model_catches_up_with_changes_other_processes_saved(
+    tmp_path: Path, request_: ScanRequest
+) -> None:
+    """The TUI keeps its model across scans; a CLI action meanwhile changes the saved
+    state. The TUI's next plan starts from that state, so it is not refused as stale."""
+    kept = model_for(request_)
+    said: list[str] = []
+    shell = Shell(show=lambda _: None, say=said.append, confirm=lambda _: True)
+    assert await act(Ask("drain", "gpu-003"), request_, shell, apply=True) == 0  # the CLI
+    assert kept.state.drained_hosts == set()
+    async with ActionSession(request_, model=kept) as session:
+        assert kept.state.drained_hosts == {"gpu-003"}
+        plan = await session.plan(Ask("reroute", "spine3"))
+        outcome = await session.apply(plan)
+    assert outcome.ok and kept.state.drained_hosts == {"gpu-003"}
+    assert all(w == 0 for w in kept.state.ecmp_weight.values()) and kept.state.ecmp_weight

@@ -45,7 +45,18 @@ class SlurmError(RuntimeError):
 class SlurmCluster:
     """``n`` Slurm nodes (``{prefix}n1``...) in namespaces, and their controller."""
 
-    def __init__(self, n: int = 3, *, prefix: str | None = None, sshd: bool = False) -> None:
+    def __init__(
+        self,
+        n: int = 3,
+        *,
+        prefix: str | None = None,
+        sshd: bool = False,
+        attach: dict[str, tuple[str, str]] | None = None,
+        controller_address: str | None = None,
+    ) -> None:
+        """``n`` nodes in namespaces of its own; or, with ``attach`` (node -> (existing
+        network namespace, its address)) and the ``controller_address`` they reach, a
+        slurmd in each of those (the testbed's hosts) and no network of its own."""
         pid = os.getpid()
         self.n = n
         self.prefix = prefix or f"sc{pid % 100000}"
@@ -55,6 +66,16 @@ class SlurmCluster:
         self.nodes = [f"{self.prefix}n{i + 1}" for i in range(n)]
         self.addresses = {node: f"{self.subnet}.{10 + i + 1}" for i, node in enumerate(self.nodes)}
         self.controller_address = f"{self.subnet}.1"
+        self.netns = {node: node for node in self.nodes}
+        self.own_network = attach is None
+        if attach is not None:
+            if controller_address is None:
+                raise ValueError("attach needs the controller_address the nodes reach")
+            self.n = len(attach)
+            self.nodes = list(attach)
+            self.netns = {node: ns for node, (ns, _) in attach.items()}
+            self.addresses = {node: addr for node, (_, addr) in attach.items()}
+            self.controller_address = controller_address
         self.bridge = f"{self.prefix}br"
         self.dir = Path(tempfile.mkdtemp(prefix=f"cwctl-{self.prefix}-"))
         self.conf = self.dir / "slurm.conf"
@@ -67,7 +88,8 @@ class SlurmCluster:
     # --- life ------------------------------------------------------------------------
     def __enter__(self) -> SlurmCluster:
         try:
-            self._network()
+            if self.own_network:
+                self._network()
             self._munge()
             self._write_conf()
             self._start_daemons()
@@ -200,7 +222,7 @@ PartitionName=all Nodes=ALL Default=YES State=UP MaxTime=INFINITE
             # its own UTS namespace: the node's hostname is its own
             inner = f"hostname {node} && exec slurmd -D -N {node} -f {self.conf}"
             argv = [
-                "nsenter", f"--net=/run/netns/{node}",
+                "nsenter", f"--net=/run/netns/{self.netns[node]}",
                 "unshare", "--uts", "--mount", "--propagation", "private",
                 "sh", "-c", inner,
             ]  # fmt: skip
@@ -232,7 +254,8 @@ PartitionName=all Nodes=ALL Default=YES State=UP MaxTime=INFINITE
                 "KbdInteractiveAuthentication no\nStrictModes no\n"
                 "PermitRootLogin prohibit-password\nMaxStartups 100:30:200\n"
             )
-            argv = ["nsenter", f"--net=/run/netns/{node}", sshd, "-D", "-e", "-f", str(config)]
+            netns = f"--net=/run/netns/{self.netns[node]}"
+            argv = ["nsenter", netns, sshd, "-D", "-e", "-f", str(config)]
             self._spawn(argv, f"sshd-{node}")
 
     def inventory_text(self, *, duration_s: float = 1.0) -> str:

@@ -92,9 +92,10 @@ def sim_reset(
         for path, shape, changes in _saved():
             if hosts is not None and shape.get("hosts") != hosts:
                 continue
-            path.unlink(missing_ok=True)
-            removed += 1
-            typer.echo(f"reset {_shape_text(shape)} ({len(changes)} change(s) dropped)")
+            path.unlink(missing_ok=True)  # a fabric with no change left: forgotten quietly
+            if changes or "unreadable" in shape:
+                removed += 1
+                typer.echo(f"reset {_shape_text(shape)} ({len(changes)} change(s) dropped)")
         if not removed:
             typer.echo("nothing to reset: no simulated fabric carries applied actions")
         return EXIT_OK

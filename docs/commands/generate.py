@@ -1,0 +1,257 @@
+"""Regenerate docs/commands/*.md: each command run for real, its output pasted verbatim.
+
+    .venv/bin/python docs/commands/generate.py
+
+Runs against the simulated fabric (seeded, so the numbers repeat), ``--local`` agents
+and temporary files; a private CWCTL_STATE_DIR, so the operator's journal and simulator
+state are untouched. Each page: what the command is for, the command line, its exit
+code, and its output (stdout and stderr as a terminal shows them, without colour).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+CWCTL = [sys.executable, "-m", "cwctl.cli"]
+MAX_LINES = 60
+SETUP = "(setup)"  # an example's note: run it, do not show it
+
+
+def run(args: list[str], env: dict[str, str], cwd: Path) -> tuple[str, int]:
+    proc = subprocess.run(
+        [*CWCTL, *args], env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, timeout=300, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    lines = proc.stdout.splitlines()
+    if len(lines) > MAX_LINES:
+        cut = len(lines) - MAX_LINES
+        lines = [*lines[:MAX_LINES], f"... ({cut} more lines)"]
+    return "\n".join(lines), proc.returncode
+
+
+def block(args: list[str], env: dict[str, str], cwd: Path, note: str = "") -> str:
+    out, code = run(args, env, cwd)
+    shown = "cwctl " + shlex.join(args).replace(str(cwd) + "/", "")
+    text = f"```\n$ {shown}\n{out}\n```\n\nexit {code}"
+    return text + (f" ({note})" if note else "") + "\n"
+
+
+PAGES: list[tuple[str, str, list[tuple[str, list[str]]]]] = [
+    (
+        "scan",
+        "One scan: probe, solve clocks, measure paths, report. Exit 3 when it finds "
+        "problems (suspects, unreachable hosts, loss no suspect explains).",
+        [
+            (
+                "A simulated fabric with a congested spine, as a table:",
+                ["scan", "--sim", "--fault", "switch:spine2:congested", "--duration", "1"],
+            ),
+            (
+                "Real agents on this machine's loopback (one kernel clock: offsets near zero):",
+                ["scan", "--local", "4", "--duration", "1"],
+            ),
+            (
+                "Prometheus text, bounded per host (per-path series with --prom-paths):",
+                [
+                    "scan",
+                    "--sim",
+                    "--hosts",
+                    "16",
+                    "--hosts-per-leaf",
+                    "4",
+                    "--duration",
+                    "0.5",
+                    "--format",
+                    "prom",
+                ],
+            ),
+            (
+                "Bad input is one line, before any work:",
+                ["scan", "--sim", "--reference", "gpu-999"],
+            ),
+        ],
+    ),
+    (
+        "tui",
+        "The scan pipeline, continuously, in a terminal UI (docs/tui.md shows the "
+        "screen and every key). Without a terminal it refuses in one line.",
+        [
+            ("Started into a pipe:", ["tui", "--sim"]),
+        ],
+    ),
+    (
+        "reroute",
+        "Plan steering traffic around a suspect; --apply carries it out (journalled, "
+        "undone by rollback).",
+        [
+            (
+                "The plan (a dry run) around a dead spine of the simulated fabric:",
+                [
+                    "reroute",
+                    "--sim",
+                    "--hosts",
+                    "16",
+                    "--hosts-per-leaf",
+                    "4",
+                    "--fault",
+                    "switch:spine3:down",
+                    "spine3",
+                ],
+            ),
+            (
+                "Applied, with a verifying rescan:",
+                [
+                    "reroute",
+                    "--sim",
+                    "--hosts",
+                    "16",
+                    "--hosts-per-leaf",
+                    "4",
+                    "--fault",
+                    "switch:spine3:down",
+                    "spine3",
+                    "--apply",
+                    "--yes",
+                    "--verify",
+                ],
+            ),
+        ],
+    ),
+    (
+        "journal",
+        "List the actions cwctl has applied (after the reroute above).",
+        [
+            ("", ["journal"]),
+        ],
+    ),
+    (
+        "rollback",
+        "Undo an applied action: the latest, or the one named.",
+        [
+            ("The undo plan of the latest action, then carried out:", ["rollback"]),
+            ("", ["rollback", "--apply", "--yes"]),
+        ],
+    ),
+    (
+        "sim",
+        "The simulated fabric's state that actions left behind.",
+        [
+            (
+                SETUP,
+                [
+                    "reroute",
+                    "--sim",
+                    "--hosts",
+                    "16",
+                    "--hosts-per-leaf",
+                    "4",
+                    "spine3",
+                    "--apply",
+                    "--yes",
+                ],
+            ),
+            (
+                "After `cwctl reroute --sim --hosts 16 --hosts-per-leaf 4 spine3 --apply --yes`:",
+                ["sim", "status"],
+            ),
+            ("", ["sim", "reset"]),
+            ("", ["sim", "status"]),
+        ],
+    ),
+    (
+        "drain",
+        "Take a host out of the scheduler: Slurm with a reason, Kubernetes cordon with "
+        "the reason and the suspect in annotations and a taint.",
+        [
+            (
+                "Kubernetes, a dry run (the inventory names the scheduler):",
+                [
+                    "drain",
+                    "gpu-007",
+                    "-i",
+                    "k8s.toml",
+                    "--reason",
+                    "NIC flaps",
+                    "--suspect",
+                    "gpu-007/mlx5_1",
+                ],
+            ),
+            (
+                "Slurm, a dry run:",
+                [
+                    "drain",
+                    "gpu-007",
+                    "-i",
+                    "slurm.toml",
+                    "--reason",
+                    "NIC flaps",
+                    "--suspect",
+                    "gpu-007/mlx5_1",
+                ],
+            ),
+        ],
+    ),
+    (
+        "resume",
+        "Put a drained host back into the scheduler.",
+        [
+            ("Slurm, a dry run:", ["resume", "gpu-007", "-i", "slurm.toml"]),
+        ],
+    ),
+    (
+        "inventory",
+        "Check an inventory file and print what it describes; print Kubernetes "
+        "pods for the agents.",
+        [
+            ("The example inventory:", ["inventory", "check", "-i", "inventory.example.toml"]),
+            (
+                "A broken one: every problem with its file and line:",
+                ["inventory", "check", "-i", "broken.toml"],
+            ),
+        ],
+    ),
+]
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="cwctl-docs-") as tmp:
+        cwd = Path(tmp)
+        env = {**os.environ, "CWCTL_STATE_DIR": str(cwd / "state"), "NO_COLOR": "1",
+               "COLUMNS": "80", "PYTHONPATH": str(ROOT)}  # fmt: skip
+        env.pop("CWCTL_INVENTORY", None)
+        (cwd / "inventory.example.toml").write_text((ROOT / "inventory.example.toml").read_text())
+        host = '[[host]]\nname = "gpu-007"\naddress = "10.0.1.7"\nnics = ["mlx5_0", "mlx5_1"]\n'
+        (cwd / "k8s.toml").write_text(f'[scheduler]\nkind = "k8s"\nhost = "k8s-ctl"\n\n{host}')
+        (cwd / "slurm.toml").write_text(
+            f'[scheduler]\nkind = "slurm"\nhost = "slurm-ctl"\n\n{host}'
+        )
+        (cwd / "broken.toml").write_text(
+            '[[host]]\nname = "gpu-001"\naddress = "10.0.1.1"\nleaf = "leaf9"\n\n'
+            '[[host]]\nname = "gpu-001"\naddress = "10.0.1.2"\ncolour = "blue"\n'
+        )
+        index = ["# cwctl, command by command\n",
+                 "Each page shows real output, made by `docs/commands/generate.py` (run it to "
+                 "regenerate; seeded simulator, so the numbers repeat).\n"]  # fmt: skip
+        for name, what, examples in PAGES:
+            parts = [f"# `cwctl {name}`\n", what + "\n"]
+            for note, args in examples:
+                if note == SETUP:
+                    run(args, env, cwd)
+                    continue
+                if note:
+                    parts.append(note + "\n")
+                parts.append(block(args, env, cwd))
+            (HERE / f"{name}.md").write_text("\n".join(parts))
+            index.append(f"- [`cwctl {name}`]({name}.md): {what}")
+        (HERE / "README.md").write_text("\n".join(index) + "\n")
+
+
+if __name__ == "__main__":
+    main()

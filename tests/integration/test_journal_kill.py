@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,20 @@ SHAPE = {"hosts": 16, "hosts_per_leaf": 8, "spines": 2}
 SIM = ["--sim", "--hosts", "16", "--hosts-per-leaf", "8", "--spines", "2"]
 
 
+def wait_stopped_or_exited(proc: subprocess.Popen[bytes], guard_s: float = 120.0) -> int:
+    """The wait status once cwctl stopped at the failpoint or exited; a hang guard
+    (not a timing assertion) kills it after ``guard_s``."""
+    deadline = time.monotonic() + guard_s
+    while time.monotonic() < deadline:
+        pid, status = os.waitpid(proc.pid, os.WNOHANG | os.WUNTRACED)
+        if pid:
+            return status
+        time.sleep(0.01)
+    proc.kill()
+    proc.wait()
+    pytest.fail("cwctl neither stopped at the failpoint nor exited")
+
+
 def cwctl_killed_at(k: int, args: list[str], state: Path) -> str:
     """Run ``cwctl ARGS`` with the failpoint at append ``k``; SIGKILL it when it stops
     there. 'killed' or, when it never got that far, 'finished'."""
@@ -50,7 +65,7 @@ def cwctl_killed_at(k: int, args: list[str], state: Path) -> str:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    _, status = os.waitpid(proc.pid, os.WUNTRACED)
+    status = wait_stopped_or_exited(proc)
     if os.WIFSTOPPED(status):
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()

@@ -131,3 +131,17 @@ def test_via_slurm_needs_an_inventory() -> None:
     assert result.exit_code == 2
     assert "--via slurm" in result.stderr and "--sim" in result.stderr  # type: ignore[attr-defined]
     assert "Traceback" not in result.output  # type: ignore[attr-defined]
+
+
+def test_a_host_slurm_does_not_know_is_unreachable_and_the_others_scan(
+    slurm: SlurmCluster, env: Path, tmp_path: Path
+) -> None:
+    inv = tmp_path / "with-ghost.toml"
+    ghost = '[[host]]\nname = "ghost9"\naddress = "10.204.255.9"\n'
+    inv.write_text(env.read_text() + ghost)
+    result = run("scan", "-i", str(inv), "--via", "slurm", "--format", "json")
+    assert result.exit_code == 3, result.output  # type: ignore[attr-defined]
+    hosts = {h["name"]: h for h in json.loads(result.stdout)["hosts"]}  # type: ignore[attr-defined]
+    assert hosts["ghost9"]["status"] == "unreachable"
+    assert "not a node of this Slurm cluster" in hosts["ghost9"]["error"]
+    assert all(hosts[n]["status"] == "ok" for n in slurm.nodes), hosts

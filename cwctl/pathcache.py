@@ -47,7 +47,7 @@ class PathCache:
     def known(
         self,
         now_ns: int,
-        addresses: dict[str, tuple[str, int, list[int]]],
+        addresses: dict[str, list[Rail]],
         *,
         revalidate: bool = True,
     ) -> set[Trace]:
@@ -61,14 +61,10 @@ class PathCache:
                 continue
             if now_ns - path.t_ns > self.max_age_s * 1e9:
                 continue
-            me, peer = addresses.get(path.host), addresses.get(path.peer)
-            if me is None or peer is None:
-                continue
-            now = (me[0], peer[0]) + (
-                (path.sport, peer[1]) if path.role == "probe" else (me[1], path.dport)
-            )
-            ports_ok = path.sport in me[2] if path.role == "probe" else path.dport in peer[2]
-            if not ports_ok or now != (path.src, path.dst, path.sport, path.dport):
+            answering = path.role == "reply"  # the tracer answers; else it probes
+            mine = _bound(addresses.get(path.host), path.src, path.sport, answering)
+            theirs = _bound(addresses.get(path.peer), path.dst, path.dport, not answering)
+            if not (mine and theirs):
                 continue
             fresh[_trace(path)] = path.t_ns
         n_again = int(len(fresh) * self.revalidate) if revalidate else 0
@@ -101,7 +97,8 @@ class PathCache:
         for host, hello in collection.hello.items():
             port, sports = hello.get("port"), hello.get("sports")
             if isinstance(port, int) and isinstance(sports, list):
-                self.ports[host] = {"port": port, "sports": list(sports)}
+                rails = hello.get("rails") or [{"port": port}]
+                self.ports[host] = {"port": [r.get("port") for r in rails], "sports": list(sports)}
         for path in collection.paths:
             if path.cached:
                 continue
@@ -119,6 +116,16 @@ class PathCache:
 
 
 Trace = tuple[str, str, str, int]  # (role, tracing host, peer, flow port)
+Rail = tuple[str, int, list[int]]  # a host's probe address, answering port, source ports
+
+
+def _bound(rails: list[Rail] | None, address: str, port: int, answering: bool) -> bool:
+    """Whether a host still has ``address:port`` bound, as its answering port or as one
+    of its source ports: the tuple of an earlier scan is this scan's too."""
+    return any(
+        a == address and (port == answer if answering else port in sports)
+        for a, answer, sports in rails or ()
+    )
 
 
 def _trace(path: PathRecord) -> Trace:

@@ -27,18 +27,23 @@ class Batch:
         self.pack = pack
         self.columns = [[] for _ in BATCH_COLUMNS]
         self.ts = []
+        self.nic = []  # per row: index into nics, -1 unnamed (multi-rail hosts)
+        self.nics = []
         self.since = 0.0  # monotonic time of the oldest row
 
     def __len__(self):
         return len(self.ts)
 
-    def add(self, peer, sport, pair, idx, ts, t1, t2, t3, t4):
+    def add(self, peer, sport, pair, idx, ts, t1, t2, t3, t4, nic=None):
         if not self.ts:
             self.since = time.monotonic()
         row = (self.index[peer], sport, pair, idx, t1, t2, t3, t4)
         for column, value in zip(self.columns, row):  # noqa: B905 (3.8: no strict)
             column.append(value)
         self.ts.append(ts)
+        if nic is not None and nic not in self.nics:
+            self.nics.append(nic)
+        self.nic.append(-1 if nic is None else self.nics.index(nic))
 
     def take(self):
         """The rows so far as one record; the batch starts empty again."""
@@ -51,6 +56,10 @@ class Batch:
             if self.pack:  # base64 of little-endian int64: no number parsing at home
                 column = base64.b64encode(struct.pack(f"<{n}q", *column)).decode("ascii")
             rec[key] = column
+        if self.nics:  # the NIC each probe left from: indices into nics
+            rec["nics"] = list(self.nics)
+            rec["nic"] = self.nic
         self.columns = [[] for _ in BATCH_COLUMNS]
         self.ts = []
+        self.nic = []
         return rec

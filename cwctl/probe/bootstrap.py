@@ -31,6 +31,7 @@ AGENT_MODULES = (
     "cwctl.probe.hostfacts",
     "cwctl.probe.batch",
     "cwctl.probe.channel",
+    "cwctl.probe.rails",
     "cwctl.probe.trace",
     "cwctl.probe.inflight",
     "cwctl.probe.exchanges",

@@ -14,6 +14,7 @@ from cwctl.probe.batch import BATCH_ROWS, BATCH_S, Batch
 from cwctl.probe.cost import Cost
 from cwctl.probe.hostfacts import guess_vm, read_text
 from cwctl.probe.inflight import Exchange
+from cwctl.probe.rails import Rails
 from cwctl.probe.stamps import (
     MSG_ERRQUEUE,
     enable_timestamps,
@@ -41,7 +42,6 @@ class Agent:
     def __init__(self, params, out):
         self.out = out
         self.host = str(params["host"])
-        self.bind = str(params.get("bind") or "0.0.0.0")
         self.rate = float(params.get("rate", 100.0))
         self.gap_ns = int(params.get("gap_ns", 20000))
         self.duration_s = float(params.get("duration_s", 2.0))
@@ -51,25 +51,21 @@ class Agent:
         self.batch_s = float(params.get("batch_s", BATCH_S))
         self.pack = bool(params.get("pack", True))
         self.batch = None  # a Batch once the targets are known
-        # a fixed port must bind; the ports of the last scan (known paths) are wishes
-        port = int(params.get("port", 0))
-        self.answer = self.make_socket(port) if port else self.wish_socket(params.get("port_wish"))
-        wishes = list(params.get("sports") or [])
-        n_sources = max(1, int(params.get("ports", 4)))
-        self.sources = [
-            self.wish_socket(wishes[i] if i < len(wishes) else 0) for i in range(n_sources)
-        ]
+        self.rails = Rails(params)  # one socket set per probe address (rails.py)
+        self.answer = self.rails.answers[0]
+        self.answers = set(self.rails.answers)
+        self.sources = self.rails.sources
         self.rx_kernel, self.tx_kernel = True, True
-        for sock in [self.answer, *self.sources]:
+        for sock in self.rails.all_sockets():
             rx, tx = enable_timestamps(sock)
             self.rx_kernel = self.rx_kernel and rx
             self.tx_kernel = self.tx_kernel and tx
-        self.by_fd = {s.fileno(): s for s in [self.answer, *self.sources]}
+        self.by_fd = {s.fileno(): s for s in self.rails.all_sockets()}
         # path discovery (trace.py): ICMP answers to our sockets' packets, no root needed
         self.tracing = bool(params.get("trace")) and all(map(enable_recverr, self.by_fd.values()))
         self.tracer = None
         self.sports = [s.getsockname()[1] for s in self.sources]
-        self.peer_addr = {}  # name -> (address, port)
+        self.peer_addr = {}  # name -> (address, port) of its first rail
         self.name_of = {}  # address -> name (for the summary's rx counts)
         self.targets = []  # peers this agent probes
         self.pending = {}  # seq -> Exchange
@@ -86,27 +82,6 @@ class Agent:
         self.schedule = []  # per target: next pair number
         self.cost = Cost()  # CPU, bytes on the wire, lateness: the summary's "cost"
         self.guard = Guard(params)  # signs what it sends, drops what is not this scan's
-
-    def make_socket(self, port):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 21)
-        try:
-            sock.bind((self.bind, port))
-        except OSError:
-            sock.close()
-            raise
-        sock.setblocking(False)
-        return sock
-
-    def wish_socket(self, port):
-        """A socket on ``port`` if it is free (the same 5-tuples as last scan), else any."""
-        if port:
-            try:
-                return self.make_socket(int(port))
-            except OSError as exc:
-                if exc.errno != errno.EADDRINUSE:
-                    raise
-        return self.make_socket(0)
 
     def hello(self):
         uname = platform.uname()
@@ -125,9 +100,7 @@ class Agent:
             ),
             "vm": guess_vm(),
             "ts_caps": self.ts_caps(),
-            "address": self.answer.getsockname()[0],
-            "port": self.answer.getsockname()[1],
-            "sports": [s.getsockname()[1] for s in self.sources],
+            **self.rails.hello(),
             "time_ns": now_ns(),
         }
 
@@ -144,10 +117,11 @@ class Agent:
 
     def start(self, msg):
         for name, entry in dict(msg.get("peers") or {}).items():
-            addr = (str(entry[0]), int(entry[1]))
-            self.peer_addr[str(name)] = addr
-            self.name_of[addr[0]] = str(name)
+            self.peer_addr[str(name)] = (str(entry[0]), int(entry[1]))
+            for address in self.rails.learn_peer(str(name), entry):
+                self.name_of[address] = str(name)
         self.guard.set_peers(self.peer_addr)
+        self.guard.peer_ips |= set(self.name_of)  # every rail of every peer
         self.targets = [str(p) for p in msg.get("probe") or [] if str(p) in self.peer_addr]
         self.targets = [p for p in self.targets if p != self.host]
         start_ns = int(msg.get("start_ns") or 0)
@@ -197,9 +171,9 @@ class Agent:
                 self.send_pair(name, pair)
 
     def send_pair(self, name, pair):
-        addr = self.peer_addr[name]
         i = pair % len(self.sources)
         sock, sport = self.sources[i], self.sports[i]
+        addr = self.rails.destination(name, sock)
         first = 0
         for idx in (0, 1):
             if idx == 1:  # the coded pair's spacing: a short spin, gap_ns is microseconds
@@ -214,9 +188,9 @@ class Agent:
             sent = self.send_probe(sock, probe, addr, name)
             self.sent[name] += 1
             # a probe that could not leave is an exchange lost at once, not a silent gap
-            self.pending[seq] = Exchange(
-                name, sport, pair, idx, t1, t1 + self.timeout_ns if sent else t1
-            )
+            ex = Exchange(name, sport, pair, idx, t1, t1 + self.timeout_ns if sent else t1)
+            ex.dst, ex.nic = addr, self.rails.nic_of(sock)
+            self.pending[seq] = ex
 
     def send_probe(self, sock, data, addr, name):
         """Send one probe; an error left by an earlier ICMP message gets one retry."""
@@ -277,7 +251,7 @@ class Agent:
             elif kind == KIND_REPLY:
                 entry = self.replies.pop(rid, None)
                 if entry is not None:
-                    self.send_follow(entry[0], entry[1], stamp)
+                    self.send_follow(entry[0], entry[1], stamp, entry[3])
 
     def on_datagram(self, sock, fields, stamp, addr):
         kind, flags, idx, rid, seq, a, b = fields
@@ -289,7 +263,7 @@ class Agent:
         elif kind == KIND_TRACE_ACK:
             if self.tracer is not None:
                 self.traced("on_ack", fields)
-        elif kind == KIND_PROBE and sock is self.answer:
+        elif kind == KIND_PROBE and sock in self.answers:
             if not self.guard.accept_probe(addr, seq):
                 return
             t2k = bool(stamp)
@@ -306,10 +280,10 @@ class Agent:
             if not self.send_reply(sock, reply, addr):
                 return
             if follow:
-                self.replies[rid] = (addr, seq, t3)
+                self.replies[rid] = (addr, seq, t3, sock)
         elif kind == KIND_REPLY:
             ex = self.pending.get(seq)
-            expected = self.peer_addr.get(ex.peer) if ex is not None else None
+            expected = ex.dst if ex is not None else None
             if not self.guard.accept_answer(ex, addr, expected, idx, ex and ex.t4 is not None):
                 return
             ex.t4 = stamp or now_ns()
@@ -322,7 +296,7 @@ class Agent:
             self.maybe_done(seq, ex)
         elif kind == KIND_FOLLOW:
             ex = self.pending.get(seq)
-            expected = self.peer_addr.get(ex.peer) if ex is not None else None
+            expected = ex.dst if ex is not None else None
             idx = ex.idx if ex is not None else idx  # follow-ups carry no idx
             if not self.guard.accept_answer(ex, addr, expected, idx, ex and ex.t3k):
                 return
@@ -343,8 +317,8 @@ class Agent:
                 return False
         return False
 
-    def send_follow(self, addr, seq, t3):
-        self.send_reply(self.answer, self.guard.seal(encode(KIND_FOLLOW, seq, a=t3)), addr)
+    def send_follow(self, addr, seq, t3, sock):
+        self.send_reply(sock, self.guard.seal(encode(KIND_FOLLOW, seq, a=t3)), addr)
 
     def expire_replies(self, now):
         """Replies whose TX stamp never came: their initiators keep the user-time t3."""
@@ -384,30 +358,29 @@ class Agent:
             self.lost[ex.peer] += 1
         if self.batch is not None:
             ts = "sw" if kernel else "user"
-            if answered:
-                self.batch.add(ex.peer, ex.sport, ex.pair, ex.idx, ts, ex.t1, ex.t2, ex.t3, ex.t4)
-            else:
-                self.batch.add(ex.peer, ex.sport, ex.pair, ex.idx, ts, ex.t1, 0, 0, 0)
+            stamps = (ex.t2, ex.t3, ex.t4) if answered else (0, 0, 0)
+            self.batch.add(ex.peer, ex.sport, ex.pair, ex.idx, ts, ex.t1, *stamps, nic=ex.nic)
             if len(self.batch) >= self.batch_rows:
                 self.flush_batch()
             return
-        self.out.record(
-            {
-                "type": "probe",
-                "v": RECORD_VERSION,
-                "src": self.host,
-                "dst": ex.peer,
-                "sport": ex.sport,
-                "pair": ex.pair,
-                "idx": ex.idx,
-                "gap_ns": self.gap_ns,
-                "ts": "sw" if kernel else "user",
-                "t1": ex.t1,
-                "t2": ex.t2 if answered else None,
-                "t3": ex.t3 if answered else None,
-                "t4": ex.t4 if answered else None,
-            }
-        )
+        rec = {
+            "type": "probe",
+            "v": RECORD_VERSION,
+            "src": self.host,
+            "dst": ex.peer,
+            "sport": ex.sport,
+            "pair": ex.pair,
+            "idx": ex.idx,
+            "gap_ns": self.gap_ns,
+            "ts": "sw" if kernel else "user",
+            "t1": ex.t1,
+            "t2": ex.t2 if answered else None,
+            "t3": ex.t3 if answered else None,
+            "t4": ex.t4 if answered else None,
+        }
+        if ex.nic is not None:
+            rec["nic"] = ex.nic
+        self.out.record(rec)
 
     def batch_wait_s(self, mono):
         """Seconds until the open batch is due out (None when it is empty)."""

@@ -9,9 +9,11 @@ class Exchange:
     """One probe of a coded pair, from send to the end of its answer."""
 
     __slots__ = (
+        "dst",
         "expires",
         "follow",
         "idx",
+        "nic",
         "pair",
         "peer",
         "sport",
@@ -38,3 +40,5 @@ class Exchange:
         self.t4 = None
         self.follow = False  # a follow-up with the kernel t3 is still to come
         self.expires = expires
+        self.dst = None  # (address, port) probed: where its answers must come from
+        self.nic = None  # the NIC (rail) it left from, on a multi-rail host

@@ -126,19 +126,20 @@ class Tracer:
         agent = self.agent
         known = set(tuple(k) for k in plan.get("known") or [])
         hints = plan.get("peers") or {}
+        rails = agent.rails  # the probes' own sockets and destinations, rail by rail
         for peer in agent.targets:
-            address, port = agent.peer_addr[peer]
             for sock in agent.sources:
                 if ("probe", peer, sock.getsockname()[1]) not in known:
-                    self._flow("probe", peer, sock, (address, port), hints.get(peer) or plan)
+                    dst = rails.destination(peer, sock)
+                    self._flow("probe", peer, sock, dst, hints.get(peer) or plan)
         for peer, sports in dict(plan.get("probed_by") or {}).items():
             if peer not in agent.peer_addr or peer == agent.host:
                 continue
-            address = agent.peer_addr[peer][0]
             for sport in sports:
-                if ("reply", peer, int(sport)) not in known:
+                sock, address = rails.reply_socket(peer, int(sport))
+                if sock is not None and ("reply", peer, int(sport)) not in known:
                     dst = (address, int(sport))
-                    self._flow("reply", peer, agent.answer, dst, hints.get(peer) or plan)
+                    self._flow("reply", peer, sock, dst, hints.get(peer) or plan)
         # completion checks first (free), then TTL by TTL across flows, so the answers
         # one router tier owes are spread over the scan
         self.queue = [(f, f.check, 1) for f in self.flows if f.check is not None]
@@ -278,7 +279,7 @@ class Tracer:
             answered = [t for t, a in flow.hops.items() if a is not None]
             last = max(answered) if answered else 0
         hops = [flow.hops.get(t) for t in range(1, last + 1)]
-        return {
+        rec = {
             "type": "path",
             "v": RECORD_VERSION,
             "host": self.agent.host,
@@ -294,6 +295,10 @@ class Tracer:
             "t_ns": now_ns(),
             "cached": False,
         }
+        nic = self.agent.rails.nic_of(flow.sock)
+        if nic is not None:  # the NIC the packets left from (multi-rail hosts)
+            rec["nic"] = nic
+        return rec
 
     def finish(self):
         """At the end of the scan: what is still in flight is unknown; a flow that was

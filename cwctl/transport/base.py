@@ -76,6 +76,8 @@ class ScanPlan:
     hello_timeout_s: float = HELLO_TIMEOUT_S
     trace: TraceSettings | None = None  # path discovery (traceplan.py); None: off
     cache: PathCache | None = None  # paths and ports of earlier scans (pathcache.py)
+    # multi-rail hosts: (NIC, probe address) per NIC; the agent binds a socket set each
+    rails: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     # this scan's probe key and nonce (probe/auth.py), fresh for every plan; they reach
     # the agents in the params line on stdin, never on a command line
     auth: dict[str, str] = field(default_factory=lambda: scan_auth())
@@ -124,7 +126,7 @@ async def run_scan(
             seed=plan.seed,
             leaf_of=plan.topology.leaf_of if plan.topology else None,
         )
-        table = {r.name: [r.hello["address"], r.hello["port"]] for r in live if r.hello}
+        table = {r.name: _peer_entry(r.hello) for r in live if r.hello}
         known = _known_flows(plan, live)
         traces = _trace_plans(plan, live, peers, known)
         start_in_s = 0.3 + 0.002 * len(live)
@@ -187,13 +189,15 @@ def _known_flows(plan: ScanPlan, live: Sequence[HostRun]) -> set[tuple[str, str,
     return plan.cache.known(time.time_ns(), _addresses(live))
 
 
-def _addresses(runs: Sequence[HostRun]) -> dict[str, tuple[str, int, list[int]]]:
-    """Each agent's bound address, answering port and source ports, from its hello."""
-    return {
-        r.name: (str(r.hello["address"]), int(r.hello["port"]), list(r.hello.get("sports") or []))
-        for r in runs
-        if r.hello
-    }
+def _addresses(runs: Sequence[HostRun]) -> dict[str, list[tuple[str, int, list[int]]]]:
+    """Each agent's bound addresses (a rail each), answering ports and source ports."""
+    out = {}
+    for r in runs:
+        if r.hello:
+            entry = _peer_entry(r.hello)
+            rails = entry[2] if len(entry) > 2 else [[*entry, r.hello.get("sports") or []]]
+            out[r.name] = [(str(a), int(p), [int(s) for s in sp]) for a, p, sp in rails]
+    return out
 
 
 def _trace_plans(
@@ -220,10 +224,21 @@ def _trace_plans(
     }
 
 
+def _peer_entry(hello: dict[str, Any]) -> list[Any]:
+    """A peer table entry: address and answering port, and each rail's address, port
+    and source ports on a multi-rail host (probe/rails.py)."""
+    entry: list[Any] = [hello["address"], hello["port"]]
+    rails = hello.get("rails")
+    if isinstance(rails, list) and rails:
+        entry.append([[r["address"], r["port"], r["sports"]] for r in rails])
+    return entry
+
+
 def _port_wishes(host: str, plan: ScanPlan) -> dict[str, Any]:
     if plan.cache is None or plan.trace is None:
         return {}
     ports = plan.cache.requested_ports(host)
+    # port_wish: each rail's answering port of last time; sports: every source port
     return {"port_wish": ports.get("port"), "sports": ports.get("sports")} if ports else {}
 
 
@@ -243,6 +258,7 @@ def agent_params(run: HostRun, plan: ScanPlan) -> dict[str, Any]:
         "timeout_s": PROBE_TIMEOUT_S,
         "linger_s": LINGER_S,
         "trace": plan.trace is not None,
+        **({"rails": [list(r) for r in plan.rails[run.name]]} if run.name in plan.rails else {}),
         # the ports of the last scan, so known paths keep their 5-tuples (pathcache.py)
         **_port_wishes(run.name, plan),
         "auth": plan.auth,

@@ -348,6 +348,11 @@ async def scan_inventory(
         if settings.trace and inventory.switch_of_address()
         else None,
         cache=paths,
+        rails={
+            h.name: [(str(nic), address) for nic, address in h.probe_binds()]
+            for h in inventory.hosts
+            if h.probe_addresses
+        },
     )
     launcher.lifetime_s = hard_lifetime_s(plan)  # nothing outlives the scan on a host
     try:

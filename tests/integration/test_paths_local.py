@@ -82,3 +82,41 @@ def test_a_second_scan_keeps_its_tuples_and_traces_nothing_known() -> None:
     assert all(s["trace"]["flows"] == 0 for s in second.summaries.values())
     assert len(second.paths) == len(first.paths) > 0
     assert all(p.cached for p in second.paths) and not any(p.cached for p in first.paths)
+
+
+def test_multi_rail_hosts_probe_and_trace_each_nic_on_its_own_address() -> None:
+    """Two rails per host (127.0.0.x and 127.0.1.x): probes leave from each rail's own
+    sockets to the peer's same rail, name their NIC, and are traced rail by rail."""
+    hosts = local_hosts(3)
+    rails = {
+        h.name: [("rail0", h.address), ("rail1", h.address.replace("127.0.0.", "127.0.1."))]
+        for h in hosts
+    }
+    plan = ScanPlan(
+        hosts=hosts,
+        settings=ProbeSettings(peers=2, ports=2, rate=20.0),
+        duration_s=0.5,
+        source="local",
+        trace=TraceSettings.for_ratelimit(0),
+        rails=rails,
+        cache=PathCache(revalidate=0.0),
+    )
+    c = asyncio.run(run_scan(plan, launch_local))
+    assert {s.status for s in c.status.values()} == {"ok"}, c.status
+    for h in hosts:
+        got = [(r["nic"], r["address"]) for r in c.hello[h.name]["rails"]]
+        assert got == [tuple(r) for r in rails[h.name]]
+        assert len(c.hello[h.name]["sports"]) == 4  # two source ports per rail
+    t = c.table
+    nics = {t.nics[i] for i in t.nic.tolist()}
+    assert nics == {"rail0", "rail1"} and (t.nic >= 0).all()
+    assert int(t.complete.sum()) == len(t)
+    for p in c.paths:
+        assert p.nic in ("rail0", "rail1"), p
+        mine, theirs = dict(rails[p.host])[p.nic], dict(rails[p.peer])[p.nic]
+        assert (p.src, p.dst) == (mine, theirs), p  # each rail to the peer's same rail
+        assert p.complete
+    assert {p.nic for p in c.paths if p.role == "reply"} == {"rail0", "rail1"}
+    again = asyncio.run(run_scan(plan, launch_local))  # every rail's tuples kept: all known
+    assert all(s["trace"]["flows"] == 0 for s in again.summaries.values())
+    assert len(again.paths) == len(c.paths) and all(p.cached for p in again.paths)

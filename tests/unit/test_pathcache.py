@@ -9,7 +9,7 @@ from cwctl.pathcache import PathCache
 from cwctl.records import PathRecord, PathTable, ProbeRecord, ProbeTableBuilder
 
 T0 = 1_700_000_000_000_000_000
-ADDR = {"a": ("10.0.0.1", 5000, [40001, 40002]), "b": ("10.0.0.2", 6000, [41001, 41002])}
+ADDR = {"a": [("10.0.0.1", 5000, [40001, 40002])], "b": [("10.0.0.2", 6000, [41001, 41002])]}
 
 
 def pair(sport: int, t_ns: int = T0, spine: str | None = "10.9.0.1") -> list[PathRecord]:
@@ -40,7 +40,7 @@ def collection(paths: list[PathRecord], rtt_ns: int = 50_000) -> Collection:
         table=b.build(),
         duration_s=1.0,
         paths=PathTable.of(paths),
-        hello={h: {"port": a[1], "sports": a[2]} for h, a in ADDR.items()},
+        hello={h: {"port": a[0][1], "sports": a[0][2]} for h, a in ADDR.items()},
     )
 
 
@@ -53,7 +53,7 @@ def test_whole_fresh_paths_of_the_same_tuples_are_known() -> None:
     cache = PathCache(revalidate=0.0)
     cache.remember(collection(pair(40001) + pair(40002)))
     assert cache.known(T0 + 10**9, ADDR) == both(40001, 40002)
-    assert cache.requested_ports("a") == {"port": 5000, "sports": [40001, 40002]}
+    assert cache.requested_ports("a") == {"port": [5000], "sports": [40001, 40002]}
 
 
 def test_stale_paths_are_traced_again() -> None:
@@ -61,7 +61,7 @@ def test_stale_paths_are_traced_again() -> None:
     cache.remember(collection(pair(40001, spine=None) + pair(40002)))
     assert cache.known(T0, ADDR) == both(40002)  # an unknown spine is not known
     assert cache.known(T0 + 61 * 10**9, ADDR) == set()  # too old
-    moved = {**ADDR, "b": ("10.0.0.2", 6001, [41001])}
+    moved = {**ADDR, "b": [("10.0.0.2", 6001, [41001])]}
     assert cache.known(T0, moved) == set()  # the answering port changed: another tuple
 
 

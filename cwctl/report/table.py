@@ -98,6 +98,24 @@ def interesting_hosts(snapshot: FabricSnapshot, limit: int) -> list[HostReport]:
     return sorted(chosen, key=lambda h: (h.status == "ok", order[h.name]))
 
 
+# reasons an agent refuses a datagram that no healthy scan produces (probe/auth.py);
+# "unexpected" is left out: a genuine answer after its probe timed out lands there too
+TAMPER_REASONS = ("bad_mac", "other_scan", "replay", "unknown_peer", "malformed")
+
+
+def refused_datagrams(snapshot: FabricSnapshot) -> str:
+    """'gpu-001 (bad_mac 3, replay 2), ...' for the hosts whose agent refused datagrams
+    only tampering or strays explain; '' when none did."""
+    parts = []
+    for h in snapshot.hosts:
+        dropped = (h.agent or {}).get("dropped") or {}
+        counts = [f"{r} {dropped[r]:,}" for r in TAMPER_REASONS if dropped.get(r)]
+        if counts:
+            parts.append(f"{h.name} ({', '.join(counts)})")
+    more = f" (+{len(parts) - 3} more)" if len(parts) > 3 else ""
+    return ", ".join(parts[:3]) + more
+
+
 def summary_lines(snapshot: FabricSnapshot) -> list[str]:
     """The plain-text summary (also what the TUI's status line can show)."""
     ok = sum(h.status == "ok" for h in snapshot.hosts)
@@ -127,6 +145,12 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
         lines.append(
             f"host busy: {names}: agent starved (CPU); {left:,} exchanges left out of "
             "localisation, not blamed on the network"
+        )
+    refused = refused_datagrams(snapshot)
+    if refused:
+        lines.append(
+            f"refused datagrams: {refused}: forged, replayed or stray packets at the probe "
+            "ports (signed probes); the figures exclude them"
         )
     worst = worst_paths(snapshot, 1)
     if worst:

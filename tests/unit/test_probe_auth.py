@@ -102,3 +102,20 @@ def test_an_unsigned_agent_still_works_without_a_key() -> None:
         Auth(KEY, None)
     assert Auth.from_params({}).on is False
     assert KIND_PROBE < KIND_TRACE
+
+
+def test_the_table_report_names_hosts_that_refused_forged_datagrams() -> None:
+    from cwctl.report.table import summary_lines
+    from cwctl.snapshot import FabricSnapshot, HostReport
+
+    hosts = [
+        HostReport("gpu-001", agent={"dropped": {"bad_mac": 3, "replay": 2, "unexpected": 9}}),
+        HostReport("gpu-002", agent={"dropped": {"unexpected": 4}}),  # late answers only
+        HostReport("gpu-003", agent={"dropped": {}}),
+    ]
+    snapshot = FabricSnapshot(source="ssh", reference="gpu-001", duration_s=1.0, hosts=hosts)
+    (line,) = [x for x in summary_lines(snapshot) if x.startswith("refused datagrams")]
+    assert line.startswith("refused datagrams: gpu-001 (bad_mac 3, replay 2): forged")
+    quiet = [HostReport("gpu-002", agent={"dropped": {"unexpected": 4}})]
+    calm = FabricSnapshot(source="ssh", reference="gpu-002", duration_s=1.0, hosts=quiet)
+    assert not [x for x in summary_lines(calm) if x.startswith("refused")]

@@ -39,6 +39,7 @@ from cwctl.telemetry.floors import FLOOR_MIN_RATE, floor_trials
 from cwctl.telemetry.routes import known_spines, route_index
 from cwctl.telemetry.verdicts import MIN_DELAY_SAMPLES, MIN_RAISED_FLOWS
 from cwctl.topology import Topology
+from cwctl.units import fmt_ns
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -269,7 +270,7 @@ def unexplained(
             elif res.signal == "delay":
                 words = f"{int(k[f])} of {int(n[f])} probes delayed"
             else:
-                words = f"floor {_us(float(counts.flow_floor_ns[f]))}"
+                words = f"floor {fmt_ns(float(counts.flow_floor_ns[f]))}"
             a, b = flows.hosts[int(flows.src[f])], flows.hosts[int(flows.dst[f])]
             out.append((res.signal, a, b, words))
     return out
@@ -338,7 +339,8 @@ def _score_and_words(
         sel = on & res.bad
         raised = counts.flow_floor_ns[sel]
         typical = (
-            f" (median floor {_us(float(np.median(raised)))}, the fabric's {_us(counts.floor_ns)})"
+            f" (median floor {fmt_ns(float(np.median(raised)))},"
+            f" the fabric's {fmt_ns(counts.floor_ns)})"
             if sel.any()
             else ""
         )
@@ -350,10 +352,10 @@ def _score_and_words(
     else:
         sel = on & res.bad
         med = float(np.nanmedian(counts.excess_p50_ns[sel])) if sel.any() else float("nan")
-        typical = f" (median excess {_us(med)})" if np.isfinite(med) else ""
+        typical = f" (median excess {fmt_ns(med)})" if np.isfinite(med) else ""
         words = (
             f"delay: {bad_in} of {n_in} flows through {name} were delayed >"
-            f"{_us(counts.threshold_ns)} over their floor{typical}; {bad_out} of {n_out} "
+            f"{fmt_ns(counts.threshold_ns)} over their floor{typical}; {bad_out} of {n_out} "
             f"flows crossing no suspect were; model: {name} delays {_pct(rate)} of probes"
         )
     twins = _twins(inc, e, usable)
@@ -382,10 +384,6 @@ def _twin_ids(inc: Incidence, e: int, usable: npt.NDArray[np.bool_]) -> list[int
 
 def _pct(rate: float) -> str:
     return f"{100 * rate:.2g}%" if rate < 0.995 else "all"
-
-
-def _us(ns: float) -> str:
-    return f"{ns / 1000:.1f} µs" if abs(ns) < 10_000_000 else f"{ns / 1e6:.1f} ms"
 
 
 def gpu_suspects(verdicts: Mapping[str, tuple[str | None, str | None]]) -> list[Suspect]:

@@ -32,10 +32,12 @@ from pathlib import Path
 
 from cwctl.collection import Collection, HostInfo
 from cwctl.inventory import load_inventory
+from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import BOOTSTRAP_CODE
 from cwctl.request import Progress, ScanRequest
 from cwctl.transport.base import ScanPlan, probe_settings, run_scan
 from cwctl.transport.hostrun import HostFailure
+from cwctl.transport.traceplan import fabric_plan
 
 STUB = Path(__file__).resolve().parents[1] / "probe" / "srunstub.py"
 STDERR_KEEP = 4096
@@ -272,8 +274,11 @@ class SrunStep:
             await asyncio.wait_for(asyncio.gather(*self._tasks), 5.0)
 
 
-async def collect_slurm(request: ScanRequest, progress: Progress | None = None) -> Collection:
-    """Load ``request.inventory`` and probe its hosts through one srun step."""
+async def collect_slurm(
+    request: ScanRequest, progress: Progress | None = None, *, paths: PathCache | None = None
+) -> Collection:
+    """Load ``request.inventory`` and probe its hosts through one srun step (``paths``:
+    what earlier scans discovered, the source's own)."""
     assert request.inventory is not None
     inventory = load_inventory(request.inventory)
     settings = probe_settings(inventory.probe, request.overrides)
@@ -289,8 +294,9 @@ async def collect_slurm(request: ScanRequest, progress: Progress | None = None) 
         source="slurm",
         topology=inventory.topology(),
         seed=int(request.overrides.get("seed", 0) or 0),
-        bind={h.name: h.probe_address for h in inventory.hosts if h.probe_address},
         hello_timeout_s=inventory.ssh.connect_timeout + 30.0,
+        cache=paths,
+        **fabric_plan(inventory, settings),
     )
     try:
         return await run_scan(plan, step.launch, progress)
@@ -305,9 +311,10 @@ class SlurmSource:
 
     def __init__(self, request: ScanRequest) -> None:
         self.request = request
+        self.paths = PathCache()  # what one scan discovered, the next need not trace again
 
     async def scan(self, request: ScanRequest, progress: Progress | None = None) -> Collection:
-        return await collect_slurm(request, progress)
+        return await collect_slurm(request, progress, paths=self.paths)
 
     async def aclose(self) -> None:
         """Each scan's srun step ends with it."""

@@ -31,7 +31,7 @@ from cwctl.probe.bootstrap import bootstrap_command
 from cwctl.request import Progress, ScanRequest
 from cwctl.transport.base import ScanPlan, hard_lifetime_s, probe_settings, run_scan
 from cwctl.transport.hostrun import HostFailure
-from cwctl.transport.traceplan import TraceSettings
+from cwctl.transport.traceplan import fabric_plan
 
 # AES-GCM first: with AES-NI it costs far less per packet than asyncssh's ChaCha20-Poly1305
 # (which builds a cipher object per packet), and the record streams are many packets.
@@ -337,22 +337,8 @@ async def scan_inventory(
         topology=topology,
         seed=int(request.overrides.get("seed", 0) or 0),
         hello_timeout_s=inventory.ssh.connect_timeout + 20.0,
-        # the fabric address (probe_address), not the management one SSH reached
-        bind={
-            h.name: h.probe_binds()[0][1]
-            for h in inventory.hosts
-            if h.probe_address or h.probe_addresses
-        },
-        # path discovery where the inventory can name the hops it finds
-        trace=TraceSettings.for_ratelimit(settings.icmp_ratelimit_ms)
-        if settings.trace and inventory.switch_of_address()
-        else None,
         cache=paths,
-        rails={
-            h.name: [(str(nic), address) for nic, address in h.probe_binds()]
-            for h in inventory.hosts
-            if h.probe_addresses
-        },
+        **fabric_plan(inventory, settings),
     )
     launcher.lifetime_s = hard_lifetime_s(plan)  # nothing outlives the scan on a host
     try:

@@ -137,6 +137,30 @@ def test_kill_at_every_boundary_then_rollback_restores_the_simulator(
     assert outcomes == ["killed"] * 6 + ["finished"]
 
 
+def test_a_rollback_killed_at_every_boundary_is_finished_by_rolling_back_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The undo itself is cut short: ``cwctl rollback ORIGINAL`` again finishes it."""
+    for k in range(1, 7):  # the rollback's intent, 2 x (started, ok), end
+        state = tmp_path / f"r{k}"
+        monkeypatch.setenv("CWCTL_STATE_DIR", str(state))
+        prior = effective_sim_state()
+        applied = CliRunner().invoke(app, ["reroute", "spine2", *SIM, "--apply", "--yes"])
+        assert applied.exit_code == 0, applied.stderr
+        (original,) = history(Journal(state)).actions
+        assert cwctl_killed_at(k, ["rollback", original.id, "--apply", "--yes"], state) == (
+            "killed"
+        )
+        hist = history(Journal(state))
+        expected = ["applied"] if k == 1 else ["applied", "interrupted"]  # the rollback's
+        assert [a.status for a in hist.actions] == expected
+        result = CliRunner().invoke(app, ["rollback", original.id, "--apply", "--yes"])
+        assert result.exit_code == 0, (k, result.stderr)
+        assert effective_sim_state() == prior, k
+        again = CliRunner().invoke(app, ["rollback", original.id, "--apply", "--yes"])
+        assert again.exit_code == 2 and "already rolled back" in again.stderr
+
+
 # --- a real sshd ----------------------------------------------------------------------
 
 

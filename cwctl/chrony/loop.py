@@ -26,9 +26,8 @@ from cwctl.chrony.fleet import Fleet
 from cwctl.chrony.journal import SyncJournal
 from cwctl.chrony.rules import FeedDecision, FeedRules, decide, socket_path
 from cwctl.errors import EXIT_OK, EXIT_PROBLEMS
+from cwctl.request import Progress
 from cwctl.snapshot import FabricSnapshot
-
-Progress = Callable[[str, dict[str, Any]], None]
 
 
 @dataclass(frozen=True)

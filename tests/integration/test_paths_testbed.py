@@ -11,6 +11,7 @@ hop unknown (null), never guessed.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
@@ -22,6 +23,8 @@ import pytest
 
 from cwctl.collection import Collection
 from cwctl.recordfile import read_collection
+from cwctl.request import ScanRequest
+from cwctl.transport.ssh import SSHSource
 from tests.testbed import layout as L
 from tests.testbed.bed import Testbed
 from tests.testbed.faults import flow_path
@@ -115,3 +118,26 @@ def test_a_silent_router_leaves_its_hop_unknown(silent_spine2: Testbed, tmp_path
             assert hops[1] in ("spine1", None), p
             named += hops[1] == "spine1"
     assert named >= 8 and silent >= 8, (named, silent)
+
+
+def test_a_second_scan_traces_only_what_it_revalidates(fabric: Testbed, tmp_path: Path) -> None:
+    """One source, two scans: agents get their ports back, so the 5-tuples (and paths)
+    are the same; the second scan traces only the revalidated tenth, the rest is cached
+    and still names the spine the kernel chooses."""
+    inv = tmp_path / "inventory.toml"
+    inv.write_text(no_ratelimit(fabric.inventory.read_text()))
+    request = ScanRequest(inventory=inv, duration_s=1.5)
+    source = SSHSource(request)
+    first = asyncio.run(source.scan(request))
+    second = asyncio.run(source.scan(request))
+    assert {s.status for s in second.status.values()} == {"ok"}, second.status
+    for host in first.hello:
+        assert first.hello[host]["port"] == second.hello[host]["port"]
+        assert first.hello[host]["sports"] == second.hello[host]["sports"]
+    traced = [sum(s["trace"]["flows"] for s in c.summaries.values()) for c in (first, second)]
+    assert traced[0] == len(first.paths) and 0 < traced[1] <= traced[0] // 5, traced
+    cached = [p for p in second.paths if p.cached and len(p.hops) == 3 and p.hops[1]]
+    assert len(cached) >= 64, len(cached)
+    switch_of = second.topology.switch_of_address  # type: ignore[union-attr]
+    for p in cached[::8]:
+        assert switch_of[p.hops[1]] == spine_of(fabric, p.host, p.peer, p.sport, p.dport), p

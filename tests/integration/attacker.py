@@ -1,5 +1,6 @@
 """An attacker on the loopback "fabric", for tests: sniffs cwctl probe datagrams with an
-AF_PACKET socket on ``lo`` and, for every genuine one, sends with the same 5-tuple (a raw
+AF_PACKET socket on ``lo`` (only one scan's, by its public nonce, when given) and, for every
+genuine one, sends with the same 5-tuple (a raw
 IP socket: source address and port are spoofed too):
 
 - a replay of the datagram as it was (probe, reply, follow-up);
@@ -29,7 +30,9 @@ PACKET_OUTGOING = 4
 @dataclass
 class Attacker:
     skew_ns: int = 5_000_000
-    ports: set[int] | None = None  # only datagrams to/from these UDP ports (None: any cwctl)
+    # only this scan's signed datagrams (its nonce is public: it travels in the clear), so
+    # other cwctl scans on the same machine are left alone; None: every cwctl datagram
+    nonce: bytes | None = None
     sent: dict[str, int] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _mine: set[bytes] = field(default_factory=set)
@@ -99,7 +102,7 @@ class Attacker:
             if data in self._mine:
                 self._mine.discard(data)
                 continue
-            if self.ports is not None and not ({sport, dport} & self.ports):
+            if self.nonce is not None and not data.startswith(self.nonce):
                 continue
             fields = decode(data)
             if fields is None:

@@ -10,11 +10,13 @@ moved two of three loopback clocks by 0.77 and 1.77 ms (their truth: 0, one cloc
 from __future__ import annotations
 
 import os
+import secrets
 
 import pytest
 
 from cwctl.request import ScanRequest
 from cwctl.session import scan
+from cwctl.transport import base
 from tests.integration.attacker import Attacker
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="raw sockets need root")
@@ -22,8 +24,16 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="raw sockets need root
 BOUND_NS = 50_000  # the truth is 0 (one clock); unattacked loopback scans are within ~µs
 
 
-async def test_forged_and_replayed_datagrams_change_neither_offsets_nor_loss() -> None:
-    with Attacker(skew_ns=5_000_000) as attacker:
+async def test_forged_and_replayed_datagrams_change_neither_offsets_nor_loss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the nonce is public (it travels in the clear): fixing it lets the attacker pick this
+    # scan's datagrams out of other tests' on the same loopback; the key stays secret
+    nonce = secrets.token_bytes(8)
+    monkeypatch.setattr(
+        base, "scan_auth", lambda: {"key": secrets.token_hex(32), "nonce": nonce.hex()}
+    )
+    with Attacker(skew_ns=5_000_000, nonce=nonce) as attacker:
         snapshot = await scan(ScanRequest(local=3, duration_s=1.5))
     assert attacker.sent.get("forged_follow", 0) > 100, attacker.sent
     assert attacker.sent.get("forged_reply", 0) > 100 and attacker.sent.get("replay", 0) > 100

@@ -1,7 +1,7 @@
 """An attacker on the loopback "fabric", for tests: sniffs cwctl probe datagrams with an
-AF_PACKET socket on ``lo`` (only one scan's, by its public nonce, when given) and, for every
-genuine one, sends with the same 5-tuple (a raw
-IP socket: source address and port are spoofed too):
+AF_PACKET socket on ``lo`` (only one scan's, by its public nonce, when given) and, for
+every genuine one, sends with the same 5-tuple (a raw IP socket: source address and port
+are spoofed too):
 
 - a replay of the datagram as it was (probe, reply, follow-up);
 - a forged follow-up for each reply it sees, moving the answerer's send time ``t3`` by

@@ -12,7 +12,8 @@ either end takes the end's colour. ``max_ns`` (``--heatmap-max``) moves the top 
 
 Suspects are marked in magenta: their names in the legend, a tick beside the rows and
 above the columns of the hosts they can be on the path of, and a frame around every bad
-path (lossy, or queueing above the scan's delay threshold) that can cross them. "Can
+path (lossy, queueing above the scan's delay threshold, or slow: a floor that much
+above the typical floor of its kind of path) that can cross them. "Can
 cross" is judged from the hosts' leaves only (a host or NIC: its own paths; a leaf: paths
 from or to its hosts; a spine: paths between leaves; a link leaf-spine: paths between
 that leaf and another). Written with ``cwctl.report.png`` (numpy + zlib).
@@ -119,11 +120,32 @@ def could_cross(
     return between  # a spine (or any switch above the leaves)
 
 
-def _bad(p: PathReport, threshold_ns: float | None) -> bool:
+def _bad(p: PathReport, threshold_ns: float | None, typical_floor_ns: float | None) -> bool:
+    """Lossy, queueing above the threshold, or slow: a floor raised above the typical
+    floor of its kind of path by more than the threshold (a slow element adds delay
+    without queueing, so neither loss nor queueing shows it)."""
     if p.sent and p.loss >= LOSS_MIN:
         return True
+    if threshold_ns is None:
+        return False
     excess = p.excess_ns
-    return threshold_ns is not None and excess is not None and excess > threshold_ns
+    if excess is not None and excess > threshold_ns:
+        return True
+    floor = p.owd_min_ns
+    return (
+        typical_floor_ns is not None
+        and floor is not None
+        and (floor > typical_floor_ns + threshold_ns)
+    )
+
+
+def _typical_floors(snapshot: FabricSnapshot, leaf: dict[str, str | None]) -> dict[bool, float]:
+    """The median floor of paths within a leaf (True) and between leaves (False)."""
+    floors: dict[bool, list[float]] = {True: [], False: []}
+    for p in snapshot.paths:
+        if p.owd_min_ns is not None and math.isfinite(p.owd_min_ns):
+            floors[leaf.get(p.src) == leaf.get(p.dst)].append(p.owd_min_ns)
+    return {k: float(np.median(v)) for k, v in floors.items() if v}
 
 
 def suspect_paths(snapshot: FabricSnapshot) -> set[tuple[str, str]]:
@@ -135,9 +157,11 @@ def suspect_paths(snapshot: FabricSnapshot) -> set[tuple[str, str]]:
     leaves = {x for x in leaf.values() if x}
     threshold = snapshot.telemetry.get("delay_threshold_ns")
     limit = float(threshold) if isinstance(threshold, int | float) else None
+    typical = _typical_floors(snapshot, leaf)
     marked = set()
     for p in snapshot.paths:
-        if not _bad(p, limit):
+        same = leaf.get(p.src) == leaf.get(p.dst)
+        if not _bad(p, limit, typical.get(same)):
             continue
         a, b = leaf.get(p.src), leaf.get(p.dst)
         if any(could_cross(s.element, s.kind, a, b, p.src, p.dst, leaves)

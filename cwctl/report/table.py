@@ -116,6 +116,22 @@ def refused_datagrams(snapshot: FabricSnapshot) -> str:
     return ", ".join(parts[:3]) + more
 
 
+def silent_hosts(snapshot: FabricSnapshot) -> list[str]:
+    """Hosts reached (status ok) whose every probed path, in and out, lost everything:
+    up for SSH, dead on the fabric. Read off the paths, not off any suspect's words."""
+    sent: dict[str, int] = {}
+    got: dict[str, int] = {}
+    for p in snapshot.paths:
+        for h in (p.src, p.dst):
+            sent[h] = sent.get(h, 0) + p.sent
+            got[h] = got.get(h, 0) + p.received
+    return [
+        h.name
+        for h in snapshot.hosts
+        if h.status == "ok" and sent.get(h.name, 0) > 0 and got.get(h.name, 0) == 0
+    ]
+
+
 def summary_lines(snapshot: FabricSnapshot) -> list[str]:
     """The plain-text summary (also what the TUI's status line can show)."""
     ok = sum(h.status == "ok" for h in snapshot.hosts)
@@ -137,7 +153,12 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
     p99 = sync_p99_ns(snapshot)
     sync = f"±{fmt_ns(p99)} (p99 uncertainty)" if p99 is not None else "unsolved"
     ref = f" vs {snapshot.reference}" if snapshot.reference else ""
-    lines.append(f"hosts ok {ok}/{len(snapshot.hosts)} · clocks {sync}{ref}")
+    silent = silent_hosts(snapshot)
+    dead = ""
+    if silent:
+        names = ", ".join(silent[:3]) + (f" (+{len(silent) - 3} more)" if len(silent) > 3 else "")
+        dead = f" · {len(silent)} silent on the fabric: {names}"
+    lines.append(f"hosts ok {ok}/{len(snapshot.hosts)}{dead} · clocks {sync}{ref}")
     busy = [h.name for h in snapshot.hosts if h.agent and h.agent.get("busy")]
     if busy:
         names = ", ".join(busy[:3]) + (f" (+{len(busy) - 3} more)" if len(busy) > 3 else "")
@@ -170,7 +191,9 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
     return lines
 
 
-def _status_text(h: HostReport) -> Text:
+def _status_text(h: HostReport, silent: set[str]) -> Text:
+    if h.status == "ok" and h.name in silent:
+        return Text("no fabric", style="bold red")  # SSH fine, every probe lost
     if h.status == "ok":
         return Text("ok", style="green")
     label = h.status if not h.error else f"{h.status}: {h.error}"
@@ -187,6 +210,7 @@ def _gpu_text(h: HostReport) -> Text:
 
 def _hosts_table(snapshot: FabricSnapshot) -> tuple[Table, int]:
     shown = interesting_hosts(snapshot, HOST_ROWS)
+    silent = set(silent_hosts(snapshot))
     gpu = any(h.gpu_verdict is not None for h in snapshot.hosts)
     table = Table(box=box.SIMPLE_HEAD, title="hosts", title_justify="left", pad_edge=False)
     table.add_column("host", no_wrap=True)
@@ -199,7 +223,7 @@ def _hosts_table(snapshot: FabricSnapshot) -> tuple[Table, int]:
     for h in shown:
         row = [
             Text(h.name),
-            _status_text(h),
+            _status_text(h, silent),
             Text(fmt_ns(h.offset_ns, signed=True)),
             Text(fmt_ppb(h.drift_ppb)),
             Text(fmt_ns(h.uncertainty_ns)),

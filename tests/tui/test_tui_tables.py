@@ -167,3 +167,17 @@ async def test_bad_input_is_not_retried_forever() -> None:
         await pilot.pause(0.3)  # 30 intervals: a retry loop would have scanned again
         assert source.calls == 1
         assert "no such host" in str(tui.dashboard.query_one("#status").render())
+
+
+async def test_a_host_silent_on_the_fabric_reads_no_fabric() -> None:
+    from dataclasses import replace
+
+    snap = known_snapshot()
+    snap.paths = [replace(p, received=0) if "gpu-004" in (p.src, p.dst) else p
+                  for p in snap.paths]  # fmt: skip
+    app = make_app(FixedSource([snap], label="SIMULATED"), max_scans=1)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.scans == 1)
+        hosts = app.dashboard.query_one(HostsTable)
+        status = dict(zip(_column(hosts, 0), _column(hosts, 2), strict=True))
+        assert status["gpu-004"] == "no fabric" and status["gpu-001"] == "ok"

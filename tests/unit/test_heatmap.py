@@ -21,8 +21,9 @@ def _snap(
     excess: dict[tuple[str, str], float] | None = None,
     loss: dict[tuple[str, str], float] | None = None,
     suspects: list[Suspect] | None = None,
+    floor: dict[tuple[str, str], float] | None = None,
 ) -> FabricSnapshot:
-    excess, loss = excess or {}, loss or {}
+    excess, loss, floor = excess or {}, loss or {}, floor or {}
     paths = []
     for a in HOSTS:
         for b in HOSTS:
@@ -30,7 +31,8 @@ def _snap(
                 continue
             q = excess.get((a, b), 100.0)
             got = round(100 * (1 - loss.get((a, b), 0.0)))
-            paths.append(PathReport(a, b, 100, got, 5_000.0, 5_000.0 + q, 5_000.0 + q))
+            lo = floor.get((a, b), 5_000.0)
+            paths.append(PathReport(a, b, 100, got, lo, lo + q, lo + q))
     return FabricSnapshot(
         source="ssh",
         reference="gpu-001",
@@ -88,6 +90,18 @@ def test_suspects_and_the_bad_paths_through_them_are_marked() -> None:
     assert ticks["gpu-002"] != MARK  # an end of no marked path
     healthy = draw_heatmap(_snap(loss={("gpu-001", "gpu-005"): 0.5}))
     assert not (healthy.rgb == np.array(MARK, np.uint8)).all(axis=2).any()  # no suspects
+
+
+def test_slow_paths_through_a_suspect_are_marked_too() -> None:
+    """A slow element raises floors without queueing or loss: framed all the same."""
+    snap = _snap(
+        floor={("gpu-001", "gpu-005"): 9_000.0, ("gpu-002", "gpu-001"): 9_000.0},
+        suspects=[Suspect("leaf1-spine1", "link", 0.9, "slow: raised floors")],
+    )
+    pic = draw_heatmap(snap)
+    assert _cell(pic, "gpu-001", "gpu-005", 0, 0) == MARK  # 4 us above the typical floor
+    assert _cell(pic, "gpu-002", "gpu-001", 0, 0) != MARK  # slow, but cannot cross the link
+    assert _cell(pic, "gpu-003", "gpu-006", 0, 0) != MARK  # crosses it, floor normal
 
 
 @pytest.mark.parametrize(

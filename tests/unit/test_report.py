@@ -159,3 +159,26 @@ def test_worst_paths_are_sorted_by_columns_the_table_shows() -> None:
     rows = [line.split() for line in text.splitlines() if "→" in line and "worst" not in line]
     assert [r[0] for r in rows] == ["gpu-005", "gpu-001", "gpu-003"]
     assert rows[1][4:6] == ["8.00", "us"] and rows[2][4:6] == ["1.00", "us"]  # queue p50
+
+
+def test_a_host_silent_on_the_fabric_is_not_shown_as_ok() -> None:
+    from cwctl.report.table import silent_hosts
+    from cwctl.snapshot import PathReport
+
+    names = ["gpu-001", "gpu-002", "gpu-003"]
+    paths = [
+        PathReport(a, b, 100, 0 if "gpu-003" in (a, b) else 100, 1e3, 1e3, 1e3)
+        for a in names
+        for b in names
+        if a != b
+    ]
+    snap = FabricSnapshot(source="ssh", reference="gpu-001", duration_s=1.0,
+                          hosts=[HostReport(n) for n in names], paths=paths)  # fmt: skip
+    assert silent_hosts(snap) == ["gpu-003"]
+    text = render(snap, "table", color=False)
+    assert "hosts ok 3/3 · 1 silent on the fabric: gpu-003" in text
+    row = next(line for line in text.splitlines() if line.lstrip().startswith("gpu-003"))
+    assert "no fabric" in row
+    paths[0] = PathReport("gpu-001", "gpu-003", 100, 1, 1e3, 1e3, 1e3)  # one answer: not silent
+    snap.paths = paths
+    assert silent_hosts(snap) == []

@@ -6,6 +6,9 @@ a click on its header); offset and drift sort by size, largest first.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from cwctl.report.table import silent_hosts
 from cwctl.snapshot import FabricSnapshot, HostReport
 from cwctl.tui.grid import host_matches, natural
 from cwctl.tui.widgets.sortable import Column, SortableTable, number_key
@@ -59,8 +62,13 @@ class HostsTable(SortableTable[HostReport]):
     def _refill(self) -> None:
         if self.snapshot is None:
             return
+        silent = set(silent_hosts(self.snapshot))  # SSH fine, every probe lost
         self.set_rows(
-            [(h.name, h) for h in self.snapshot.hosts if host_matches(h, self.host_filter)]
+            [
+                (h.name, replace(h, status="no fabric") if h.name in silent else h)
+                for h in self.snapshot.hosts
+                if host_matches(h, self.host_filter)
+            ]
         )
 
     @property

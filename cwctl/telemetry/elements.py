@@ -7,7 +7,9 @@ certainly crossed: both hosts, both NICs (``_nic_columns``), both leaves. Which 
 none does, the flow has one *alternative* per equal-cost spine (the spines both leaves
 reach), each a priori as likely, and the explanation (``explain.py``) weighs them as a
 mixture. A loss trial is a round trip: its alternatives are every pair of a forward and
-a reverse alternative, and what both directions cross counts twice. Without a topology
+a reverse alternative, and what both directions cross counts twice (past ``MAX_ROWS``
+alternatives, on very large fabrics with few known paths, unknown directions count only
+for what they certainly cross). Without a topology
 the elements are the two hosts, the NIC, and the host pair itself.
 """
 
@@ -26,6 +28,7 @@ from cwctl.topology import Topology
 
 I64 = npt.NDArray[np.int64]
 B = npt.NDArray[np.bool_]
+MAX_ROWS = 4_000_000  # alternatives weighed per signal; beyond, unknown paths count as certain-only
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,15 @@ def _possible(src: I64, dst: I64, known: I64, t: _Tiers) -> B:
     return out
 
 
+def _certain_only(possible: B) -> B:
+    """Directions with several alternatives keep none: only what they certainly cross."""
+    out = possible.copy()
+    several = out[:, :-1].sum(axis=1) > 1
+    out[several] = False
+    out[several, -1] = True
+    return out
+
+
 def _tier_columns(a: I64, b: I64, spine: I64, t: _Tiers) -> list[I64]:
     """The leaf-spine link, spine and spine-leaf link of a direction from leaf a to b
     through ``spine`` (the "none" index: no columns)."""
@@ -248,11 +260,16 @@ def incidences(
         kx_f, kx_r, k_f = known if known is not None else unknown
         pf = _possible(exchanges.src, exchanges.dst, kx_f, t)
         pr = _possible(exchanges.dst, exchanges.src, kx_r, t)
+        if int(pf.sum(axis=1) @ pr.sum(axis=1)) > MAX_ROWS:
+            # too many alternatives to weigh: unknown directions count for what is certain
+            pf, pr = _certain_only(pf), _certain_only(pr)
         pairs = pf[:, :, None] & pr[:, None, :]
         loss_flow, s1, s2 = np.nonzero(pairs)
         a, b = t.host_leaf[exchanges.src[loss_flow]], t.host_leaf[exchanges.dst[loss_flow]]
         loss_tier = _tier_columns(a, b, s1, t) + _tier_columns(b, a, s2, t)
         p = _possible(flows.src, flows.dst, k_f, t)
+        if int(p.sum()) > MAX_ROWS:
+            p = _certain_only(p)
         delay_flow, s = np.nonzero(p)
         a, b = t.host_leaf[flows.src[delay_flow]], t.host_leaf[flows.dst[delay_flow]]
         delay_tier = _tier_columns(a, b, s, t)

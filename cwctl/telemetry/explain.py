@@ -38,6 +38,7 @@ RATE_GRID: F64 = np.unique(
 COARSE_GRID: F64 = np.unique(
     np.append(RATE_GRID[::3], RATE_GRID[-1])
 )  # the greedy choice; chosen rates are refined on RATE_GRID
+BACKGROUND_GRID: F64 = np.geomspace(1e-7, 0.5, 14)
 TIE_NATS = 1.0  # candidates within this of the best gain are indistinguishable from it
 _EPS = 1e-12
 _CHUNK = 400_000  # (entries x rates) cells per block of the mixture gains
@@ -128,8 +129,16 @@ class _Model:
         self.n = self.nf[rows.flow]
         self.k = self.kf[rows.flow]
         per_flow = np.bincount(rows.flow, minlength=rows.n_flows)
-        self.starts = np.concatenate([[0], np.cumsum(per_flow)[:-1]]).astype(np.int64)
         self.multi = per_flow[rows.flow] > 1
+        # the mixtures are taken over the multi-row flows' rows only (contiguous per flow)
+        self.single_rows = np.flatnonzero(~self.multi)
+        self.multi_rows = np.flatnonzero(self.multi)
+        multi_flow = rows.flow[self.multi_rows]
+        new = np.ones(len(multi_flow), bool)
+        new[1:] = multi_flow[1:] != multi_flow[:-1]
+        self.multi_starts = np.flatnonzero(new)
+        self.multi_group = np.cumsum(new) - 1
+        self.multi_flows = multi_flow[self.multi_starts]
 
     def column(self, e: int) -> F64:
         """How often each row's trial crosses element e."""
@@ -143,12 +152,25 @@ class _Model:
 
     def flow_ll(self, row_ll: F64) -> F64:
         """Per flow (columns kept): log of the prior-weighted mixture of its rows."""
-        v = self.rows.log_prior.reshape(-1, *([1] * (row_ll.ndim - 1))) + row_ll
-        if not self.multi.any():
-            return v
-        top = np.maximum.reduceat(v, self.starts, axis=0)
-        total = np.add.reduceat(np.exp(v - top[self.rows.flow]), self.starts, axis=0)
-        return top + np.log(total)
+        if not len(self.multi_rows):
+            return row_ll
+        out = np.empty((self.rows.n_flows, *row_ll.shape[1:]))
+        out[self.rows.flow[self.single_rows]] = row_ll[self.single_rows]
+        prior = self.rows.log_prior[self.multi_rows]
+        if row_ll.ndim == 1:
+            v = prior + row_ll[self.multi_rows]
+            top = np.maximum.reduceat(v, self.multi_starts)
+            total = np.add.reduceat(np.exp(v - top[self.multi_group]), self.multi_starts)
+            out[self.multi_flows] = top + np.log(total)
+            return out
+        # columns as rows: reduceat runs along contiguous memory
+        vt = np.ascontiguousarray(row_ll[self.multi_rows].T) + prior
+        top = np.maximum.reduceat(vt, self.multi_starts, axis=1)
+        vt -= top[:, self.multi_group]
+        np.exp(vt, out=vt)
+        total = np.add.reduceat(vt, self.multi_starts, axis=1)
+        out[self.multi_flows] = (top + np.log(total)).T
+        return out
 
     def total(self, fit: Explanation) -> float:
         return float(self.flow_ll(log_likelihood(self.n, self.k, fit.success())).sum())
@@ -213,13 +235,18 @@ class _Model:
             starts = np.flatnonzero(new)
             group = np.cumsum(new) - 1
             delta = _grid_log_likelihood(self.n[rr], self.k[rr], s[rr], factors, cc)
-            v = log_w[rr, None] + delta - row_ll[rr, None]
+            # rates as rows: reduceat runs along contiguous memory
+            vt = np.ascontiguousarray(delta.T)
+            vt += log_w[rr] - row_ll[rr]
             weight = np.add.reduceat(np.exp(log_w[rr]), starts)
             rest = np.log(np.clip(1.0 - weight, 0.0, 1.0) + 1e-300)
-            top = np.maximum(np.maximum.reduceat(v, starts, axis=0), rest[:, None])
-            summed = np.add.reduceat(np.exp(v - top[group]), starts, axis=0)
-            summed += np.exp(rest[:, None] - top)
-            out += _gather(jj[starts], len(out)) @ (top + np.log(summed))
+            top = np.maximum(np.maximum.reduceat(vt, starts, axis=1), rest[None, :])
+            vt -= top[:, group]
+            np.exp(vt, out=vt)
+            summed = np.add.reduceat(vt, starts, axis=1)
+            summed += np.exp(rest[None, :] - top)
+            value = (top + np.log(summed)).T
+            out += _gather(jj[starts], len(out)) @ value
             lo = hi
 
 
@@ -309,10 +336,14 @@ def _set_rate(fit: Explanation, model: _Model, e: int, candidates: F64) -> None:
 
 
 def _refit(fit: Explanation, model: _Model, passes: int = 3) -> None:
-    """Coordinate ascent: the background, then each chosen element's rate, on the grid."""
+    """Coordinate ascent: the background, then each chosen element's rate, on the grid.
+
+    The background is sought on a coarse grid over its whole range plus a fine one
+    around its current value (the likelihood over every row, per candidate, is the cost)."""
     rates0 = np.concatenate([[0.0], RATE_GRID])
-    cand = np.clip(rates0, 1e-7, 0.5)
     for _ in range(passes):
+        near = fit.background * np.exp(np.linspace(-1.5, 1.5, 13))
+        cand = np.unique(np.clip(np.concatenate([BACKGROUND_GRID, near]), 1e-7, 0.5))
         other = np.exp(fit.log_success)
         ll = model.flow_ll(_grid_log_likelihood(model.n, model.k, other, 1 - cand)).sum(0)
         fit.background = float(cand[int(np.argmax(ll))])

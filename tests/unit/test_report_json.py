@@ -20,6 +20,7 @@ SECTIONS = {
     "`paths[].ports[]`": "ports",
     "`suspects[]`": "suspects",
     "`telemetry`": "telemetry",
+    "`unlocalised`": "unlocalised",
 }
 TYPES = {
     "string": (str,),
@@ -101,6 +102,18 @@ def test_simulated_scan_json_matches_the_documented_schema(scan_json: dict[str, 
         assert suspect["kind"] in ("switch", "link", "nic", "host")
         assert 0.0 <= suspect["score"] <= 1.0
     check(scan_json["telemetry"], fields["telemetry"], "telemetry")
+
+
+def test_an_unlocalised_loss_matches_the_documented_schema() -> None:
+    # the object as the snapshot writes it (telemetry/verdicts.py builds its content)
+    from cwctl.snapshot import FabricSnapshot
+
+    snap = FabricSnapshot(source="sim", reference=None, duration_s=1.0, hosts=[],
+                          unlocalised={"paths": 2, "flows": 3, "signals": {"loss": 3},
+                                       "evidence": "unlocalised loss on 2 paths: ..."})  # fmt: skip
+    out = snap.to_json()
+    check(out["unlocalised"], documented_fields()["unlocalised"], "unlocalised")
+    assert not snap.healthy
 
 
 def test_suspects_name_the_injected_faults(scan_json: dict[str, Any]) -> None:

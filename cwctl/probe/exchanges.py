@@ -229,14 +229,14 @@ class Agent:
     def drain_errqueue(self, sock):
         while True:
             try:
-                data, anc, _flags, _addr = sock.recvmsg(512, 512, MSG_ERRQUEUE)
+                data, anc, _flags, addr = sock.recvmsg(512, 512, MSG_ERRQUEUE)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
                 if exc.errno == errno.EAGAIN:
                     return
                 raise
-            if self.tracer is not None and self.traced("on_error", data, anc):
+            if self.tracer is not None and self.traced("on_error", data, anc, sock, addr):
                 continue
             fields = decode(data)
             stamp = kernel_stamp(anc)

@@ -212,13 +212,26 @@ class Tracer:
 
     # --- answers ------------------------------------------------------------------
 
-    def on_error(self, data, ancdata):
-        """An error-queue message: True if it answered one of our trace packets."""
+    def on_error(self, data, ancdata, sock=None, dst=None):
+        """An error-queue message: True if it was about one of our trace packets.
+
+        The payload the router quoted names the trace. A router that quotes only the
+        UDP header (RFC 792's minimum) names none: then the answer is matched by its
+        socket and destination (``dst``, the message's address) to the one trace
+        packet of that 5-tuple that asks a router (TTLs go one at a time per flow
+        where the plan says which hop to ask; otherwise the answer stays unmatched)."""
         fields = decode(data)
-        if fields is None or fields[0] != KIND_TRACE:
+        if fields is not None and fields[0] != KIND_TRACE:
             return False
-        got = icmp_error(ancdata)  # None: the TX timestamp of a trace packet
-        entry = self.pending.pop(fields[4], None) if got is not None else None
+        got = icmp_error(ancdata)
+        if got is None:  # the TX timestamp of a trace packet, or nothing of ours
+            return fields is not None
+        if fields is not None:
+            entry = self.pending.pop(fields[4], None)
+        else:
+            entry = self._only_asking(sock, dst)
+            if entry is None:
+                return False
         if entry is None:
             return True
         flow, ttl, _attempt, _sent = entry
@@ -232,6 +245,19 @@ class Tracer:
             flow.hops[ttl] = None
         self._maybe_finish(flow)
         return True
+
+    def _only_asking(self, sock, dst):
+        """The one pending trace packet of this socket and destination that a router can
+        answer (not a completion check), taken out; None unless exactly one."""
+        if sock is None or dst is None:
+            return None
+        dst = (dst[0], dst[1])
+        asking = [
+            i
+            for i, (flow, ttl, _a, _s) in self.pending.items()
+            if flow.sock is sock and flow.dst == dst and ttl != flow.check
+        ]
+        return self.pending.pop(asking[0]) if len(asking) == 1 else None
 
     def on_ack(self, fields):
         """A destination's acknowledgement of a trace packet: that TTL got through."""

@@ -83,6 +83,7 @@ class FeedDecision:
     drift_ppb: float | None = None
     uncertainty_ns: float | None = None
     t_ref_ns: int | None = None
+    duration_s: float = 0.0  # the scan's probing window, t_ref_ns its middle
     socket: str | None = None
     step: bool = False  # beyond max_offset_ns, fed because --step was confirmed
     samples: int = 0  # samples the host's feeder sent for this round
@@ -103,6 +104,7 @@ class FeedDecision:
             "offset_ns": self.offset_ns,
             "drift_ppb": self.drift_ppb or 0.0,
             "t_ref_ns": self.t_ref_ns,
+            "duration_s": self.duration_s,
         }
 
 
@@ -129,6 +131,7 @@ def decide(
             drift_ppb=h.drift_ppb,
             uncertainty_ns=h.uncertainty_ns,
             t_ref_ns=snapshot.t_ref_ns,
+            duration_s=snapshot.duration_s,
             socket=sockets.get(h.name),
         )
         d.reason = _why_not(h, snapshot, rules, reference)

@@ -41,6 +41,7 @@ AGENT_MODULES = (
     "cwctl.probe.gpu.xid",
     "cwctl.probe.gpu.nvml",
     "cwctl.probe.gpu.sampler",
+    "cwctl.probe.clockwatch",
     "cwctl.probe.chronysock",
     "cwctl.probe.agent",
 )

@@ -28,18 +28,22 @@ on the reference's clock; solved for ``x``.
 Control lines on stdin (after ``params``: ``socket``, ``period_s``, ``hold_s``,
 ``idle_exit_s``):
 
-``{"type": "estimate", "round", "offset_ns", "drift_ppb", "t_ref_ns"}``
+``{"type": "estimate", "round", "offset_ns", "drift_ppb", "t_ref_ns", "duration_s"}``
     Feed this from now on, one sample every ``period_s``, until ``hold_s`` after
-    ``t_ref_ns`` (a stale estimate is not fed) or the next estimate.
+    ``t_ref_ns`` (a stale estimate is not fed) or the next estimate. Each sample also
+    carries what chronyd (or anything) did to the clock since ``t_ref_ns`` beyond the
+    rate it ran at during the scan (``clockwatch.py``), when the feeder was already
+    watching the clock then: else chronyd would correct the same error on every poll.
 ``{"type": "withdraw", "reason"}``
     Stop feeding (the host no longer qualifies); chronyd sees the source go quiet.
 ``{"type": "keepalive"}``
     Nothing, but cwctl is still there.
 
 It prints ``hello`` (after checking the socket), one ``sample`` record per datagram
-sent (``round``, ``tv_ns``, ``offset_s``), ``error`` records (a send that failed), and
-a ``summary`` last. It exits on stdin EOF, on SIGTERM/SIGHUP, or after ``idle_exit_s``
-without any control line: when cwctl stops, nothing stays behind on the host.
+sent (``round``, ``tv_ns``, ``offset_s``, ``steered_ns``), ``error`` records (a send
+that failed), and a ``summary`` last. It exits on stdin EOF, on SIGTERM/SIGHUP, or
+after ``idle_exit_s`` without any control line: when cwctl stops, nothing stays behind
+on the host.
 """
 
 import os
@@ -49,6 +53,8 @@ import socket
 import stat
 import struct
 import time
+
+from cwctl.probe.clockwatch import Watch, read_gap
 
 SOCK_MAGIC = 0x534F434B
 # timeval (time_t and suseconds_t are C longs on Linux), offset, pulse, leap, pad, magic
@@ -71,11 +77,12 @@ def host_offset_ns(estimate, t_host_ns):
     return (off + rate * elapsed_ns) / (1.0 + rate)
 
 
-def sample_now(estimate, now_ns=None):
-    """(tv_ns, offset_s, datagram) for a sample taken now: chrony's offset is the negation."""
+def sample_now(estimate, now_ns=None, steered_ns=0.0):
+    """(tv_ns, offset_s, datagram) for a sample taken now: chrony's offset is the negation
+    of cwctl's, plus ``steered_ns``, what was done to the clock since (``clockwatch``)."""
     now = time.time_ns() if now_ns is None else int(now_ns)
     tv_ns = now - now % 1000  # what the timeval can say
-    offset_s = -host_offset_ns(estimate, tv_ns) * 1e-9
+    offset_s = -(host_offset_ns(estimate, tv_ns) + steered_ns) * 1e-9
     return tv_ns, offset_s, pack_sample(tv_ns, offset_s)
 
 
@@ -110,6 +117,7 @@ class Feeder:
         self.last_error = None
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.setblocking(False)
+        self.watch = Watch()  # how the clock is steered, reading by reading
 
     def on_control(self, msg):
         kind = msg.get("type")
@@ -122,14 +130,19 @@ class Feeder:
 
     def tick(self):
         """Send one sample if the estimate is fresh; False when there was none to send."""
+        reading = read_gap()
+        self.watch.add(reading)
         est = self.estimate
         if est is None:
             return False
-        now = time.time_ns()
+        now = reading[0] if reading is not None else time.time_ns()
         if now - int(est["t_ref_ns"]) > self.hold_ns:
             self.estimate = None  # stale: chronyd is better off without it
             return False
-        tv_ns, offset_s, data = sample_now(est, now)
+        t_ref_host = int(est["t_ref_ns"]) + int(est["offset_ns"])  # the host's clock then
+        half_ns = float(est.get("duration_s") or 0.0) * 5e8
+        steered = self.watch.steered_ns(t_ref_host, reading, half_ns)
+        tv_ns, offset_s, data = sample_now(est, now, steered or 0.0)
         try:
             self.sock.sendto(data, self.path)
         except OSError as exc:
@@ -142,7 +155,7 @@ class Feeder:
         self.last_error = None
         self.sent += 1
         rec = {"type": "sample", "v": RECORD_VERSION, "host": self.out.host}
-        rec.update(round=est.get("round"), tv_ns=tv_ns, offset_s=offset_s)
+        rec.update(round=est.get("round"), tv_ns=tv_ns, offset_s=offset_s, steered_ns=steered)
         self.out.record(rec)
         return True
 

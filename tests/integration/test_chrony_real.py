@@ -107,7 +107,7 @@ def test_the_sign_chronyd_sees_is_the_one_cwctl_measured(chronyds):
         # every sample chronyd took says true time minus host time: minus cwctl's offset
         received = d.received()
         assert len(received) >= 4
-        assert received == pytest.approx([-wanted[d.host] * 1e-9] * len(received), abs=1e-12)
+        assert received == pytest.approx([-wanted[d.host] * 1e-9] * len(received), abs=1e-7)
         fast_s = -d.system_time_s()  # how far ahead of its source chronyd finds the host
         assert fast_s == pytest.approx(wanted[d.host] * 1e-9, abs=1e-6), d.host
         assert d.cwc_samples() >= 1 and d.cwc_source()["reach"] > 0  # type: ignore[index]

@@ -47,7 +47,8 @@ def test_each_rule_names_its_reason():
     assert d["a"].action == "skip" and "reference" in d["a"].reason
     assert d["b"].action == "fed" and d["b"].socket == "/s/b" and not d["b"].step
     assert d["b"].estimate(3) == {
-        "type": "estimate", "round": 3, "offset_ns": 120.0, "drift_ppb": 3.0, "t_ref_ns": T_REF
+        "type": "estimate", "round": 3, "offset_ns": 120.0, "drift_ppb": 3.0, "t_ref_ns": T_REF,
+        "duration_s": 1.0,
     }  # fmt: skip
     assert d["c"].action == "skip" and "--max-uncertainty" in d["c"].reason
     assert d["d"].action == "skip" and "--max-offset" in d["d"].reason and "--step" in d["d"].reason

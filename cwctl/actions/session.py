@@ -36,6 +36,9 @@ from cwctl.actions.executor import (
     rollback_plan,
     verify,
 )
+from cwctl.actions.executor import (
+    Progress as StepProgress,
+)
 from cwctl.actions.history import Action, History, find, history
 from cwctl.actions.journal import ActionLock, Journal
 from cwctl.actions.plan import ActionPlan, with_sudo
@@ -220,13 +223,16 @@ class ActionSession:
                 "nothing applied; plan again"
             )
 
-    async def apply(self, plan: ActionPlan, *, check: bool = False) -> Outcome:
+    async def apply(
+        self, plan: ActionPlan, *, check: bool = False, progress: StepProgress | None = None
+    ) -> Outcome:
         """Apply ``plan`` (write-ahead journalled); with ``check``, rescan and record
-        whether the element is still a suspect."""
+        whether the element is still a suspect. ``progress(i, step, what)`` hears of each
+        step as it starts (and of each undo when a step fails)."""
         if not self._lock.held:
             self._lock.__enter__()
         await self.check_prior(plan)
-        execution = await apply_plan(plan, self.runner, self.journal)
+        execution = await apply_plan(plan, self.runner, self.journal, progress)
         outcome = Outcome(execution, lines=[execution.summary()])
         if execution.failed is not None:
             outcome.lines.append(failure_line(plan, execution))

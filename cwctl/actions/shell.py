@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cwctl.actions.history import INTERRUPTED, Action
-from cwctl.actions.plan import ActionPlan, format_plan
+from cwctl.actions.plan import ActionPlan, Step, format_plan
 from cwctl.actions.session import ActionSession, Ask
 from cwctl.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 
@@ -31,6 +31,7 @@ class Shell:
     confirm: Callable[[ActionPlan], bool]
     full: bool = False  # show programs passed as arguments in full (-v)
     as_json: bool = False  # one cwctl.action/1 object on stdout instead of the text plan
+    progress: Callable[[int, Step, str], None] | None = None  # each step as it starts
 
 
 async def carry_out(
@@ -71,7 +72,7 @@ async def _carry_out(
         report["status"] = "declined"
         shell.say("not applied (declined)")
         return EXIT_USAGE
-    outcome = await session.apply(plan, check=check)
+    outcome = await session.apply(plan, check=check, progress=shell.progress)
     execution = outcome.execution
     report["status"] = execution.status
     report["steps"] = [o.to_json() for o in execution.outcomes]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -56,12 +57,22 @@ def _shell(yes: bool, fmt: PlanFormat = PlanFormat.table) -> Any:
             typer.echo("", err=True)
             return False
 
+    from cwctl.cli.progress import step_line_for
+
+    steps = step_line_for(sys.stderr, quiet=STATE.quiet)
+
+    def say(text: str) -> None:
+        if steps is not None:
+            steps.clear()  # the live step line gives way to the message
+        typer.echo(f"cwctl: {text}" if "\n" not in text else text, err=True)
+
     return Shell(
         show=lambda text: typer.echo(text, nl=False),
-        say=lambda text: typer.echo(f"cwctl: {text}" if "\n" not in text else text, err=True),
+        say=say,
         confirm=confirm,
         full=STATE.verbose,
         as_json=fmt is PlanFormat.json,
+        progress=steps,
     )
 
 

@@ -111,3 +111,35 @@ def progress_for(
     if stream.isatty():
         return ProgressLine(stream, label=label)
     return None
+
+
+class StepLine:
+    """An action's steps as they start, in place: ``cwctl: apply: step 2 on leaf2:
+    running (ECMP weight of spine3 1 -> 0)``. ``clear()`` before the next message."""
+
+    def __init__(self, stream: TextIO, *, width: int = 100) -> None:
+        self.stream = stream
+        self.width = width
+        self.shown = False
+
+    def __call__(self, index: int, step: Any, what: str) -> None:
+        text = f"cwctl: apply: step {index + 1} on {step.host}: {what} ({step.description})"
+        if len(text) > self.width:
+            text = text[: self.width - 1] + "…"
+        self.stream.write(CLEAR + text)
+        self.stream.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            self.stream.write(CLEAR)
+            self.stream.flush()
+            self.shown = False
+
+
+def step_line_for(stream: TextIO, *, quiet: bool) -> StepLine | None:
+    """The live step line when ``stream`` is a terminal and not --quiet; else None (the
+    steps are listed when they are done either way)."""
+    if quiet or not stream.isatty():
+        return None
+    return StepLine(stream)

@@ -92,3 +92,34 @@ def test_a_real_scan_draws_progress_on_a_terminal_only(tmp_path: Path) -> None:
         capture_output=True, text=True, cwd=tmp_path, timeout=120,
     )  # fmt: skip
     assert piped.returncode in (0, 3) and piped.stderr == ""  # into a pipe: silent
+
+
+def test_step_line_names_each_step_in_place() -> None:
+    from types import SimpleNamespace
+
+    from cwctl.cli.progress import StepLine
+
+    out = io.StringIO()
+    line = StepLine(out)
+    step = SimpleNamespace(host="leaf2", description="ECMP weight of spine3 1 -> 0")
+    line(1, step, "running")
+    assert (
+        out.getvalue()
+        == CLEAR + "cwctl: apply: step 2 on leaf2: running (ECMP weight of spine3 1 -> 0)"
+    )
+    line.clear()
+    assert out.getvalue().endswith(CLEAR) and "\n" not in out.getvalue()
+
+
+def test_an_applied_action_shows_its_steps_on_a_terminal(tmp_path: Path) -> None:
+    os.environ["CWCTL_STATE_DIR"] = str(tmp_path / "state")
+    try:
+        args = ["reroute", "--sim", "--hosts", "16", "--hosts-per-leaf", "4", "spine3",
+                "--apply", "--yes"]  # fmt: skip
+        code, stdout, tty = _run_on_a_pty(args, tmp_path)
+    finally:
+        del os.environ["CWCTL_STATE_DIR"]
+    assert code == 0, tty
+    assert "plan " in stdout  # the plan itself is data, on stdout
+    assert "cwctl: apply: step 4 on sim: running (leaf4: ECMP weight of spine3 1 -> 0)" in tty
+    assert CLEAR + "steps:" in tty  # the line gives way to the list of what ran

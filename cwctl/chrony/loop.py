@@ -27,6 +27,7 @@ from cwctl.chrony.journal import SyncJournal
 from cwctl.chrony.rules import FeedDecision, FeedRules, decide, socket_path
 from cwctl.errors import EXIT_OK, EXIT_PROBLEMS
 from cwctl.request import Progress
+from cwctl.session import ScanSession
 from cwctl.snapshot import FabricSnapshot
 
 
@@ -92,6 +93,7 @@ class SyncRun:
             else None
         )
         self.progress = progress
+        self.session: ScanSession | None = None  # opened by the first round's scan
         # fed rounds not yet settled: a round's last samples may still be on their way
         # while the next estimate travels, so it is settled one round later
         self.open: list[SyncRound] = []
@@ -99,9 +101,11 @@ class SyncRun:
         self.feeders = Feeders(fleet.launch, fleet.hosts, plan.feeder) if plan.apply else None
 
     async def scan(self) -> FabricSnapshot:
-        from cwctl.session import scan
-
-        return await scan(self.request, self.progress)
+        """One round's scan, through the loop's one session: its source keeps what carries
+        over between rounds (the simulator's model, the discovered paths over SSH)."""
+        if self.session is None:
+            self.session = ScanSession(self.request, progress=self.progress)
+        return await self.session.scan()
 
     async def round(self, number: int) -> SyncRound:
         """Scan, decide, confirm, journal the intent, send the estimates."""

@@ -11,7 +11,7 @@ import pytest
 from cwctl.collection import Collection
 from cwctl.errors import InputError
 from cwctl.recordfile import read_collection
-from cwctl.request import Progress, ScanRequest, SimOptions
+from cwctl.request import PROGRESS_EVENTS, Progress, ScanRequest, SimOptions
 from cwctl.session import SOURCES, ScanSession, open_source
 from cwctl.transport.local import LocalSource
 from cwctl.transport.replay import ReplaySource
@@ -100,3 +100,16 @@ async def test_a_reference_outside_the_scan_is_an_input_error() -> None:
     session = ScanSession(ScanRequest(sim=SMALL, duration_s=0.2, reference="gpu-999"))
     with pytest.raises(InputError, match="gpu-999"):
         await session.scan()
+
+
+async def test_sources_report_only_the_declared_progress_events() -> None:
+    """PROGRESS_EVENTS is the one list of what a scan reports (the CLI's progress line
+    reads it): the simulator and real agents on loopback say nothing else."""
+    for request in (
+        ScanRequest(sim=SMALL, duration_s=0.2),
+        ScanRequest(local=2, duration_s=0.2, overrides={"peers": 1, "ports": 1}),
+    ):
+        events: list[str] = []
+        await ScanSession(request, progress=lambda e, _f, seen=events: seen.append(e)).collect()
+        assert events and set(events) <= set(PROGRESS_EVENTS), events
+        assert events[-1] == "done"

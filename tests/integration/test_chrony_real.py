@@ -109,6 +109,12 @@ def test_the_sign_chronyd_sees_is_the_one_cwctl_measured(chronyds):
         assert len(received) >= 4
         assert received == pytest.approx([-wanted[d.host] * 1e-9] * len(received), abs=1e-7)
         fast_s = -d.system_time_s()  # how far ahead of its source chronyd finds the host
+        print(
+            f"\n{d.host}: cwctl offset_ns {wanted[d.host]:+.0f} (host - reference); chronyd "
+            f"took {len(received)} samples of {received[0] * 1e6:+.3f} us (true - host); "
+            f"tracking System time {d.system_time_s() * 1e6:+.3f} us (+ = slow); "
+            f"sources CWC {d.cwc_source()}"
+        )
         assert fast_s == pytest.approx(wanted[d.host] * 1e-9, abs=1e-6), d.host
         assert d.cwc_samples() >= 1 and d.cwc_source()["reach"] > 0  # type: ignore[index]
 

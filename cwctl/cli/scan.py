@@ -11,7 +11,15 @@ from typing import Annotated, Any
 import typer
 
 from cwctl import settings
-from cwctl.cli.app import STATE, Format, app, inventory_app, run_guarded, write_output
+from cwctl.cli.app import (
+    STATE,
+    Format,
+    app,
+    fail,
+    inventory_app,
+    run_guarded,
+    write_output,
+)
 from cwctl.cli.options import (
     SCAN_FLAGS,
     FormatOpt,
@@ -55,6 +63,15 @@ def scan(
             "e.g. 100us, 2ms.",
         ),
     ] = HEATMAP_MAX_DEFAULT,
+    offsets_plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--offsets-plot",
+            metavar="FILE.png",
+            help="Also plot each host's offset against time, window by window (scans of "
+            "2 s or more; one window a second, up to 20).",
+        ),
+    ] = None,
     prom_paths: Annotated[
         bool,
         typer.Option(
@@ -81,7 +98,15 @@ def scan(
             heatmap_max_given=heatmap_max != HEATMAP_MAX_DEFAULT,
         )
         # every output path checked before the scan, not after it
-        outputs = {"--out": out, "--heatmap": heatmap, "--save-records": flags.save_records}
+        if offsets_plot is not None and flags.duration is not None and flags.duration < 2:
+            fail(f"--offsets-plot needs --duration 2 or more (one window a second), "
+                 f"not {flags.duration:g}")  # fmt: skip
+        outputs = {
+            "--out": out,
+            "--heatmap": heatmap,
+            "--save-records": flags.save_records,
+            "--offsets-plot": offsets_plot,
+        }
         checked = {o: check_output(p, o) if p is not None else None for o, p in outputs.items()}
         out_path, heatmap_path = checked["--out"], checked["--heatmap"]
 
@@ -91,7 +116,11 @@ def scan(
         from cwctl.report import render
         from cwctl.session import scan as run_scan  # after every check: numpy, scipy, ...
 
-        snapshot = asyncio.run(run_scan(request, _progress_printer()))
+        table = None
+        if checked["--offsets-plot"] is None:
+            snapshot = asyncio.run(run_scan(request, _progress_printer()))
+        else:
+            snapshot, table = asyncio.run(_scan_keeping_records(request))
         color = STATE.color and out_path is None and fmt is Format.table
         write_output(
             render(snapshot, fmt.value, color=color, prom_paths=prom_paths, pretty=pretty),
@@ -101,9 +130,25 @@ def scan(
             from cwctl.report.heatmap import write_heatmap
 
             write_heatmap(snapshot, heatmap_path, max_ns=parse_ns(heatmap_max))
+        if table is not None and checked["--offsets-plot"] is not None:
+            from cwctl.report.offsets import write_offsets_plot
+
+            write_offsets_plot(table, snapshot, checked["--offsets-plot"])
         return EXIT_OK if snapshot.healthy else EXIT_PROBLEMS
 
     raise typer.Exit(run_guarded(body))
+
+
+async def _scan_keeping_records(request: Any) -> tuple[Any, Any]:
+    """One scan, and its probe table (for the offsets plot)."""
+    import asyncio
+
+    from cwctl.session import ScanSession, analyse
+
+    async with ScanSession(request, progress=_progress_printer()) as session:
+        collection = await session.collect()
+        snapshot = await asyncio.to_thread(analyse, collection, reference=request.reference)
+        return snapshot, collection.table
 
 
 def _progress_printer(label: str = "scan") -> Callable[[str, dict[str, Any]], None] | None:

@@ -11,6 +11,7 @@ error: discovery does what it can and leaves the rest unknown.
 from __future__ import annotations
 
 import ipaddress
+import math
 
 from cwctl.inventory.model import Inventory
 
@@ -87,5 +88,33 @@ def discovery_summary(inv: Inventory) -> list[str]:
     )
     known = sum(len(s.addresses) for s in inv.switches)
     out = [f"path discovery: on, {known} switch addresses, {pace}"]
+    if limit and (scans := _scans_to_learn(inv)) is not None:
+        out.append(
+            f"  about {scans} scan{'s' if scans != 1 else ''} of {inv.probe.duration:g} s to "
+            "learn every spine a host's flows cross (then only revalidation)"
+        )
     out += [f"  lacks: {gap}" for gap in gaps] or ["  nothing missing"]
     return out
+
+
+def _scans_to_learn(inv: Inventory) -> int | None:
+    """Scans until every cross-leaf flow of a host has its spine (docs/paths.md): one ICMP
+    answer per flow and direction, the host's spines each answering 1000/limit a second
+    after a burst of six. None without leaves and uplinks to go by."""
+    leaf_of = {h.name: h.leaf for h in inv.hosts if h.leaf}
+    uplinks = {s.name: len(s.uplinks) for s in inv.switches if s.role == "leaf" and s.uplinks}
+    if not leaf_of or not uplinks or len(inv.hosts) < 2:
+        return None
+    worst = 0.0
+    for host, leaf in leaf_of.items():
+        spines = uplinks.get(leaf, 0)
+        if not spines:
+            continue
+        elsewhere = sum(1 for h, other in leaf_of.items() if h != host and other != leaf)
+        share = elsewhere / (len(inv.hosts) - 1)
+        peers = min(inv.probe.peers, len(inv.hosts) - 1)
+        answers = 2 * peers * inv.probe.ports * share  # its probe flows and replies
+        per_s = spines * 1000.0 / inv.probe.icmp_ratelimit_ms
+        worst = max(worst, max(0.0, answers - 6 * spines) / per_s)
+    window_s = inv.probe.duration + 0.7  # probing and the linger after it
+    return max(1, math.ceil(worst / window_s))

@@ -219,6 +219,7 @@ def _trace_plans(
             plan.topology,
             plan.trace,
             [(role, peer, port) for role, host, peer, port in known if host == r.name],
+            tracers=len(live),
         )
         for r in live
     }

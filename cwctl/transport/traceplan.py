@@ -36,6 +36,7 @@ class TraceSettings:
     timeout_s: float = 1.0  # a trace packet unanswered this long is tried again
     tries: int = 3  # then its hop is recorded as unknown (null)
     max_ttl: int = 8  # TTLs tried where the topology says nothing
+    router_per_s: float = 1000.0  # ICMP a router sends in all (net.ipv4.icmp_msgs_per_sec)
 
     @classmethod
     def for_ratelimit(cls, icmp_ratelimit_ms: int) -> TraceSettings:
@@ -70,18 +71,22 @@ def trace_plan(
     topology: Topology | None,
     settings: TraceSettings,
     known: Iterable[tuple[str, str, int]] = (),
+    tracers: int = 1,
 ) -> dict[str, Any]:
     """The ``trace`` entry of one agent's start message (docs/paths.md).
 
     ``probed_by`` maps each host that probes ``host`` to its source ports (the reply
     tuples ``host`` traces); ``known`` lists (role, peer, port) flows not to trace again.
+    ``tracers`` hosts trace at once: a router's answers to all of them together are
+    capped too (``router_per_s``), so each gets its share when that is the tighter limit.
     """
     peers = sorted(set(targets) | set(probed_by))
     hints = {p: h for p in peers if (h := peer_hint(topology, host, p)) is not None}
     leaf = topology.leaf_of.get(host) if topology is not None else None
     routers = max(1, len(topology.uplinks.get(leaf, ()))) if topology and leaf else 1
+    per_router = min(settings.rate_per_router, settings.router_per_s / max(1, tracers))
     return {
-        "rate": settings.rate_per_router * routers,
+        "rate": per_router * routers,
         "burst": settings.burst * routers,
         "timeout_s": settings.timeout_s,
         "tries": settings.tries,

@@ -36,6 +36,9 @@ def test_plan_paces_to_the_routers_that_answer() -> None:
     fast = TraceSettings.for_ratelimit(0)
     assert fast.rate_per_router > 100 and TraceSettings.for_ratelimit(250).rate_per_router == 4.0
     assert trace_plan(names[0], [], {}, None, TraceSettings())["rate"] == 1.0
+    # 4 000 hosts tracing at once: a router's 1 000 answers a second are shared
+    crowd = trace_plan(names[0], [names[5]], {}, topo, TraceSettings(), tracers=4000)
+    assert crowd["rate"] == 3 * 0.25
 
 
 def test_probers_are_the_inverse_of_the_peer_assignment() -> None:

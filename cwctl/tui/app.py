@@ -284,6 +284,17 @@ class CwctlApp(App[None]):
             return None, f"d drains a host; {element} is a {kinds.get(element, 'suspect')}"
         return None, "select a host first (hosts table or heatmap)"
 
+    def _blamed(self, kind: ActionKind, host: str) -> str | None:
+        """For a drain: the most likely suspect that is the host or one of its NICs."""
+        if kind != "drain" or self.snapshot is None:
+            return None
+        mine = [
+            s
+            for s in self.snapshot.suspects
+            if s.element == host or s.element.startswith(host + "/")
+        ]
+        return max(mine, key=lambda s: s.score).element if mine else None
+
     def _plan(self, kind: ActionKind) -> None:
         if self.readonly or self._covered():
             return
@@ -302,7 +313,7 @@ class CwctlApp(App[None]):
     async def plan_worker(self, kind: ActionKind, target: str) -> None:
         """Plan off the UI (a reroute reads routes over SSH), then ask."""
         try:
-            plan = await plan_action(kind, target, self.source)
+            plan = await plan_action(kind, target, self.source, suspect=self._blamed(kind, target))
         except Exception as exc:
             self.notify(f"{type(exc).__name__}: {exc}", title=f"{kind} failed", severity="error")
             return

@@ -54,11 +54,14 @@ def unavailable(kind: ActionKind, target: str, why: str) -> PlannedAction:
     return PlannedAction(kind, target, f"{kind} {target}: unavailable", text, None)
 
 
-async def plan_action(kind: ActionKind, target: str, source: Any) -> PlannedAction:
+async def plan_action(
+    kind: ActionKind, target: str, source: Any, *, suspect: str | None = None
+) -> PlannedAction:
     """The plan for ``kind`` on ``target`` with the hosts ``source`` scans, made through
     the actions' one front door (``ActionSession``: the CLI's too). The session holds the
     action lock from planning until the plan is applied or discarded, and refuses to
-    apply a plan whose state has changed meanwhile."""
+    apply a plan whose state has changed meanwhile. ``suspect``: for a drain, the element
+    that caused it (the scheduler's reason names it)."""
     request = getattr(source, "request", None)
     if request is None:
         return unavailable(kind, target, "these snapshots come from no hosts to act on")
@@ -68,7 +71,7 @@ async def plan_action(kind: ActionKind, target: str, source: Any) -> PlannedActi
     except CwctlError as exc:
         return PlannedAction(kind, target, f"{kind} {target}: no plan", str(exc), None)
     try:
-        plan = await session.plan(Ask(kind, target))
+        plan = await session.plan(Ask(kind, target, reason="cwctl tui", suspect=suspect))
     except CwctlError as exc:
         await session.close()
         return PlannedAction(kind, target, f"{kind} {target}: no plan", str(exc), None)

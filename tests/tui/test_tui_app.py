@@ -216,9 +216,10 @@ async def test_actions_without_hosts_to_act_on_say_so_and_apply_nothing() -> Non
 
 
 def recording_plan(applied: list[str]) -> Any:
-    async def plan(kind: str, target: str, source: Any) -> PlannedAction:
+    async def plan(kind: str, target: str, source: Any, **kw: Any) -> PlannedAction:
         async def apply() -> str:
-            applied.append(f"{kind} {target}")
+            blamed = f" (suspect {kw['suspect']})" if kw.get("suspect") else ""
+            applied.append(f"{kind} {target}{blamed}")
             return "done"
 
         return PlannedAction(kind, target, f"{kind} {target}", f"step 1: {kind} {target}", apply)  # type: ignore[arg-type]

@@ -181,3 +181,35 @@ async def test_a_host_silent_on_the_fabric_reads_no_fabric() -> None:
         hosts = app.dashboard.query_one(HostsTable)
         status = dict(zip(_column(hosts, 0), _column(hosts, 2), strict=True))
         assert status["gpu-004"] == "no fabric" and status["gpu-001"] == "ok"
+
+
+async def test_a_drain_from_the_tui_names_the_suspect_that_caused_it(
+    monkeypatch: Any,
+) -> None:
+    from cwctl.snapshot import Suspect
+    from cwctl.tui import app as app_module
+    from cwctl.tui.control import PlannedAction
+
+    asked: list[tuple[str, str, str | None]] = []
+
+    async def plan(kind: str, target: str, source: Any, **kw: Any) -> PlannedAction:
+        asked.append((kind, target, kw.get("suspect")))
+        return PlannedAction(kind, target, "t", "text", None)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(app_module, "plan_action", plan)
+    snap = known_snapshot()
+    snap.suspects = [Suspect("gpu-003/mlx5_1", "nic", 0.8, "loses probes"),
+                     Suspect("gpu-003", "host", 0.4, "weaker")]  # fmt: skip
+    tui = make_app(FixedSource([snap], label="SIMULATED"), max_scans=1)
+    async with tui.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: tui.scans == 1)
+        hosts = tui.dashboard.query_one(HostsTable)
+        hosts.focus()
+        hosts.move_cursor(row=hosts.get_row_index("gpu-003"))
+        await pilot.press("d")
+        await wait_for(pilot, lambda: bool(asked))
+        await pilot.press("escape")
+        hosts.move_cursor(row=hosts.get_row_index("gpu-001"))
+        await pilot.press("d")
+        await wait_for(pilot, lambda: len(asked) == 2)
+    assert asked == [("drain", "gpu-003", "gpu-003/mlx5_1"), ("drain", "gpu-001", None)]

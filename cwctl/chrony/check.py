@@ -44,6 +44,7 @@ class HostCheck:
     stats: SourceStats | None = None
     socket_ok: bool = False
     problems: list[str] = field(default_factory=list)
+    reference: bool = False  # the reference host: never fed, needs no refclock
 
     @property
     def ready(self) -> bool:
@@ -59,6 +60,7 @@ class HostCheck:
             "socket_ok": self.socket_ok,
             "refclock_line": self.line,
             "problems": self.problems,
+            "reference": self.reference,
         }
         if self.tracking is not None:
             t = self.tracking
@@ -189,3 +191,11 @@ def choose_reference(checks: Sequence[HostCheck]) -> tuple[str, str]:
         f"{t.root_distance_s * 1e6:.1f} µs ({len(usable)} of {len(checks)} hosts synchronised)"
     )
     return best.host, why
+
+
+def mark_reference(checks: Sequence[HostCheck], name: str) -> None:
+    """The reference is never fed: what it lacks for cwctl's refclock is no problem."""
+    for c in checks:
+        if c.host == name:
+            c.reference = True
+            c.problems = []

@@ -117,8 +117,6 @@ def sync(
         check_socket_template(socket, fleet.names)
         if chronyc_socket is not None:
             check_socket_template(chronyc_socket, fleet.names, "--chronyc-socket")
-        if reference is not None and reference not in fleet.names:
-            fail(f"--reference {reference!r} is not one of the {len(fleet.names)} hosts")
         if apply:
             fleet.require_hosts("--apply")
         scan_s = request.duration_s or settings.PROBE_DURATION_S
@@ -195,7 +193,7 @@ async def _run(
 
 
 @sync_app.command("check")
-@source_flags("inventory", "local", "concurrency", "accept_new_host_keys")
+@source_flags("inventory", "local", "reference", "concurrency", "accept_new_host_keys")
 def check(
     flags: SourceFlags,
     socket: SocketOpt = settings.SYNC_SOCKET,
@@ -205,13 +203,13 @@ def check(
 ) -> None:
     """Is chronyd running on each host, with cwctl's refclock, and what does it make of it?
 
-    Exit 0 when every host is ready, 3 when some are not.
+    Exit 0 when every host is ready (the reference needs no refclock), 3 when some are not.
 
     Example: cwctl sync check -i inventory.toml
     """
 
     def body() -> int:
-        from cwctl.chrony.check import check_hosts, choose_reference
+        from cwctl.chrony.check import check_hosts, choose_reference, mark_reference
         from cwctl.chrony.chronyc import poll_for
         from cwctl.chrony.fleet import fleet_for
         from cwctl.chrony.rules import check_socket_template
@@ -236,12 +234,17 @@ def check(
                 await fleet.close()
 
         import asyncio  # lazy: `cwctl --help` need not load it
+        import contextlib
 
         checks = asyncio.run(go())
-        try:
-            reference: tuple[str, str] | None = choose_reference(checks)
-        except InputError:
-            reference = None
+        reference: tuple[str, str] | None = None
+        if flags.reference is not None:
+            reference = (flags.reference, "named with --reference")
+        else:
+            with contextlib.suppress(InputError):
+                reference = choose_reference(checks)
+        if reference is not None:
+            mark_reference(checks, reference[0])
         render = render_check_json if fmt is SyncFormat.json else render_check_table
         sys.stdout.write(render(checks, reference))
         return EXIT_OK if all(c.ready for c in checks) else EXIT_PROBLEMS

@@ -121,11 +121,13 @@ def render_check_table(checks: Sequence[Any], reference: tuple[str, str] | None)
                 "running" if c.running else "not running",
                 "configured" if c.source is not None else "missing",
                 source,
-                "; ".join(c.problems) if c.problems else "ready",
+                "; ".join(c.problems)
+                if c.problems
+                else ("ready: the reference, needs no refclock" if c.reference else "ready"),
             )
         )
     text = _columns(rows) + "\n"
-    missing = [c for c in checks if c.running and c.source is None]
+    missing = [c for c in checks if c.running and c.source is None and not c.reference]
     if missing:
         text += "\nadd to chrony.conf on " + ", ".join(c.host for c in missing) + ":\n"
         for line in dict.fromkeys(c.line for c in missing):

@@ -220,7 +220,7 @@ def test_check_says_what_each_chronyd_lacks(chronyds):
     out = json.loads(result.stdout)
     assert out["schema"] == "cwctl.sync-check/1" and out["reference"] == "local-01"
     one, two, three = out["hosts"]
-    assert one["ready"] and one["chronyd"] == "running" and one["refclock"]
+    assert one["ready"] and one["chronyd"] == "running" and one["refclock"] and one["reference"]
     assert one["source"]["reach"] == "0" and one["sourcestats"]["samples"] == 0
     line = f"refclock SOCK {chronyds.dir}/local-02.sock refid CWC poll 1 filter 8"
     assert not two["ready"] and not two["refclock"] and two["refclock_line"] == line

@@ -147,7 +147,7 @@ def test_the_refclock_line_gathers_enough_samples_per_poll():
 
 
 def _check(host: str, tracking: str | None) -> HostCheck:
-    c = HostCheck(host, "/s", "line", running=tracking is not None)
+    c = HostCheck(host, "/s", f"line-{host}", running=tracking is not None)
     c.tracking = parse_tracking(tracking) if tracking else None
     return c
 
@@ -166,3 +166,17 @@ def test_the_reference_is_the_best_synchronised_host_not_one_following_cwctl():
     assert host == "b" and "stratum 3" in why and "2 of 4" in why
     with pytest.raises(InputError, match="--reference"):
         choose_reference([checks[2], checks[3]])
+
+
+def test_the_reference_needs_no_refclock():
+    from cwctl.chrony.check import mark_reference
+    from cwctl.report.feed import render_check_table
+
+    ref = _check("a", TRACKING.strip())
+    ref.problems = ["no refclock CWC in chronyd's sources: add 'line-a'"]
+    other = _check("b", TRACKING.strip())
+    other.problems = ["no refclock CWC in chronyd's sources: add 'line-b'"]
+    mark_reference([ref, other], "a")
+    assert ref.ready and ref.reference and not other.ready
+    table = render_check_table([ref, other], ("a", "named with --reference"))
+    assert "ready: the reference" in table and "add to chrony.conf on b:" in table

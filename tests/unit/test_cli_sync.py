@@ -50,6 +50,10 @@ def test_bad_input_is_one_line_and_exit_2_before_any_work(runner, args, culprit)
 def test_check_needs_real_hosts(runner):
     result = runner.invoke(app, ["sync", "check", "--local", "3", "--socket", "x.sock"])
     assert result.exit_code == 2 and "--socket 'x.sock'" in result.stderr
+    result = runner.invoke(app, ["sync", "check", "--local", "3", "--reference", "gpu-1"])
+    assert result.exit_code == 2 and "--reference" in result.stderr and "gpu-1" in result.stderr
+    result = runner.invoke(app, ["sync", "check", "--sim"])
+    assert result.exit_code == 2
 
 
 def test_a_dry_run_says_what_it_would_feed_one_json_object_per_round(runner):

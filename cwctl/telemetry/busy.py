@@ -103,5 +103,7 @@ def agent_reports(collection: Collection, busy_rows: dict[str, int]) -> dict[str
         }
         if isinstance(summary.get("dropped"), dict):  # datagrams refused (probe/auth.py)
             report["dropped"] = dict(summary["dropped"])
+        if isinstance(summary.get("trace"), dict):  # path discovery (probe/trace.py)
+            report["trace"] = dict(summary["trace"])
         out[host] = report
     return out

@@ -13,6 +13,7 @@ import asyncio
 
 from cwctl.inventory import ProbeSettings
 from cwctl.pathcache import PathCache
+from cwctl.session import analyse
 from cwctl.transport.base import ScanPlan, run_scan
 from cwctl.transport.local import launch_local, local_hosts
 from cwctl.transport.traceplan import TraceSettings
@@ -50,6 +51,9 @@ def test_every_probe_flow_gets_its_forward_and_reverse_path() -> None:
         assert sum(summary["rx"].values()) == got
         assert summary["send_errors"] == {}
     assert int(t.complete.sum()) == len(t)  # and no probe was lost to tracing
+    report = analyse(c).to_json()
+    for h in report["hosts"]:  # what tracing cost each agent, in the scan's report
+        assert h["agent"]["trace"] == c.summaries[h["name"]]["trace"]
 
 
 def test_without_a_plan_nothing_is_traced() -> None:

@@ -47,7 +47,8 @@ def floor_trials(counts: FlowCounts, leaf_of: Mapping[str, str]) -> tuple[F64, F
             continue
         median = float(np.median(floor[sel]))
         sigma = 1.4826 * float(np.median(np.abs(floor[sel] - median)))
-        raised[sel] = floor[sel] - median
+        limit = FLOOR_SIGMAS * max(sigma, MIN_SIGMA_OF_FLOOR * median, 1.0)
+        raised[sel] = (floor[sel] - median) / limit
         trials[sel] = 1.0
-        failures[sel] = raised[sel] > FLOOR_SIGMAS * max(sigma, MIN_SIGMA_OF_FLOOR * median, 1.0)
+        failures[sel] = raised[sel] > 1.0
     return trials, failures, raised

@@ -22,6 +22,7 @@ yields no suspect because nothing passes both the likelihood test and those size
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -37,7 +38,11 @@ from cwctl.telemetry.elements import Incidence, incidences
 from cwctl.telemetry.explain import Explanation, explain, posterior
 from cwctl.telemetry.floors import FLOOR_MIN_RATE, floor_trials
 from cwctl.telemetry.routes import known_spines, route_index
-from cwctl.telemetry.verdicts import MIN_DELAY_SAMPLES, MIN_RAISED_FLOWS
+from cwctl.telemetry.verdicts import (
+    FLOOR_UNLOCALISED_RATIO,
+    MIN_DELAY_SAMPLES,
+    MIN_RAISED_FLOWS,
+)
 from cwctl.topology import Topology
 from cwctl.units import fmt_ns
 
@@ -114,6 +119,7 @@ class SignalResult:
     trials: F64
     failures: F64
     crossed: sp.csr_matrix  # (flows x elements): P(flow crossed element) under the fit
+    material: npt.NDArray[np.bool_] | None = None  # bad enough to be unlocalised (floor)
 
 
 def _background(trials: F64, failures: F64, rounds: int = 6) -> float:
@@ -200,11 +206,14 @@ def localise(
         _drop_immaterial_delays(delay, counts)
         results.append(delay)
         leaf_of = dict(topology.leaf_of) if topology is not None else {}
-        trials, raised, _ = floor_trials(counts, leaf_of)
+        trials, raised, ratio = floor_trials(counts, leaf_of)
         if trials.sum() > 0:
-            results.append(
-                _localise_signal(delay_inc, trials, raised, "floor", FLOOR_MIN_RATE, one_trial=True)
+            floor = _localise_signal(
+                delay_inc, trials, raised, "floor", FLOOR_MIN_RATE, one_trial=True
             )
+            # unlocalised only when clearly raised: real floors wander with CPU load
+            material = np.nan_to_num(ratio) >= FLOOR_UNLOCALISED_RATIO
+            results.append(dataclasses.replace(floor, material=material))
     found: dict[int, tuple[float, float, str]] = {}  # element -> (score, gain, evidence)
     ties: dict[int, set[int]] = {}
     for res in results:
@@ -212,9 +221,12 @@ def localise(
         for e in chosen:
             score, words = _score_and_words(res, e, chosen, counts)
             gain = res.fit.gains.get(e, 0.0)
-            # structural twins (a one-NIC host and its NIC) are said in the words, not tied
+            # structural twins: switches and links crossed by exactly the same flows (a
+            # 2-leaf fabric's spine and its two links) are candidates alike; a one-NIC
+            # host and its NIC are said in the words, the host named
             twins = set(_twin_ids(res.incidence, e, res.trials > 0))
-            ties.setdefault(e, set()).update(set(res.fit.ties.get(e, ())) - twins)
+            fabric = {t for t in twins if _fabric(res.incidence, t) and _fabric(res.incidence, e)}
+            ties.setdefault(e, set()).update((set(res.fit.ties.get(e, ())) - twins) | fabric)
             if e in found:
                 s0, g0, w0 = found[e]
                 found[e] = (max(s0, score), max(g0, gain), f"{w0}; {words}")
@@ -260,7 +272,7 @@ def unexplained(
             material &= (n >= MIN_DELAY_SAMPLES) & _bad_flows(n, k, res.fit.background, 1e-6)
         else:
             flows = counts.flows
-            material = np.ones(len(n), bool)
+            material = res.material if res.material is not None else np.ones(len(n), bool)
         sel = np.flatnonzero(res.bad & material & ~covered)
         if res.signal == "floor" and len(sel) < MIN_RAISED_FLOWS:
             continue
@@ -286,7 +298,8 @@ def _suspect(inc: Incidence, e: int, found: tuple[float, float, str], ties: list
     kinds = {inc.kinds[t] for t in [e, *ties]}
     kind = inc.kinds[e] if len(kinds) == 1 else "switch" if "switch" in kinds else inc.kinds[e]
     words = (
-        f"one of {' or '.join(members)} (paths unknown: the records cannot tell them apart); "
+        f"one of {' or '.join(members)} (the records cannot tell them apart: paths unknown, "
+        "or every flow crossing one crosses the others); "
         + words.replace(inc.names[e], "it")
     )
     return Suspect(
@@ -364,10 +377,15 @@ def _score_and_words(
     return score, words
 
 
+def _fabric(inc: Incidence, e: int) -> bool:
+    return inc.kinds[e] in ("switch", "link")
+
+
 def _twins(inc: Incidence, e: int, usable: npt.NDArray[np.bool_], limit: int = 3) -> list[str]:
-    """Other elements crossed by exactly the same usable flows as e (the data cannot
-    tell them apart: a 2-leaf fabric's spine and its two links, a one-NIC host and its NIC)."""
-    return [inc.names[j] for j in _twin_ids(inc, e, usable)][:limit]
+    """Hosts and NICs crossed by exactly the same usable flows as e (the data cannot
+    tell them apart: a one-NIC host and its NIC); fabric twins are candidates instead."""
+    ids = [j for j in _twin_ids(inc, e, usable) if not (_fabric(inc, j) and _fabric(inc, e))]
+    return [inc.names[j] for j in ids][:limit]
 
 
 def _twin_ids(inc: Incidence, e: int, usable: npt.NDArray[np.bool_]) -> list[int]:

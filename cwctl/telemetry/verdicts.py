@@ -12,7 +12,8 @@ flow losing at least ``MIN_LOSS_RATE`` of its exchanges; for delay, a flow delay
 beyond the threshold in at least ``MIN_DELAY_RATE`` of its probes with its median probe
 beyond the threshold too (and by ``DELAY_SHIFT_OF_FLOOR`` of the fabric's floor), over at
 least ``MIN_DELAY_SAMPLES`` delays and improbable (p < 1e-6) at the background; for a
-raised floor, at least ``MIN_RAISED_FLOWS`` such flows.
+raised floor, at least ``MIN_RAISED_FLOWS`` flows raised ``FLOOR_UNLOCALISED_RATIO``
+times beyond the threshold (real floors wander with the hosts' load).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from cwctl.snapshot import Suspect
 
 MIN_DEAD_EXCHANGES = 20  # a host must have been tried this often to be called dead
 MIN_RAISED_FLOWS = 3
+FLOOR_UNLOCALISED_RATIO = 2.0  # a raised floor counts when twice beyond its threshold
 MIN_DELAY_SAMPLES = 50  # and a delayed flow at least this many delays (p < 1e-6)
 B = npt.NDArray[np.bool_]
 

@@ -62,14 +62,18 @@ def render_round_json(rnd: Any) -> str:
 
 def _detail(d: Any) -> str:
     if d.action == "fed":
-        last = "" if d.last_offset_s is None else f", last {d.last_offset_s * 1e9:+.1f} ns"
+        last = (
+            ""
+            if d.last_offset_s is None
+            else f", last {fmt_ns(d.last_offset_s * 1e9, signed=True)}"
+        )
         note = f" ({d.error})" if d.error else ""
         step = " [--step]" if d.step else ""
         return f"{d.samples} samples to {d.socket}{last}{step}{note}"
     if d.action == "feed":
         offset = -(d.offset_ns or 0.0)
         step = " [--step]" if d.step else ""
-        return f"chrony offset {offset:+.1f} ns to {d.socket}{step}"
+        return f"chrony offset {fmt_ns(offset, signed=True)} to {d.socket}{step}"
     if d.action == "failed":
         return d.error or "failed"
     return d.reason

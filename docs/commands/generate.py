@@ -166,6 +166,23 @@ PAGES: list[tuple[str, str, list[tuple[str, list[str]]]]] = [
         ],
     ),
     (
+        "sync",
+        "Scan every --interval seconds and feed each host's chronyd the solved offset "
+        "through a SOCK refclock (--apply); by default a dry run that says what it would "
+        "feed and why not (docs/sync.md). sync check asks each chronyd what it lacks.",
+        [
+            (
+                "A dry run on the simulator (it has no chronyd: the first host is the "
+                "reference; offsets beyond 1 ms are not fed without --step):",
+                ["sync", "--sim", "--hosts", "8", "--count", "1", "--duration", "1"],
+            ),
+            (
+                "Each host's chronyd, over the scan's transport (here: no chronyd running):",
+                ["sync", "check", "--local", "3"],
+            ),
+        ],
+    ),
+    (
         "drain",
         "Take a host out of the scheduler: Slurm with a reason, Kubernetes cordon with "
         "the reason and the suspect in annotations and a taint.",

@@ -40,6 +40,12 @@ class PathCache:
     rtt_ns: dict[Flow, int] = field(default_factory=dict)  # each flow's lowest round trip
     _stale: set[Flow] = field(default_factory=set)
 
+    def forget(self) -> None:
+        """Drop every known path and delay signature (the fabric changed); ports stay."""
+        self.paths = PathTable()
+        self.rtt_ns = {}
+        self._stale = set()
+
     def requested_ports(self, host: str) -> dict[str, Any]:
         """The ports to ask ``host``'s agent for: what it had last time (may be empty)."""
         return dict(self.ports.get(host, {}))

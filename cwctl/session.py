@@ -117,6 +117,13 @@ class ScanSession:
         """The simulator's model the scans probe (``None`` for any other source)."""
         return getattr(self.source, "model", None) if self.simulated else None
 
+    def fabric_changed(self) -> None:
+        """An action changed the fabric (a reroute, a drain): the paths the source learnt
+        no longer hold, so the next scans trace afresh (``cwctl.pathcache``)."""
+        paths = getattr(self.source, "paths", None)
+        if paths is not None:
+            paths.forget()
+
     async def collect(self) -> Collection:
         """One scan's records (kept in ``request.save_records`` when asked)."""
         collection = await self.source.scan(self.request, self.progress)

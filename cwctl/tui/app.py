@@ -345,6 +345,9 @@ class CwctlApp(App[None]):
             return
         self.applied.append(plan)
         self.notify(outcome, title=f"{plan.kind} applied")
+        changed = getattr(self.source, "fabric_changed", None)
+        if changed is not None:  # paths learnt before the change no longer hold
+            changed()
         self.start_scan()  # the next scan shows the effect
 
     def action_reroute(self) -> None:

@@ -101,3 +101,18 @@ def test_a_weaker_trace_does_not_erase_a_known_path_but_a_different_router_does(
     cache.fill(scan, both(40001))  # this scan's answer was lost: the known path stands in
     assert scan.paths.forward("a", "b", 40001).hops[1] == "10.9.0.2"  # type: ignore[union-attr]
     assert scan.paths.forward("a", "b", 40001).cached  # type: ignore[union-attr]
+
+
+def test_a_changed_fabric_forgets_what_was_learnt() -> None:
+    from types import SimpleNamespace
+
+    from cwctl.request import ScanRequest
+    from cwctl.session import ScanSession
+
+    cache = PathCache(revalidate=0.0)
+    cache.remember(collection(pair(40001)))
+    assert cache.known(T0, ADDR)
+    session = ScanSession(ScanRequest(), source=SimpleNamespace(name="ssh", paths=cache))  # type: ignore[arg-type]
+    session.fabric_changed()  # e.g. a reroute was applied
+    assert cache.known(T0, ADDR) == set() and len(cache.paths) == 0
+    assert cache.requested_ports("a")  # the tuples may stay; their paths are relearnt

@@ -104,3 +104,19 @@ def test_zsh_script_parses() -> None:
 def test_fish_script_parses() -> None:
     proc = subprocess.run(["fish", "-n", str(COMMITTED / "cwctl.fish")], capture_output=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_every_command_has_a_docs_page_with_real_output() -> None:
+    """docs/commands/ (made by docs/commands/generate.py): one page per top-level command,
+    each with at least one command line and its exit code."""
+    import typer
+
+    from cwctl.cli import app
+
+    pages = Path(__file__).resolve().parents[2] / "docs" / "commands"
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    for name in commands:
+        page = pages / f"{name}.md"
+        assert page.exists(), f"no docs/commands/{name}.md"
+        text = page.read_text()
+        assert f"$ cwctl {name}" in text and "\nexit " in text, name

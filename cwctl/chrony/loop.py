@@ -9,8 +9,9 @@ samples each feeder really sent with its estimate, all of them counted by then (
 run reports at once and feeds nothing).
 
 Stopping (``count`` reached, Ctrl-C, an error) closes every feeder: the agents exit,
-chronyd keeps its other sources and sees the ``CWC`` refclock go quiet. Each fed round
-is one journalled action (``journal.py``); a round cut short still gets its outcome.
+chronyd keeps its other sources and sees the ``CWC`` refclock go quiet. Each
+stretch of rounds feeding the same hosts is one journalled action (``journal.py``); a
+round cut short still gets its outcome.
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ class SyncRun:
             return
         self.feeders.tally(rnd.decisions, rnd.number)
         if self.journal is not None:
-            self.journal.outcome(rnd.number)
+            self.journal.outcome(rnd.number, rnd.decisions)
         self.on_round(rnd)
 
     async def run(self) -> int:
@@ -179,4 +180,6 @@ class SyncRun:
                 await asyncio.shield(self.feeders.close())
                 while self.open:  # the feeders are closed: every count is final
                     self.settle(self.open.pop(0))
+                if self.journal is not None:
+                    self.journal.close()
         return EXIT_PROBLEMS if rnd is None or rnd.problems else EXIT_OK

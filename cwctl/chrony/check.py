@@ -63,16 +63,7 @@ class HostCheck:
             "reference": self.reference,
         }
         if self.tracking is not None:
-            t = self.tracking
-            out["tracking"] = {
-                "refid": t.refid,
-                "ref_name": t.ref_name,
-                "stratum": t.stratum,
-                "leap": t.leap,
-                "system_time_s": t.system_time_s,
-                "root_distance_s": t.root_distance_s,
-                "synchronised": t.synchronised,
-            }
+            out["tracking"] = _attributes(self.tracking, _TRACKING_KEYS)
         if self.source is not None:
             s = self.source
             out["source"] = {
@@ -86,15 +77,25 @@ class HostCheck:
                 "error_s": s.error_s,
             }
         if self.stats is not None:
-            st = self.stats
-            out["sourcestats"] = {
-                "samples": st.samples,
-                "span_s": st.span_s,
-                "offset_s": st.offset_s,
-                "std_dev_s": st.std_dev_s,
-                "frequency_ppm": st.frequency_ppm,
-            }
+            out["sourcestats"] = _attributes(self.stats, _SOURCESTATS_KEYS)
         return out
+
+
+# chronyc's tracking and sourcestats fields, as the JSON names them (the attribute names)
+_TRACKING_KEYS = (
+    "refid",
+    "ref_name",
+    "stratum",
+    "leap",
+    "system_time_s",
+    "root_distance_s",
+    "synchronised",
+)
+_SOURCESTATS_KEYS = ("samples", "span_s", "offset_s", "std_dev_s", "frequency_ppm")
+
+
+def _attributes(obj: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: getattr(obj, name) for name in names}
 
 
 async def check_host(

@@ -299,8 +299,7 @@ def _suspect(inc: Incidence, e: int, found: tuple[float, float, str], ties: list
     kind = inc.kinds[e] if len(kinds) == 1 else "switch" if "switch" in kinds else inc.kinds[e]
     words = (
         f"one of {' or '.join(members)} (the records cannot tell them apart: paths unknown, "
-        "or every flow crossing one crosses the others); "
-        + words.replace(inc.names[e], "it")
+        "or every flow crossing one crosses the others); " + words.replace(inc.names[e], "it")
     )
     return Suspect(
         element="|".join(members),

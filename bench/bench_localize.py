@@ -14,10 +14,11 @@ simulated path records), one default probing window (2 s), the real solver, then
 - path discovery off, spine down: the top suspect's candidates contain the truth and
   the scan is not healthy (exit 3), never 0.
 
-``CWCTL_BENCH_LOCALIZE_SEEDS`` (default 5) seeds per row and
+``CWCTL_BENCH_LOCALIZE_SEEDS`` (default 3) seeds per row and
 ``CWCTL_BENCH_LOCALIZE_HOSTS`` (default "96,512") the fabric sizes. The figures in
 docs/simulator.md ("Localisation accuracy") come from
-``CWCTL_BENCH_LOCALIZE_SEEDS=20 .venv/bin/python -m bench localize``.
+``CWCTL_BENCH_LOCALIZE_SEEDS=20 CWCTL_BENCH_LOCALIZE_HOSTS=96 .venv/bin/python -m bench
+localize`` and ``CWCTL_BENCH_LOCALIZE_SEEDS=3 CWCTL_BENCH_LOCALIZE_HOSTS=512 ...``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from cwctl.telemetry import build_snapshot
 from cwctl.topology import leaf_spine
 from cwctl.transport.sim import run_model
 
-SEEDS = int(os.environ.get("CWCTL_BENCH_LOCALIZE_SEEDS", "5"))
+SEEDS = int(os.environ.get("CWCTL_BENCH_LOCALIZE_SEEDS", "3"))
 SIZES = [int(x) for x in os.environ.get("CWCTL_BENCH_LOCALIZE_HOSTS", "96,512").split(",")]
 DURATION_S = 2.0
 PER_LEAF, SPINES = 8, 4

@@ -9,7 +9,8 @@ The plan is the agent's (docs/paths.md, "What is traced"): across leaves only TT
 asked (the spine, the one choice on the way) plus the completion check; within a leaf
 only the completion check; the leaves are known from the inventory and stay ``null``.
 A tracer paces its cross-leaf traces to its spines' budget: a burst of ``icmp_burst``
-per spine, then one per spine every ``icmp_ratelimit_ms``; an unanswered packet is
+per spine, then one per spine every ``icmp_ratelimit_ms`` (or its share of a spine's
+``icmp_msgs_per_sec`` when every host's share is less); an unanswered packet is
 sent again a second later (``TRIES`` in all); traces not started before the window
 ends get no record (traced in a later scan).
 
@@ -43,6 +44,7 @@ from cwctl.sim.world import FlowPaths, SimWorld
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 TRIES = 3  # times a trace packet is sent before its hop is recorded as unknown
+REVALIDATE = 0.1  # share of the known paths traced again each window (the oldest)
 HOP_COLUMNS = (3, 5, 7)  # leaf, spine, far leaf in a path's element row (window._direction)
 DEST_COLUMN = 10
 
@@ -138,16 +140,24 @@ def discover(
     n = len(tracer)
     ls, ld = fabric.host_leaf[tracer].astype(np.int64), fabric.host_leaf[far].astype(np.int64)
     cross = (ls != ld) & (spine >= 0)  # a spine to learn
+    # known paths are not traced again, but for the oldest tenth (revalidated)
+    skip = np.zeros(n, bool)
+    if model.path_cache:
+        skip = _known(model, trace_keys(model, tracer, far, reverse, flow, port, paths))
+    pace = cross & ~skip
     # the plan: each tracer's cross-leaf traces in a seeded order, paced to its spines'
     # budget (a burst of icmp_burst per spine, then one per spine per icmp_ratelimit_ms)
-    order = np.lexsort((rng.random(n), ~cross, tracer))
-    counts = np.bincount(tracer[cross], minlength=fabric.n_hosts)
+    order = np.lexsort((rng.random(n), ~pace, tracer))
+    counts = np.bincount(tracer[pace], minlength=fabric.n_hosts)
     rank = np.zeros(n, np.int64)
-    sorted_cross = order[cross[order]]
+    sorted_cross = order[pace[order]]
     starts = np.cumsum(counts) - counts
     rank[sorted_cross] = np.arange(len(sorted_cross)) - np.repeat(starts, counts)
     n_up = np.array([max(1, len(u)) for u in fabric.uplinks])[ls]
-    period_ns = params.icmp_ratelimit_ms * 1e6 / n_up
+    # one per router per icmp_ratelimit_ms, or the tracer's share of a router's
+    # switch-wide limit when that is tighter (every host traces at once)
+    per_router_s = min(1e3 / params.icmp_ratelimit_ms, params.icmp_msgs_per_sec / fabric.n_hosts)
+    period_ns = 1e9 / (per_router_s * n_up)
     t0 = start_s * 1e9
     end = (start_s + duration_s) * 1e9
     burst = params.icmp_burst * n_up
@@ -155,7 +165,7 @@ def discover(
     # and agents start a few milliseconds apart
     t_ns = t0 + rng.uniform(0, 1e7, fabric.n_hosts)[tracer]
     t_ns += np.where(rank < burst, rank * 1e6, (rank - burst) * period_ns + burst * 1e6)
-    traced = ~cross | (t_ns < end)
+    traced = ~cross | (pace & (t_ns < end))
     survive = _survival(model, elements, t_ns)
     survive[dark] = 0.0
     tries = np.arange(TRIES) * 1e9  # an unanswered TTL is tried again a second later
@@ -182,6 +192,39 @@ def discover(
     keep_rows = np.flatnonzero(traced)
     return _records(model, keep_rows, tracer, far, reverse, flow, port, paths, spine_addr,
                     answered, cross, complete, t_ns)  # fmt: skip
+
+
+Key = tuple[str, str, str, int, str | None]  # host, peer, role, the probe flow's port, NIC
+
+
+def trace_keys(
+    model: SimWorld, tracer: I64, far: I64, reverse: npt.NDArray[np.bool_], flow: I64,
+    port: I64, paths: FlowPaths,
+) -> list[Key]:  # fmt: skip
+    """Each trace's tuple as a path record names it (the key of the path cache)."""
+    fabric, params = model.fabric, model.params
+    nic_name = [n for ns in fabric.nics for n in ns]
+    multi = [len(ns) > 1 for ns in fabric.nics]
+    own_nic = np.where(reverse, paths.dst_nic[flow], paths.src_nic[flow]).tolist()
+    sport = (params.base_port + port[flow]).tolist()
+    hosts = fabric.hosts
+    return [
+        (hosts[t], hosts[f], "reply" if r else "probe", s, nic_name[o] if multi[t] else None)
+        for t, f, r, s, o in zip(
+            tracer.tolist(), far.tolist(), reverse.tolist(), sport, own_nic, strict=True
+        )
+    ]
+
+
+def _known(model: SimWorld, keys: list[Key]) -> npt.NDArray[np.bool_]:
+    """Traces whose path the cache knows, less the oldest tenth of them (revalidated)."""
+    known = np.array([k in model.path_cache for k in keys], bool)
+    idx = np.flatnonzero(known)
+    if len(idx):
+        age = np.array([model.path_cache[keys[i]].t_ns for i in idx.tolist()])
+        oldest = idx[np.argsort(age, kind="stable")[: int(np.ceil(REVALIDATE * len(idx)))]]
+        known[oldest] = False
+    return known
 
 
 def _records(

@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from cwctl import settings
 from cwctl.errors import InputError
+from cwctl.records.path import PathRecord
 from cwctl.sim.addresses import SimAddresses, sim_addresses
 from cwctl.sim.clocks import Clocks
 from cwctl.sim.delays import FixedDelays, draw_fixed
@@ -37,6 +38,8 @@ from cwctl.sim.params import SimParams
 from cwctl.sim.window import flow_paths, simulate_window
 from cwctl.sim.world import ModelState, ProbeWindow
 from cwctl.topology import Topology, assign_peers, leaf_spine
+
+PATH_CACHE_S = 600.0  # a known path is traced again after this long (docs/paths.md)
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,8 @@ class FabricModel:
         )  # an inventory's [probe] duration, when one gave it
         self.elapsed_s = 0.0  # where the next window starts, seconds after the origin
         self.windows = 0
+        # what the agents discovered, by traced tuple (host, peer, role, port, NIC)
+        self.path_cache: dict[tuple[str, str, str, int, str | None], PathRecord] = {}
 
     @classmethod
     def leaf_spine(
@@ -144,6 +149,8 @@ class FabricModel:
     def apply(self, *changes: Change) -> None:
         """Change the model; later windows see the change. ``InputError`` on unknown names."""
         fabric = self.fabric
+        if changes:
+            self.path_cache.clear()  # after an action every path is traced afresh
         for change in changes:
             if isinstance(change, SetEcmpWeight):
                 if change.spine not in fabric.spines:
@@ -226,6 +233,29 @@ class FabricModel:
         index = {h: i for i, h in enumerate(self.fabric.hosts)}
         return np.array([index[h] for h in hosts], np.int32)
 
+    # --- discovered paths, kept between windows (docs/paths.md, "Known paths") ------
+    def _with_cached(self, fresh: list[PathRecord], end_s: float) -> list[PathRecord]:
+        """This window's records, a known path standing in (``cached``) where the fresh
+        trace named no spine or the flow was not traced; known paths are kept for
+        ``PATH_CACHE_S`` seconds of simulated time and forgotten when the model changes."""
+        horizon = self.params.epoch_ns + int((end_s - PATH_CACHE_S) * 1e9)
+        cache = {k: p for k, p in self.path_cache.items() if p.t_ns >= horizon}
+        out: list[PathRecord] = []
+        seen = set()
+        for path in fresh:
+            key = (path.host, path.peer, path.role, path.flow_port, path.nic)
+            seen.add(key)
+            if path.known:
+                cache[key] = path
+                out.append(path)
+            elif key in cache:
+                out.append(dataclasses.replace(cache[key], cached=True))
+            else:
+                out.append(path)
+        out += [dataclasses.replace(p, cached=True) for k, p in cache.items() if k not in seen]
+        self.path_cache = cache
+        return out
+
     # --- probing --------------------------------------------------------------------
     def probe(self, duration_s: float) -> ProbeWindow:
         """Run the next probing window of ``duration_s`` seconds (deterministic per seed)."""
@@ -234,6 +264,7 @@ class FabricModel:
             raise InputError(f"--duration must be > 0 seconds, got {duration_s}")
         rng = np.random.default_rng(self._window_seq.spawn(1)[0])
         window = simulate_window(self, self.elapsed_s, duration_s, rng)
+        window.paths = self._with_cached(window.paths, window.start_s + duration_s)
         self.elapsed_s += duration_s
         self.windows += 1
         return window

@@ -80,3 +80,4 @@ class SimWorld(Protocol):
     fixed: FixedDelays
     peers: dict[str, list[str]]
     state: ModelState
+    path_cache: dict[tuple[str, str, str, int, str | None], PathRecord]

@@ -152,3 +152,25 @@ def test_spines_answer_each_nic_within_the_linux_rate_limit() -> None:
     unlimited = run_model(_model([], 10, icmp_ratelimit_ms=1.0, icmp_msgs_per_sec=1e6), 2.0)
     known = sum(p.known for p in unlimited.paths)
     assert known > 2 * sum(answers.values())
+
+
+def test_a_kept_model_learns_more_paths_each_window_and_retraces_after_a_change() -> None:
+    from cwctl.sim.model import SetEcmpWeight
+
+    model = _model([], 11)
+
+    def spines_known(window_paths: list) -> int:
+        return sum(p.known for p in window_paths if len(p.hops) == 3)
+
+    first, second = model.probe(2.0).paths, model.probe(2.0).paths
+    assert spines_known(second) > 1.4 * spines_known(first)
+    assert any(p.cached for p in second) and not any(p.cached for p in first)
+    topo = model.published_topology()
+    assert topo is not None
+    for p in second:  # a cached path is still the path the flow takes
+        if p.cached and p.known:
+            prober, answerer = (p.host, p.peer) if p.role == "probe" else (p.peer, p.host)
+            leg = model.path(prober, answerer, p.flow_port)["fwd" if p.role == "probe" else "rev"]
+            assert topo.switch_of_address[p.hops[1]] in leg
+    model.apply(SetEcmpWeight("spine2", 0))
+    assert not any(p.cached for p in model.probe(2.0).paths)

@@ -26,7 +26,7 @@ from cwctl.tui.widgets.suspects import SuspectsTable
 SIZE = (120, 40)
 
 
-async def wait_for(pilot: Any, condition: Any, timeout_s: float = 10.0) -> None:
+async def wait_for(pilot: Any, condition: Any, timeout_s: float = 30.0) -> None:
     waited = 0.0
     while not condition():
         assert waited < timeout_s, "timed out waiting"

@@ -17,12 +17,11 @@ import numpy as np
 from cwctl.collection import Collection
 from cwctl.gpu import assess
 from cwctl.snapshot import FabricSnapshot, HostReport, Suspect
-from cwctl.sync import ClockSolution, one_way_delays
-from cwctl.telemetry.busy import agent_reports, busy_mask, starved_spans
-from cwctl.telemetry.counts import flow_counts
+from cwctl.sync import ClockSolution
+from cwctl.telemetry.blockwise import measure
+from cwctl.telemetry.busy import agent_reports
 from cwctl.telemetry.localize import gpu_suspects, localise, unexplained
-from cwctl.telemetry.paths import observations, path_reports, path_table
-from cwctl.telemetry.verdicts import dead_hosts, unlocalised
+from cwctl.telemetry.verdicts import unlocalised
 
 __all__ = ["build_snapshot"]
 
@@ -77,37 +76,9 @@ def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSna
     lost: dict[str, Any] | None = None
     busy_exchanges = 0
     if len(table):
-        fwd, rev = one_way_delays(table, solution)
-        obs = observations(table, fwd, rev)
-        del fwd, rev  # copied into the observations
-        pt = path_table(obs)
-        paths = path_reports(pt)
-        down = {h.name for h in hosts if h.status != "ok"}
-        bad_host = np.array([name in down for name in table.hosts] + [False])
-        if bad_host.any():
-            usable_obs = ~bad_host[obs.src] & ~bad_host[obs.dst]
-            usable_rows = ~bad_host[table.src] & ~bad_host[table.dst]
-        else:
-            usable_obs, usable_rows = np.ones(len(obs), bool), np.ones(len(table), bool)
-        # a starved agent's exchanges are the host's business, not the network's
-        spans = starved_spans(collection)
-        if spans:
-            offsets = np.asarray(solution.offset_ns, np.float64)
-            rows = busy_mask(
-                table.hosts, table.src, table.dst, table.t1, spans, offsets, counts=busy_counts
-            )
-            usable_rows = usable_rows & ~rows
-            usable_obs = usable_obs & ~busy_mask(
-                obs.hosts, obs.src, obs.dst, obs.t_ns, spans, offsets
-            )
-            busy_exchanges = int(rows.sum())
-        # a host that answered nothing is one dead host, not lossy paths through it
-        leaf_of = dict(collection.topology.leaf_of) if collection.topology is not None else {}
-        dead, dead_host = dead_hosts(table, usable_rows, leaf_of)
-        if dead:
-            usable_rows = usable_rows & ~dead_host[table.src] & ~dead_host[table.dst]
-            usable_obs = usable_obs & ~dead_host[obs.src] & ~dead_host[obs.dst]
-        counts = flow_counts(table, obs, pt, usable_rows, usable_obs)
+        measured = measure(collection, solution, hosts)
+        paths, counts, dead = measured.paths, measured.counts, measured.dead
+        busy_counts, busy_exchanges = measured.busy_counts, measured.busy_exchanges
         host_nics = {h.name: h.nics for h in collection.hosts if h.nics}
         if collection.topology is not None:
             host_nics = {**dict(collection.topology.nics), **host_nics}

@@ -54,12 +54,18 @@ def flow_counts(
     pt: PathTable,
     usable_rows: npt.NDArray[np.bool_],
     usable_obs: npt.NDArray[np.bool_],
+    *,
+    typical_ns: float | None = None,
+    floor_ns: float | None = None,
 ) -> FlowCounts:
     """Count loss per exchange flow and delay per directed flow, over what is usable.
 
     Both group by refinements of the path table's (path, source port) groups, whose ids
     follow (src, dst, sport) order: grouping by (port id, nic, ...) gives the same ids
-    as grouping by the full tuple, over much smaller keys.
+    as grouping by the full tuple, over much smaller keys. ``typical_ns`` (the median
+    route's p90 excess) and ``floor_ns`` (the median route's floor) come from these
+    routes unless given: a table taken a block of pairs at a time passes the whole
+    scan's (``fleet_medians``).
     """
     port_id = pt.port_id if pt.port_id is not None else group_ids(obs.src, obs.dst, obs.sport)[0]
     u = usable_obs
@@ -97,7 +103,10 @@ def flow_counts(
     port = pt.port
     excess_p90 = port.owd_p90_ns - port.owd_min_ns
     enough = (port.received >= 10) & ~np.isnan(excess_p90)
-    typical = np.median(excess_p90[enough]) if enough.any() else np.nan
+    if typical_ns is None:
+        typical = np.median(excess_p90[enough]) if enough.any() else np.nan
+    else:
+        typical = typical_ns
     floor = port.owd_min_ns[qid]
     excess = owd - floor[fid]
     threshold = float(DELAY_FACTOR * typical) if np.isfinite(typical) else float("nan")
@@ -115,11 +124,21 @@ def flow_counts(
         nic=keys[:, 1],
         reverse=keys[:, 2].astype(bool),
     )
-    floors = port.owd_min_ns[enough]
-    floor_ns = float(np.median(floors)) if len(floors) else float("nan")
+    if floor_ns is None:
+        floors = port.owd_min_ns[enough]
+        floor_ns = float(np.median(floors)) if len(floors) else float("nan")
     return FlowCounts(
         exchanges, sent, lost, flows, samples, delayed, p50, threshold, floor_ns, floor
     )
+
+
+def route_medians(pt: PathTable) -> tuple[F64, F64]:
+    """Per route with enough samples: its p90 excess over its floor, and its floor (the
+    inputs of ``typical_ns`` and ``floor_ns``)."""
+    port = pt.port
+    excess_p90 = port.owd_p90_ns - port.owd_min_ns
+    enough = (port.received >= 10) & ~np.isnan(excess_p90)
+    return excess_p90[enough], port.owd_min_ns[enough]
 
 
 def _derived_ids(

@@ -1,0 +1,169 @@
+"""A scan's path statistics and flow counts: in one pass, or a block of pairs at a time.
+
+Everything telemetry computes per row is per directed path and flow, and a directed
+path's observations come from the rows of one unordered host pair (its probes one way,
+the replies to the other host's probes the other way). So a large table is taken a
+block of pairs at a time (``sync.blocks.pair_blocks``, the blocks the clock fit uses):
+the observations and path table of one block at a time, never of the whole table.
+Two quantities are the whole scan's, not a block's: the median route's p90 excess (the
+delay threshold) and the median route's floor, so there are two passes: the path
+statistics and those medians, then the flow counts. The result is the same as one pass
+(paths and flows in the same order); memory is the table plus one block's temporaries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from cwctl.collection import Collection
+from cwctl.records import ProbeTable
+from cwctl.snapshot import HostReport, PathReport, Suspect
+from cwctl.sync import ClockSolution, one_way_delays
+from cwctl.sync.blocks import pair_blocks
+from cwctl.telemetry.busy import busy_mask, starved_spans
+from cwctl.telemetry.counts import FlowCounts, flow_counts, route_medians
+from cwctl.telemetry.elements import Flows
+from cwctl.telemetry.paths import Observations, PathTable, observations, path_reports, path_table
+from cwctl.telemetry.verdicts import dead_hosts
+
+BLOCK_ROWS = 2_000_000
+B = npt.NDArray[np.bool_]
+
+
+@dataclass
+class Measured:
+    paths: list[PathReport]
+    counts: FlowCounts
+    dead: list[Suspect]  # hosts that answered nothing
+    busy_counts: dict[str, int] = field(default_factory=dict)  # per starved host: rows
+    busy_exchanges: int = 0
+
+
+def _paths(table: ProbeTable, solution: ClockSolution) -> tuple[Observations, PathTable]:
+    fwd, rev = one_way_delays(table, solution)
+    obs = observations(table, fwd, rev)
+    del fwd, rev  # copied into the observations
+    return obs, path_table(obs)
+
+
+class _Usable:
+    """Which rows and observations count: not a host that is down or dead, not an
+    exchange with a starved agent (busy)."""
+
+    def __init__(self, collection: Collection, solution: ClockSolution, hosts: list[HostReport]):
+        table = collection.table
+        down = {h.name for h in hosts if h.status != "ok"}
+        self.excluded = np.array([name in down for name in table.hosts] + [False])
+        self.rows = ~self.excluded[table.src] & ~self.excluded[table.dst]
+        self.spans = starved_spans(collection)
+        self.offsets = np.asarray(solution.offset_ns, np.float64)
+        self.busy_counts: dict[str, int] = {}
+        self.busy_exchanges = 0
+        if self.spans:  # a starved agent's exchanges are the host's business
+            busy = busy_mask(
+                table.hosts, table.src, table.dst, table.t1, self.spans, self.offsets,
+                counts=self.busy_counts,
+            )  # fmt: skip
+            self.rows &= ~busy
+            self.busy_exchanges = int(busy.sum())
+        # a host that answered nothing is one dead host, not lossy paths through it
+        leaf_of = dict(collection.topology.leaf_of) if collection.topology is not None else {}
+        self.dead, dead_host = dead_hosts(table, self.rows, leaf_of)
+        if self.dead:
+            self.rows &= ~dead_host[table.src] & ~dead_host[table.dst]
+            self.excluded = self.excluded | dead_host
+
+    def observations(self, obs: Observations) -> B:
+        usable = ~self.excluded[obs.src] & ~self.excluded[obs.dst]
+        if self.spans:
+            usable &= ~busy_mask(obs.hosts, obs.src, obs.dst, obs.t_ns, self.spans, self.offsets)
+        return usable
+
+
+def measure(
+    collection: Collection,
+    solution: ClockSolution,
+    hosts: list[HostReport],
+    block_rows: int | None = None,
+) -> Measured:
+    """Path reports and flow counts (see the module docstring); ``block_rows`` defaults
+    to ``BLOCK_ROWS``."""
+    table = collection.table
+    block_rows = block_rows or BLOCK_ROWS
+    usable = _Usable(collection, solution, hosts)
+    if len(table) <= block_rows:
+        obs, pt = _paths(table, solution)
+        counts = flow_counts(table, obs, pt, usable.rows, usable.observations(obs))
+        paths = path_reports(pt)
+    else:
+        blocks = pair_blocks(table, block_rows)
+        paths, excess, floors = [], [], []
+        for rows in blocks:  # pass 1: path statistics, and the routes' medians
+            block = table.select(rows)
+            obs, pt = _paths(block, solution)
+            paths += path_reports(pt)
+            e, f = route_medians(pt)
+            excess.append(e)
+            floors.append(f)
+            del block, obs, pt
+        all_excess, all_floors = np.concatenate(excess), np.concatenate(floors)
+        typical = float(np.median(all_excess)) if len(all_excess) else float("nan")
+        floor = float(np.median(all_floors)) if len(all_floors) else float("nan")
+        parts = []
+        for rows in blocks:  # pass 2: flow counts against the whole scan's medians
+            block = table.select(rows)
+            obs, pt = _paths(block, solution)
+            parts.append(
+                flow_counts(
+                    block, obs, pt, usable.rows[rows], usable.observations(obs),
+                    typical_ns=typical, floor_ns=floor,
+                )
+            )  # fmt: skip
+            del block, obs, pt
+        counts = _joined(parts)
+        order = {name: i for i, name in enumerate(table.hosts)}
+        paths.sort(key=lambda p: (order[p.src], order[p.dst]))
+    return Measured(paths, counts, usable.dead, usable.busy_counts, usable.busy_exchanges)
+
+
+def _joined(parts: list[FlowCounts]) -> FlowCounts:
+    """The blocks' counts as one, flows in the order one pass gives them."""
+    cat = np.concatenate
+
+    def flows(which: str) -> Flows:
+        fs = [getattr(p, which) for p in parts]
+        return Flows(
+            hosts=fs[0].hosts,
+            nics=fs[0].nics,
+            src=cat([f.src for f in fs]),
+            dst=cat([f.dst for f in fs]),
+            sport=cat([f.sport for f in fs]),
+            nic=cat([f.nic for f in fs]),
+            reverse=cat([f.reverse for f in fs]),
+        )
+
+    def sorted_flows(f: Flows) -> tuple[Flows, npt.NDArray[np.intp]]:
+        order = np.lexsort((f.reverse, f.nic, f.sport, f.dst, f.src))
+        return (
+            Flows(f.hosts, f.nics, f.src[order], f.dst[order], f.sport[order],
+                  f.nic[order], f.reverse[order]),
+            order,
+        )  # fmt: skip
+
+    exchanges, xo = sorted_flows(flows("exchanges"))
+    directed, fo = sorted_flows(flows("flows"))
+    return FlowCounts(
+        exchanges=exchanges,
+        sent=cat([p.sent for p in parts])[xo],
+        lost=cat([p.lost for p in parts])[xo],
+        flows=directed,
+        samples=cat([p.samples for p in parts])[fo],
+        delayed=cat([p.delayed for p in parts])[fo],
+        excess_p50_ns=cat([p.excess_p50_ns for p in parts])[fo],
+        threshold_ns=parts[0].threshold_ns,
+        floor_ns=parts[0].floor_ns,
+        flow_floor_ns=cat([p.flow_floor_ns for p in parts])[fo],
+    )

@@ -24,7 +24,7 @@ from tests.testbed import layout as L
 from tests.testbed.bed import Testbed
 from tests.testbed.faults import apply_fault, crosses, flow_path
 from tests.testbed.shell import run
-from tests.testbed.traffic import delivered
+from tests.testbed.tally import names
 
 pytestmark = pytest.mark.netns
 CWCTL = [sys.executable, "-m", "cwctl.cli"]
@@ -37,9 +37,17 @@ def cwctl(bed: Testbed, *args: str, timeout: float = 120.0) -> subprocess.Comple
 
 
 def scan(bed: Testbed) -> tuple[int, dict[str, Any], str]:
+    """Exit code, report, and a line saying why it is not healthy (for failure messages)."""
     proc = cwctl(bed, "scan", "--duration", SCAN_S, "--format", "json")
     assert proc.stdout, f"no report (exit {proc.returncode}): {proc.stderr[-2000:]}"
-    return proc.returncode, json.loads(proc.stdout), proc.stderr
+    report = json.loads(proc.stdout)
+    why = {
+        "stderr": proc.stderr[-500:],
+        "not ok": [(h["name"], h["status"]) for h in report["hosts"] if h["status"] != "ok"],
+        "suspects": report["suspects"][:3],
+        "unlocalised": report.get("unlocalised"),
+    }
+    return proc.returncode, report, json.dumps(why)
 
 
 def test_inventory_check_reads_what_the_testbed_wrote(testbed: Testbed) -> None:
@@ -80,28 +88,6 @@ def sample_flows(bed: Testbed) -> list[tuple[str, str, int, list[str]]]:
 
 def over(flows: list[tuple[str, str, int, list[str]]], src: str, dst: str) -> list[Any]:
     return [f for f in flows if crosses(f[3], src, dst)]
-
-
-def test_reroute_a_link_on_the_leaves_verify_then_roll_back_exactly(fabric: Testbed) -> None:
-    before = switch_routes(fabric)
-    flows = sample_flows(fabric)
-    up, down = over(flows, "leaf1", "spine2"), over(flows, "spine2", "leaf1")
-    assert up and down  # the kernel hashes some of them over the link, both ways
-    apply_fault(fabric, "leaf1>spine2", "down")
-    a, b, sport, _ = up[0]
-    assert delivered(fabric, a, b, sport, 50000) == 0
-    proc = cwctl(fabric, "reroute", "leaf1-spine2", "--apply", "--yes", "--verify")
-    assert proc.returncode == 0, proc.stderr
-    assert "leaf1-spine2 is no longer a suspect" in proc.stderr
-    after = switch_routes(fabric)
-    assert [s for s in SWITCHES if after[s] != before[s]] == list(L.LEAVES)
-    assert "spine2" not in after["leaf1"].split("10.201.102.0/24", 1)[1].split("\n")[0]
-    now = sample_flows(fabric)
-    assert not over(now, "leaf1", "spine2") and not over(now, "spine2", "leaf1")
-    assert delivered(fabric, a, b, sport, 50000) == 200  # the same 5-tuple, rerouted
-    proc = cwctl(fabric, "rollback", "--apply", "--yes")
-    assert proc.returncode == 0, proc.stderr
-    assert switch_routes(fabric) == before  # `ip route` byte for byte
 
 
 def test_a_kill_in_the_middle_of_the_apply_leaves_a_journal_rollback_restores(
@@ -176,11 +162,50 @@ def test_host_routes_never_claim_a_spine_is_avoided(fabric: Testbed) -> None:
     assert switch_routes(fabric) == before
 
 
-def test_nothing_to_change_only_after_checking_the_leaves(fabric: Testbed) -> None:
+# -- localisation of a sick leaf-spine link -----------------------------------------------
+@pytest.mark.parametrize(
+    ("direction", "kind"),
+    [("leaf1>spine2", "down"), ("leaf2>spine1", "congested")],  # lossy: the test below
+)
+def test_a_sick_leaf_spine_link_is_named_top_1(fabric: Testbed, direction: str, kind: str) -> None:
+    src, dst = direction.split(">")
+    link, spine = L.link(src, dst).name, (src if src in L.SPINES else dst)
+    apply_fault(fabric, direction, kind)
+    rc, report, err = scan(fabric)
+    top = report["suspects"][:1]
+    assert top and names(top[0], link, spine), f"{kind} on {direction}: {report['suspects'][:3]}"
+    assert rc == 3, err
+
+
+def test_lossy_link_named_rerouted_on_the_leaves_verified_clean_then_rolled_back_exactly(
+    fabric: Testbed,
+) -> None:
     before = switch_routes(fabric)
-    assert cwctl(fabric, "reroute", "spine2", "--apply", "--yes").returncode == 0
-    again = cwctl(fabric, "reroute", "spine2")
-    assert again.returncode == 0, again.stderr
-    assert "nothing to change: checked 16 route(s) on leaf1, leaf2" in again.stdout
-    assert cwctl(fabric, "rollback", "--apply", "--yes").returncode == 0
-    assert switch_routes(fabric) == before
+    flows = sample_flows(fabric)
+    assert over(flows, "spine2", "leaf1")  # the kernel hashes some flows down the link
+    apply_fault(fabric, "spine2>leaf1", "lossy=0.05")
+    rc, report, err = scan(fabric)
+    top = report["suspects"][:1]
+    assert top and names(top[0], "leaf1-spine2", "spine2"), report["suspects"][:3]
+    assert rc == 3, err
+    lossy = {(p["src"], p["dst"]) for p in report["paths"] if p["loss"] > 0}
+    assert lossy
+
+    proc = cwctl(fabric, "reroute", "leaf1-spine2", "--apply", "--yes", "--verify")
+    assert proc.returncode == 0, proc.stderr
+    assert "leaf1-spine2 is no longer a suspect" in proc.stderr
+    after = switch_routes(fabric)
+    assert [s for s in SWITCHES if after[s] != before[s]] == list(L.LEAVES)
+    now = sample_flows(fabric)  # the kernel's answer: nothing crosses the link any more
+    assert not over(now, "leaf1", "spine2") and not over(now, "spine2", "leaf1")
+    rc, report, err = scan(fabric)  # the fault is still on
+    loss = {(p["src"], p["dst"]): p["loss"] for p in report["paths"]}
+    assert all(loss[p] == 0 for p in lossy), {p: loss[p] for p in lossy}
+    assert report["suspects"] == [] and rc == 0, err
+    # read, not assumed: all 8 routes of leaf1, and leaf2's one towards leaf1's hosts
+    again = cwctl(fabric, "reroute", "leaf1-spine2")
+    assert "nothing to change: checked 9 route(s) on leaf1, leaf2" in again.stdout
+
+    proc = cwctl(fabric, "rollback", "--apply", "--yes")
+    assert proc.returncode == 0, proc.stderr
+    assert switch_routes(fabric) == before  # `ip route` byte for byte

@@ -14,6 +14,7 @@ Always (labels in braces):
 
 ``cwctl_scan_info{source,timestamps,reference}``   1, the scan's identity
 ``cwctl_scan_paths``                               directed paths measured
+``cwctl_sim_applied_changes``                      --sim only: changes actions left there
 ``cwctl_host_up{host}``                            1 reached, 0 unreachable or error
 ``cwctl_clock_offset_seconds{host}``               clock minus the reference's
 ``cwctl_clock_drift_ratio{host}``                  rate difference (1e-9 = 1 ppb)
@@ -109,6 +110,15 @@ class _SnapshotCollector(Collector):
         count = _gauge("cwctl_scan_paths", "Directed host-to-host paths measured.", [])
         count.add_metric([], len(snap.paths))
         yield count
+        applied = (snap.truth or {}).get("applied")
+        if applied is not None:  # a simulated fabric: say whether actions changed it
+            changes = _gauge(
+                "cwctl_sim_applied_changes",
+                "Changes earlier actions left in the simulated fabric (cwctl sim status).",
+                [],
+            )
+            changes.add_metric([], len(applied))
+            yield changes
         yield from self._hosts()
         yield from self._host_paths()
         yield from self._leaf_pairs()

@@ -42,6 +42,8 @@ def test_applied_actions_show_until_reset(runner: CliRunner) -> None:
     assert truth["applied"] == [f"leaf{i}: ECMP weight of spine3 0" for i in range(1, 5)]  # type: ignore[index]
     table = runner.invoke(app, ["--no-color", "scan", *SHAPE, "--duration", "0.3"])
     assert "the simulated fabric carries 4 applied action change(s)" in table.stdout
+    prom = runner.invoke(app, ["scan", *SHAPE, "--duration", "0.3", "--format", "prom"])
+    assert "\ncwctl_sim_applied_changes 4.0\n" in prom.stdout
     status = runner.invoke(app, ["sim", "status"])
     assert status.exit_code == 0
     assert "--sim --hosts 16 --hosts-per-leaf 4 --spines 4: 4 change(s)" in status.stdout

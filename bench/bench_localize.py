@@ -11,6 +11,8 @@ simulated path records), one default probing window (2 s), the real solver, then
   suspect, named outright (target >= 98 %);
 - healthy fabric: scans with any suspect (target <= 1 %), and scans not healthy (exit 3);
 - a leaf-spine link losing 0.5 %: named top-1 in one default scan;
+- two faults at once (a spine congested and a link lossy, or a NIC down and a host
+  slow): both are the top two suspects;
 - path discovery off, spine down: the top suspect's candidates contain the truth and
   the scan is not healthy (exit 3), never 0.
 
@@ -151,6 +153,24 @@ def small_loss_row(hosts: int) -> Row:
     return _rows("leaf-spine lossy 0.5%", hosts, "named", trial)
 
 
+def two_faults_row(hosts: int) -> Row:
+    def trial(seed: int) -> tuple[bool, str]:
+        rng = np.random.default_rng([hosts, seed, 55])
+        pools = _pools(hosts)
+        spine, nic = _pick(pools["spine"], rng), _pick(pools["nic"], rng)
+        link = _pick([x for x in pools["link"] if not x.endswith(spine)], rng)
+        host = _pick([h for h in pools["host"] if not nic.startswith(h)], rng)
+        specs = [f"switch:{spine}:congested", f"link:{link}:lossy=0.02"]
+        if seed % 2:
+            specs = [f"nic:{nic}:down", f"host:{host}:slow=3000"]
+        snap = scan(hosts, specs, seed)
+        want = {spec.split(":")[1] for spec in specs}
+        top = {s.element for s in snap.suspects[:2]}
+        return top == want, f"{' + '.join(specs)}: top 2 {sorted(top)}"
+
+    return _rows("two faults: both top 2", hosts, ">= 95%", trial)
+
+
 def blind_row(hosts: int) -> Row:
     def trial(seed: int) -> tuple[bool, str]:
         spine = _pick(_pools(hosts)["spine"], np.random.default_rng([hosts, seed, 7]))
@@ -175,6 +195,7 @@ def main() -> None:
         for row in healthy_rows(hosts):
             print(row.line(), flush=True)
         print(small_loss_row(hosts).line(), flush=True)
+        print(two_faults_row(hosts).line(), flush=True)
         print(blind_row(hosts).line(), flush=True)
     for miss in MISSES[:30]:
         print(f"miss: {miss}")

@@ -134,3 +134,14 @@ def test_arbitrary_text_parses_or_raises_input_error(text):
         assert "\n" not in str(err)
     else:
         assert fault.kind in KINDS and fault.mode in MODES
+
+
+def test_silent_is_a_switch_mode_without_value_and_not_a_data_path_fault() -> None:
+    assert parse_fault("switch:spine3:silent").mode == "silent"
+    with pytest.raises(InputError, match="takes no value"):
+        parse_fault("switch:spine3:silent=2")
+    with pytest.raises(InputError, match="only a switch can be silent"):
+        FabricModel.leaf_spine(16, 4, 4, faults=["host:gpu-001:silent"])
+    model = FabricModel.leaf_spine(16, 4, 4, faults=["switch:spine3:silent"])
+    window = model.probe(0.5)
+    assert window.truth["faults"] == [] and window.table.complete.all()

@@ -83,12 +83,13 @@ def kernel_rate_ppb():
 
 
 def read_gap():
-    """(realtime_ns, gap_ns, kernel rate ppb or None): the tightest of three paired
-    readings; None without CLOCK_MONOTONIC_RAW."""
+    """(realtime_ns, gap_ns, kernel rate ppb or None): the tightest of five paired
+    readings (a reading preempted between its two halves is off by up to half its
+    spread); None without CLOCK_MONOTONIC_RAW."""
     if RAW is None:
         return None
     best = None
-    for _ in range(3):
+    for _ in range(5):
         r1 = time.time_ns()
         m = time.clock_gettime_ns(RAW)
         r2 = time.time_ns()
@@ -156,6 +157,14 @@ class Watch:
         rate = self.rate_at(t_ref_ns, half_ns)
         if base is None or rate is None or now is None:
             return None
+        # one reading can be tens of ns off (preempted between its two clock reads): the
+        # base is the median of the readings around t_ref, each carried to t_ref at rate
+        raw_ref = int(t_ref_ns) - base
+        near = [r for r in self.readings if abs(r[0] - t_ref_ns) <= max(int(half_ns), 1e9)]
+        if near:  # (differences from base first: a gap is ~1.8e18 ns, past a double's ns)
+            carried = sorted((r[1] - base) - rate * ((r[0] - r[1]) - raw_ref) for r in near)
+            base += round(carried[len(carried) // 2])
+            raw_ref = int(t_ref_ns) - base
         t_now, gap_now = now[0], now[1]
-        raw_elapsed = (t_now - gap_now) - (int(t_ref_ns) - base)  # the oscillator's time
-        return (gap_now - base) - rate * raw_elapsed  # int differences first
+        raw_elapsed = (t_now - gap_now) - raw_ref  # the oscillator's time since t_ref
+        return (gap_now - base) - rate * raw_elapsed

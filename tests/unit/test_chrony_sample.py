@@ -116,7 +116,9 @@ async def test_the_feeder_agent_writes_samples_and_exits_when_cwctl_goes(tmp_pat
         for data in got:
             s = decode(data)
             assert s.magic == 0x534F434B and s.pulse == 0
-            assert s.offset == pytest.approx(250e-6, abs=1e-12)  # host behind: positive
+            # host behind: positive (to tens of ns on a busy machine: clockwatch's reading
+            # of how the clock was steered, two clock reads apart)
+            assert s.offset == pytest.approx(250e-6, abs=1e-7)
             assert abs(s.tv.tv_sec * 10**9 + s.tv.tv_usec * 1000 - time.time_ns()) < 30e9
         await feeder.send({"type": "withdraw", "reason": "test"})
         await asyncio.sleep(0.3)

@@ -42,11 +42,13 @@ class Measured:
     busy_exchanges: int = 0
 
 
-def _paths(table: ProbeTable, solution: ClockSolution) -> tuple[Observations, PathTable]:
+def _paths(
+    table: ProbeTable, solution: ClockSolution, *, routes_only: bool = False
+) -> tuple[Observations, PathTable]:
     fwd, rev = one_way_delays(table, solution)
     obs = observations(table, fwd, rev)
     del fwd, rev  # copied into the observations
-    return obs, path_table(obs)
+    return obs, path_table(obs, routes_only=routes_only)
 
 
 class _Usable:
@@ -115,7 +117,7 @@ def measure(
         parts = []
         for rows in blocks:  # pass 2: flow counts against the whole scan's medians
             block = table.select(rows)
-            obs, pt = _paths(block, solution)
+            obs, pt = _paths(block, solution, routes_only=True)
             parts.append(
                 flow_counts(
                     block, obs, pt, usable.rows[rows], usable.observations(obs),

@@ -140,14 +140,24 @@ def _stats(
     t_by_row: I64,
     owd_in_run_order: F64 | None = None,
     t_in_run_order: I64 | None = None,
+    jitter: bool = True,
 ) -> GroupStats:
     """``r``: the runs over the rows with a delay, whose delays and send times are
-    ``owd_by_row`` and ``t_by_row`` (the delays in run order if known)."""
+    ``owd_by_row`` and ``t_by_row`` (the delays in run order if known); without
+    ``jitter`` its column is NaN."""
     if owd_in_run_order is None:
         owd_in_run_order = owd_by_row[r.rows]
     mn, p50, p90, p99, mx = run_quantiles(r, owd_in_run_order, QUANTILES)
-    jitter = run_jitter(r, owd_by_row, t_by_row, owd_in_run_order, t_in_run_order)
-    return GroupStats(sent, received, mn, p50, p90, p99, mx, jitter)
+    if not jitter:
+        return GroupStats(sent, received, mn, p50, p90, p99, mx, np.full(len(sent), np.nan))
+    jitter_ns = run_jitter(r, owd_by_row, t_by_row, owd_in_run_order, t_in_run_order)
+    return GroupStats(sent, received, mn, p50, p90, p99, mx, jitter_ns)
+
+
+def _unmeasured(sent: I64, received: I64) -> GroupStats:
+    """Counts only: delay statistics not computed (NaN)."""
+    nan = np.full(len(sent), np.nan)
+    return GroupStats(sent, received, nan, nan, nan, nan, nan, nan)
 
 
 @dataclass(frozen=True)
@@ -166,11 +176,13 @@ class PathTable:
     port_owd: F64 | None = None  # their one-way delays, in the runs' order
 
 
-def path_table(obs: Observations) -> PathTable:
+def path_table(obs: Observations, *, routes_only: bool = False) -> PathTable:
     """Group the observations by directed path and by (path, source port).
 
     Ports are numbered in (src, dst, sport) order, so each path's ports are consecutive:
     the rows are grouped once, by port, and a path's rows are its ports' runs together.
+    ``routes_only``: what flow counts need (the ports' delay quantiles), no path delay
+    statistics and no jitter (``telemetry/blockwise.py``'s second pass).
     """
     qid, qkeys = group_ids(obs.src, obs.dst, obs.sport)
     port_path, pkeys = group_ids(qkeys[:, 0], qkeys[:, 1])
@@ -191,9 +203,20 @@ def path_table(obs: Observations) -> PathTable:
     return PathTable(
         hosts=obs.hosts,
         path_key=pkeys,
-        path=_stats(path_sent, path_received, by_path, owd, t, in_order, t_in_order),
+        path=_stats(
+            path_sent,
+            path_received,
+            by_path,
+            owd,
+            t,
+            in_order,
+            t_in_order,
+            jitter=not routes_only,
+        )
+        if not routes_only
+        else _unmeasured(path_sent, path_received),
         port_key=qkeys,
-        port=_stats(sent, received, by_port, owd, t, in_order, t_in_order),
+        port=_stats(sent, received, by_port, owd, t, in_order, t_in_order, jitter=not routes_only),
         port_path=port_path,
         port_id=qid,
         port_runs=by_port,

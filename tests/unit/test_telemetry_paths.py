@@ -121,10 +121,14 @@ def test_synthetic_fabric_delays_and_loss_are_recovered() -> None:
     # exponential queueing: the median adds ln 2 * mean
     assert abs(p50 - (base + np.log(2) * queue)) < 40
     assert min(p.owd_min_ns for p in healthy) >= base - 1
-    # paths that hash some source ports through spine2 lose exactly those ports
+    # paths that hash some flows through spine2 lose exactly those flows. A port's row on
+    # path a->b pools two 5-tuples of equal size (a's probes from that port, and the
+    # replies to b's probes from that port), which this model's leaves hash apart: each
+    # is lost whole or not at all, so a port loses none, half or all of its probes.
     split = [p for p in reports if 0 < p.loss < 1 and len(p.extra["ports"]) == 4]
     assert split
     for p in split:
         losses = sorted(x["loss"] for x in p.extra["ports"])
-        assert losses[0] == 0.0 and losses[-1] == 1.0
-        assert p.extra["port_loss_spread"] == 1.0
+        assert set(losses) <= {0.0, 0.5, 1.0}
+        assert losses[0] == 0.0 and losses[-1] > 0.0
+        assert p.extra["port_loss_spread"] == losses[-1] - losses[0]

@@ -40,6 +40,8 @@ class Synth:
     queue_ns: float = 300.0
     loss: Mapping[str, float] = field(default_factory=dict)
     delay_ns: Mapping[str, float] = field(default_factory=dict)
+    # loss of one directed host pair only (a filter, a bad hash bucket): no element's
+    pair_loss: Mapping[tuple[str, str], float] = field(default_factory=dict)
     seed: int = 0
     topology: bool = True
     discovered: float = 1.0  # share of the traced flows whose path record names the spine
@@ -120,6 +122,7 @@ def make(s: Synth) -> tuple[Collection, ClockSolution]:
                 trace(hx, hy, "probe" if forward else "reply", *ports, route)
             else:
                 route = [hx, hy]
+            p_ok[u] *= 1.0 - s.pair_loss.get((hx, hy), 0.0)
             for el in route:
                 p_ok[u] *= 1.0 - s.loss.get(el, 0.0)
                 if el in s.delay_ns:

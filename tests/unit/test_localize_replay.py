@@ -55,3 +55,17 @@ def test_replayed_healthy_independent_fabric_exits_0(tmp_path: Path) -> None:
     code, report = _replay(tmp_path, Synth(discovered=0.5, seed=5))
     assert code == 0, report.get("suspects")
     assert report["suspects"] == [] and "unlocalised" not in report
+
+
+def test_loss_no_element_explains_is_unlocalised_and_exits_3(tmp_path: Path) -> None:
+    # one directed pair loses 5 %: too little for either host (or anything on the way)
+    # to be a suspect, too much to call the fabric healthy
+    collection, _ = make(Synth(discovered=0.5, seed=6))
+    pair = (collection.table.hosts[int(collection.table.src[0])],
+            collection.table.hosts[int(collection.table.dst[0])])  # fmt: skip
+    code, report = _replay(tmp_path, Synth(discovered=0.5, seed=6, pair_loss={pair: 0.05}))
+    assert code == 3
+    assert report["suspects"] == [], [s["element"] for s in report["suspects"]]
+    lost = report["unlocalised"]
+    assert lost["signals"].get("loss", 0) >= 1 and lost["paths"] >= 1
+    assert f"{pair[0]}→{pair[1]}" in lost["evidence"] or f"{pair[1]}→{pair[0]}" in lost["evidence"]

@@ -58,6 +58,9 @@ def _grid_log_likelihood(n: F64, k: F64, s: F64, factors: F64, power: F64 | None
     """
     if not len(n):
         return np.zeros((0, len(factors)))
+    if len(factors) <= 2:  # too few columns to repay the sort
+        exponent = 1.0 if power is None else power[:, None]
+        return log_likelihood(n[:, None], k[:, None], s[:, None] * factors[None, :] ** exponent)
     cols = [n, k, s] if power is None else [n, k, s, power]
     order = np.lexsort(cols[::-1])
     key = np.stack(cols, axis=1)[order]
@@ -345,7 +348,13 @@ def _refit(fit: Explanation, model: _Model, passes: int = 3) -> None:
         near = fit.background * np.exp(np.linspace(-1.5, 1.5, 13))
         cand = np.unique(np.clip(np.concatenate([BACKGROUND_GRID, near]), 1e-7, 0.5))
         other = np.exp(fit.log_success)
-        ll = model.flow_ll(_grid_log_likelihood(model.n, model.k, other, 1 - cand)).sum(0)
+        step = max(1, _CHUNK * 10 // max(len(other), 1))  # columns at a time: bounded memory
+        ll = np.concatenate(
+            [
+                model.flow_ll(_grid_log_likelihood(model.n, model.k, other, 1 - c)).sum(0)
+                for c in np.array_split(cand, max(1, -(-len(cand) // step)))
+            ]
+        )
         fit.background = float(cand[int(np.argmax(ll))])
         for e in list(fit.rates):
             _set_rate(fit, model, e, rates0)

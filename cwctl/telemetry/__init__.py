@@ -3,9 +3,11 @@
 Public API: ``build_snapshot(collection, solution) -> FabricSnapshot``.
 
 ``paths.py`` turns every probe exchange into directed one-way observations and their
-per-path (and per source port) statistics; ``elements.py`` maps flows onto the fabric's
-elements; ``explain.py`` is the sparse likelihood explanation; ``localize.py`` turns
-both signals (loss, delay) into ranked ``Suspect``s with evidence in words.
+per-path (and per source port) statistics; ``routes.py`` reads which spine each flow
+crossed off the discovered paths; ``elements.py`` maps flows onto the fabric's elements
+(with alternatives where a path is unknown); ``explain.py`` is the sparse likelihood
+explanation; ``localize.py`` turns the signals (loss, delay, raised floors) into ranked
+``Suspect``s with evidence in words; ``verdicts.py`` adds dead hosts and unlocalised loss.
 """
 
 from __future__ import annotations

@@ -1,23 +1,32 @@
 """Fault localisation: which switch, link, NIC or host explains the bad flows.
 
-Two signals, localised separately:
+Three signals, localised separately (their counts: ``counts.py``, ``floors.py``):
 
-loss   counted per exchange flow (prober, peer, source port, NIC): agents cannot tell a
-       lost probe from a lost reply, so a trial is a round trip and crosses the elements
-       of both directions (an element crossed both ways counts twice).
-delay  counted per directed flow (path, source port, NIC: one fixed ECMP route): a probe
-       is delayed when its one-way delay exceeds its route's floor (minimum) by more than
-       ``DELAY_FACTOR`` times the median route's p90 excess.
+loss   per exchange flow (prober, peer, source port, NIC): agents cannot tell a lost
+       probe from a lost reply, so a trial is a round trip and crosses the elements of
+       both directions (an element crossed both ways counts twice).
+delay  per directed flow (one 5-tuple, one way: one route): a probe is delayed when its
+       one-way delay exceeds its route's floor by more than ``DELAY_FACTOR`` times the
+       median route's p90 excess.
+floor  per directed flow, one trial: its floor raised above its kind's (a ``slow``
+       element adds a fixed delay no probe-over-floor test can see).
 
-Then, as in 007, every significantly bad flow gives 1/h votes to each of its h elements,
-and, as in NetBouncer, a sparse likelihood explanation (``explain.py``) picks among the
-voted elements the fewest whose failure rates explain the failures.
+What each flow crossed comes from its discovered path where a path record names its
+spine, else from what is certain plus one alternative per equal-cost spine
+(``elements.py``, ``routes.py``): nothing here knows any switch's hash. Then, as in 007,
+every significantly bad flow gives 1/h votes to each of its h elements, and, as in
+NetBouncer, a sparse likelihood explanation (``explain.py``, a mixture over the
+alternatives of flows whose paths are unknown) picks among the voted elements the
+fewest whose failure rates explain the failures. Elements the data cannot tell apart
+become one suspect with ``candidates``; bad flows nothing explains are
+``unexplained`` (the snapshot's ``unlocalised``, ``verdicts.py``).
 
 Thresholds are the fabric's own: the background failure rate is the median flow's, a
 flow is bad when its failures are improbable under it, an element must fail a material
-share of what crosses it (``MIN_LOSS_RATE``, ``MIN_DELAY_RATE``, and for delay a shift of
-its flows' median of ``DELAY_SHIFT_OF_FLOOR`` of the typical floor). A healthy fabric
-yields no suspect because nothing passes both the likelihood test and those sizes.
+share of what crosses it (``MIN_LOSS_RATE``, ``MIN_DELAY_RATE``, ``FLOOR_MIN_RATE``, and
+for delay a shift of its flows' median of ``DELAY_SHIFT_OF_FLOOR`` of the typical
+floor). A healthy fabric yields no suspect because nothing passes both the likelihood
+test and those sizes.
 """
 
 from __future__ import annotations

@@ -93,13 +93,15 @@ def make(s: Synth) -> tuple[Collection, ClockSolution]:
 
     def trace(x: str, y: str, role: str, sport_: int, dport_: int, path: list[str]) -> None:
         addrs: list[str | None] = []
-        prev = x
-        for el in path[1:-1]:
-            if "-" in el:
+        prev, cut = x, False
+        for el in path[:-1]:
+            cut = cut or s.loss.get(el, 0.0) >= 1.0  # past a dead element nothing answers
+            if "-" in el or el == x:
                 continue
             addr = _address(el, prev)
             switch_of[addr] = el
-            addrs.append(addr if rng.random() < s.discovered or el.startswith("leaf") else None)
+            asked = rng.random() < s.discovered or el.startswith("leaf")
+            addrs.append(addr if asked and not cut else None)
             prev = el
         records.append({"type": "path", "v": 1, "host": x, "peer": y, "role": role,
                         "src": _host_address(x), "sport": sport_, "dst": _host_address(y),

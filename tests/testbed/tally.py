@@ -81,6 +81,13 @@ def judge(kind: str, direction: str | None, rc: int, report: dict[str, Any]) -> 
     row["exact"] = bool(suspects) and suspects[0] in (link, spine)
     row["top1_link"] = bool(suspects) and suspects[0] == link
     row["top3"] = any(names(s, link, spine) for s in found[:3])
+    if not row["right"]:  # what the scan saw instead, to look into
+        row["telemetry"] = report.get("telemetry")
+        row["unlocalised"] = report.get("unlocalised")
+        row["agents"] = {h["name"]: h.get("agent") for h in hosts}
+        row["lossy_paths"] = [
+            (p["src"], p["dst"], p["loss"]) for p in report.get("paths", []) if p.get("loss")
+        ]
     return row
 
 

@@ -146,8 +146,24 @@ class FabricSnapshot:
         return [h for h in self.hosts if h.status != "ok"]
 
     @property
+    def busy_with_loss(self) -> list[str]:
+        """Busy hosts (starved agents) on a path that lost probes. Their exchanges are left
+        out of localisation, so the loss blames no element; but the scan cannot vouch for
+        those paths either, and so it is not healthy."""
+        busy = {h.name for h in self.hosts if h.agent and h.agent.get("busy")}
+        if not busy:
+            return []
+        lossy = {h for p in self.paths if p.received < p.sent for h in (p.src, p.dst)}
+        return sorted(busy & lossy)
+
+    @property
     def healthy(self) -> bool:
-        return not self.suspects and not self.unreachable and self.unlocalised is None
+        return (
+            not self.suspects
+            and not self.unreachable
+            and self.unlocalised is None
+            and not self.busy_with_loss
+        )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -11,10 +11,13 @@ import copy
 import os
 import signal
 import threading
+from dataclasses import replace
 from typing import Any
 
+from cwctl.report import render
 from cwctl.request import ScanRequest
 from cwctl.session import ScanSession, analyse
+from cwctl.snapshot import FabricSnapshot, HostReport, PathReport
 
 STOP_AFTER_S = 0.6  # into the probing window
 STOP_FOR_S = 1.2  # longer than the probe timeout (0.5 s): exchanges are lost
@@ -52,6 +55,8 @@ def test_a_stopped_agent_is_reported_busy_not_as_a_network_suspect() -> None:
     ]
     assert not [s for s in snapshot.suspects if s.kind in ("host", "nic")], snapshot.suspects
     assert not snapshot.unlocalised, snapshot.unlocalised  # nor loss nobody explains
+    # but the scan cannot vouch for the paths the starved agent lost: not healthy (exit 3)
+    assert victim in snapshot.busy_with_loss and not snapshot.healthy
 
     # the control: the same records without the starved spans blame the stopped host
     blind = copy.deepcopy(collection)
@@ -79,3 +84,19 @@ def test_the_table_says_which_hosts_were_busy() -> None:
     text = render(snapshot, "table", color=False)
     assert "host busy: a: agent starved (CPU); 42 exchanges left out" in text
     assert "b:" not in text.split("host busy")[1].splitlines()[0]
+
+
+def test_busy_hosts_that_lost_nothing_leave_the_scan_healthy() -> None:
+    busy = {"busy": True, "starved_s": 0.3}
+    clean = FabricSnapshot(
+        source="local",
+        reference="a",
+        duration_s=2.0,
+        hosts=[HostReport(name="a", agent=busy), HostReport(name="b")],
+        paths=[PathReport("a", "b", 100, 100, 1.0, 2.0, 3.0)],
+    )
+    assert clean.busy_with_loss == [] and clean.healthy
+    lossy = replace(clean, paths=[PathReport("b", "a", 100, 97, 1.0, 2.0, 3.0)])
+    assert lossy.busy_with_loss == ["a"] and not lossy.healthy
+    text = render(lossy, "table", color=False)
+    assert "not healthy: 1 busy hosts on paths that lost probes" in text

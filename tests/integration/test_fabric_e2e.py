@@ -46,6 +46,7 @@ def scan(bed: Testbed) -> tuple[int, dict[str, Any], str]:
         "not ok": [(h["name"], h["status"]) for h in report["hosts"] if h["status"] != "ok"],
         "suspects": report["suspects"][:3],
         "unlocalised": report.get("unlocalised"),
+        "busy_exchanges": report.get("telemetry", {}).get("busy_exchanges"),
     }
     return proc.returncode, report, json.dumps(why)
 
@@ -66,6 +67,10 @@ def test_healthy_fabric_scans_clean(fabric: Testbed) -> None:
     assert worst < 2000.0, {n: h["offset_ns"] for n, h in hosts.items()}
     assert report["suspects"] == []
     assert rc == 0, err
+    # and it really looked: every ordered pair measured, flows localised over (not all
+    # left out as "busy")
+    assert len({(p["src"], p["dst"]) for p in report["paths"]}) == 8 * 7
+    assert report["telemetry"]["flows"] > 0, err
 
 
 # -- switch-side reroute ------------------------------------------------------------------

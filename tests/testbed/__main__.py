@@ -28,13 +28,19 @@ examples:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.testbed",
-        description="A 2-spine, 2-leaf, 8-host fabric in network namespaces.",
+        description="A 2-spine, 2-leaf, 8-host fabric in network namespaces (--leaves: 2-4).",
         epilog=USAGE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--prefix", default="cwtb", help="name prefix (default: cwtb)")
     parser.add_argument(
         "--dir", type=Path, help="working files (default: /run/cwctl-testbed/PREFIX)"
+    )
+    parser.add_argument(
+        "--leaves",
+        type=int,
+        metavar="N",
+        help="leaves, 4 hosts each (2-4; default: 2, or as the testbed was built)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="build the testbed and write its inventory")
@@ -64,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     workdir = args.dir or Path("/run/cwctl-testbed") / args.prefix
     try:
-        bed = Testbed(args.prefix, workdir)
+        bed = Testbed(args.prefix, workdir, leaves=args.leaves)
         return _dispatch(bed, args)
     except TestbedError as e:
         print(f"testbed: {e}", file=sys.stderr)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import ipaddress
 import json
 import os
 import re
@@ -52,7 +53,9 @@ class Testbed:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, prefix: str, workdir: Path | str) -> None:
+    def __init__(self, prefix: str, workdir: Path | str, leaves: int | None = None) -> None:
+        """``leaves`` (2-4) lays the fabric out for this process (see layout.set_leaves);
+        None: as the state file says (a bed already up), else 2."""
         if not PREFIX.match(prefix):
             raise TestbedError(
                 f"prefix {prefix!r}: 1-8 lowercase letters/digits starting with a letter"
@@ -61,6 +64,11 @@ class Testbed:
         self.dir = Path(workdir)
         self.state_file = self.dir / "testbed.json"
         state = self._load_state()
+        self.leaves: int = state.get("leaves", 2) if leaves is None else leaves
+        try:
+            L.set_leaves(self.leaves)
+        except ValueError as e:
+            raise TestbedError(str(e)) from None
         self.slot: int = state.get("slot", -1)
         self.flows: dict[str, list[int]] = state.get("flows", {})
         self.faults: dict[str, str] = state.get("faults", {})
@@ -107,6 +115,7 @@ class Testbed:
                 {
                     "prefix": self.prefix,
                     "slot": self.slot,
+                    "leaves": self.leaves,
                     "flows": self.flows,
                     "faults": self.faults,
                 },
@@ -148,7 +157,7 @@ class Testbed:
         lines = [f"netns add {self.ns(n)}" for n in L.NODES]
         lines += [
             f"link add {self.bridge} type bridge",
-            f"addr add {L.mgmt_gateway(self.slot)}/28 dev {self.bridge}",
+            f"addr add {L.mgmt_gateway(self.slot)}/{L.mgmt_prefix_len()} dev {self.bridge}",
             f"link set {self.bridge} up",
         ]
         for lk in L.LINKS:
@@ -168,7 +177,7 @@ class Testbed:
     def _node_lines(self, node: str) -> list[str]:
         lines = [
             "link set lo up",
-            f"addr add {self.mgmt(node)}/28 dev {L.MGMT_IF}",
+            f"addr add {self.mgmt(node)}/{L.mgmt_prefix_len()} dev {L.MGMT_IF}",
             f"link set {L.MGMT_IF} up",
         ]
         for lk in L.links_of(node):
@@ -321,9 +330,13 @@ def _lock() -> Iterator[None]:
 
 
 def _free_slot() -> int:
-    used = run(["ip", "-4", "-o", "addr", "show"], check=False).stdout
-    for slot in range(L.SLOTS):
-        if f"inet {L.mgmt_gateway(slot)}/" not in used:
+    out = run(["ip", "-4", "-o", "addr", "show"], check=False).stdout
+    used = [
+        ipaddress.ip_interface(a).network for a in re.findall(r"inet (192\.168\.201\.[\d./]+)", out)
+    ]
+    for slot in range(0, L.SLOTS, L.mgmt_span()):
+        net = ipaddress.ip_network(L.mgmt_network(slot))
+        if not any(net.overlaps(u) for u in used):
             return slot
     raise TestbedError("all 16 management slots of 192.168.201.0/24 are in use: run down")
 

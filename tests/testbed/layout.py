@@ -1,13 +1,15 @@
 """The testbed's fabric on paper: node names, links, addresses. No side effects.
 
-Two spines, two leaves, four hosts per leaf. Every fabric address lives only inside the
-testbed's namespaces (so every run may use the same ones); the management network is the
-only thing in the root namespace, a /28 of 192.168.201.0/24 chosen per run ("slot").
+Two spines, two leaves (``set_leaves(n)``: 2-4), four hosts per leaf. Every fabric
+address lives only inside the testbed's namespaces (so every run may use the same ones);
+the management network is the only thing in the root namespace, a /28 of
+192.168.201.0/24 chosen per run ("slot").
 
     leafL - spineS link   10.201.{10L+S}.0/30     leaf .1, spine .2
     host i (0-3) on leafL 10.201.{100+L}.{4i}/30   leaf .{4i+1}, host .{4i+2}
     hosts behind leafL    10.201.{100+L}.0/24     (what the other leaf and the spines route)
     management, slot k    192.168.201.{16k}/28    bridge .{16k+1}, nodes .{16k+2}...
+                          (a /27, two slots from an even k, past 13 nodes: 3-4 leaves)
 
 Interfaces inside a namespace are named for the neighbour they reach (``spine2`` on a
 leaf, ``leaf1`` on a spine, ``gpu-003`` on a leaf, ``eth1`` on a host) plus ``mgmt``.
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 
 SPINES = ("spine1", "spine2")
 LEAVES = ("leaf1", "leaf2")
+LEAF_COUNTS = range(2, 5)
 HOSTS_PER_LEAF = 4
 HOST_NIC = "eth1"
 MGMT_IF = "mgmt"
@@ -106,6 +109,31 @@ def fabric_addresses(node: str) -> tuple[str, ...]:
 
 def probe_address(host: str) -> str:
     return fabric_addresses(host)[0]
+
+
+def set_leaves(n: int) -> None:
+    """Lay out ``n`` leaves (2-4), each with four hosts, the same two spines. One layout
+    per process: the names above are rebound, so every ``L.NAME`` read sees it."""
+    global LEAVES, HOSTS, LINKS, NODES
+    if n not in LEAF_COUNTS:
+        raise ValueError(f"leaves: {n}: the testbed has 2 to 4 leaves")
+    LEAVES = tuple(f"leaf{i + 1}" for i in range(n))
+    HOSTS = tuple(host_name(i) for i in range(n * HOSTS_PER_LEAF))
+    LINKS = links()
+    NODES = SPINES + LEAVES + HOSTS
+
+
+def mgmt_span() -> int:
+    """Slots the management subnet takes: a /28 holds 13 nodes, a /27 (two) beyond."""
+    return 1 if len(NODES) <= 13 else 2
+
+
+def mgmt_prefix_len() -> int:
+    return 28 if mgmt_span() == 1 else 27
+
+
+def mgmt_network(slot: int) -> str:
+    return f"192.168.201.{16 * slot}/{mgmt_prefix_len()}"
 
 
 def mgmt_address(slot: int, node: str) -> str:

@@ -4,9 +4,10 @@
 
 As root. Builds its own testbed (a fresh prefix), then for each kind runs ``--scans``
 scans with ``cwctl scan --format json`` against the inventory the testbed wrote; a fault
-goes on one direction of a leaf-spine link, rotating over all eight (leaf1>spine1,
-spine1>leaf1, ...). A faulty scan counts as right when the top suspect is that link or
-its spine, or a candidate set of that spine and its links holding one of them ("exact"
+goes on one direction of a leaf-spine link, rotating over all of them (leaf1>spine1,
+spine1>leaf1, ...; eight with 2 leaves, twelve with ``--leaves 3``). A faulty scan
+counts as right when the top suspect is that link or its spine, or a candidate set of
+that spine and its links holding one of them ("exact"
 counts only the link or spine by name), and the exit code is 3; a healthy one when there
 is no suspect and the exit code is 0. Prints one table (and ``--json FILE`` keeps every
 scan); tears the testbed down at the end.
@@ -30,9 +31,14 @@ from tests.testbed.faults import apply_fault, clear
 from tests.testbed.fixture import unique_prefix
 from tests.testbed.shell import missing_prerequisite
 
-DIRECTIONS = [
-    d for leaf in L.LEAVES for spine in L.SPINES for d in (f"{leaf}>{spine}", f"{spine}>{leaf}")
-]
+
+def directions() -> list[str]:
+    """Every direction of every leaf-spine link, in the order the faults rotate."""
+    return [
+        d for leaf in L.LEAVES for spine in L.SPINES for d in (f"{leaf}>{spine}", f"{spine}>{leaf}")
+    ]
+
+
 FAULTS = {"down": "down", "lossy": "lossy=0.05", "congested": "congested"}
 
 
@@ -80,6 +86,7 @@ def judge(kind: str, direction: str | None, rc: int, report: dict[str, Any]) -> 
     row["right"] = bool(found) and names(found[0], link, spine) and rc == 3
     row["exact"] = bool(suspects) and suspects[0] in (link, spine)
     row["top1_link"] = bool(suspects) and suspects[0] == link
+    row["top1_set"] = bool(found) and link in (found[0].get("candidates") or ())
     row["top3"] = any(names(s, link, spine) for s in found[:3])
     if not row["right"]:  # what the scan saw instead, to look into
         row["telemetry"] = report.get("telemetry")
@@ -93,8 +100,9 @@ def judge(kind: str, direction: str | None, rc: int, report: dict[str, Any]) -> 
 
 def table(rows: list[dict[str, Any]]) -> str:
     out = [
-        f"{'kind':<10} {'scans':>5} {'right':>6} {'exact':>6} {'link top-1':>10} {'in top-3':>8} "
-        f"{'exit 3':>6} {'no suspect':>10}  most common wrong top-1"
+        f"{'kind':<10} {'scans':>5} {'right':>6} {'exact':>6} {'link top-1':>10} "
+        f"{'set w/ link':>11} {'in top-3':>8} {'exit 3':>6} {'no suspect':>10}  "
+        "most common wrong top-1"
     ]
     for kind in dict.fromkeys(r["kind"] for r in rows):
         rs = [r for r in rows if r["kind"] == kind]
@@ -105,6 +113,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{kind:<10} {len(rs):>5} {sum(r['right'] for r in rs):>6} "
             f"{sum(r.get('exact', False) for r in rs):>6} "
             f"{sum(r.get('top1_link', False) for r in rs):>10} "
+            f"{sum(r.get('top1_set', False) for r in rs):>11} "
             f"{sum(r.get('top3', False) for r in rs):>8} {sum(r['rc'] == 3 for r in rs):>6} "
             f"{sum(not r['suspects'] for r in rs):>10}  "
             + (", ".join(f"{k} x{v}" for k, v in wrong.most_common(3)) or "-")
@@ -119,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", default="healthy,down,lossy,congested")
     parser.add_argument("--icmp-ratelimit", type=int, default=None, metavar="MS")
     parser.add_argument("--json", type=Path, help="write every scan's verdict here")
+    parser.add_argument("--leaves", type=int, default=2, metavar="N", help="2-4 (default 2)")
     args = parser.parse_args(argv)
     why = missing_prerequisite()
     if why:
@@ -126,18 +136,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     bad = [k for k in kinds if k != "healthy" and k not in FAULTS]
-    if bad or args.scans < 1:
-        print(f"tally: kinds are healthy, {', '.join(FAULTS)}; scans >= 1", file=sys.stderr)
+    if bad or args.scans < 1 or args.leaves not in L.LEAF_COUNTS:
+        print(
+            f"tally: kinds are healthy, {', '.join(FAULTS)}; scans >= 1; leaves 2-4",
+            file=sys.stderr,
+        )
         return 2
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="cwctl-tally-") as tmp:
         os.environ.setdefault("CWCTL_STATE_DIR", str(Path(tmp) / "state"))
-        bed = Testbed(unique_prefix(), Path(tmp) / "bed")
+        bed = Testbed(unique_prefix(), Path(tmp) / "bed", leaves=args.leaves)
+        rotation = directions()
         try:
             bed.up(icmp_ratelimit_ms=args.icmp_ratelimit)
             for kind in kinds:
                 for i in range(args.scans):
-                    direction = None if kind == "healthy" else DIRECTIONS[i % len(DIRECTIONS)]
+                    direction = None if kind == "healthy" else rotation[i % len(rotation)]
                     clear(bed)
                     if direction is not None:
                         apply_fault(bed, direction, FAULTS[kind])

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.testbed import layout as L
 from tests.testbed.bed import Testbed
 from tests.testbed.faults import clear
 from tests.testbed.shell import missing_prerequisite
@@ -37,15 +38,21 @@ def skip_without_namespaces() -> None:
 
 
 @pytest.fixture(scope="module")
-def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
-    """The fabric, up for the whole module (ICMP rate limit off: discovery stays fast)."""
+def testbed(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Testbed]:
+    """The fabric, up for the whole module (ICMP rate limit off: discovery stays fast).
+    A module setting ``TESTBED_LEAVES = 3`` gets three leaves (2-4); the layout goes back
+    to two leaves after it."""
     skip_without_namespaces()
-    bed = Testbed(unique_prefix(), tmp_path_factory.mktemp("testbed"))
-    bed.up(icmp_ratelimit_ms=0)
+    leaves = getattr(request.module, "TESTBED_LEAVES", 2)
+    bed = Testbed(unique_prefix(), tmp_path_factory.mktemp("testbed"), leaves=leaves)
     try:
+        bed.up(icmp_ratelimit_ms=0)
         yield bed
     finally:
         left = bed.down()
+        L.set_leaves(2)
         assert not left, f"testbed left behind: {left}"
 
 

@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--leaves",
         type=int,
+        choices=L.LEAF_COUNTS,
         metavar="N",
         help="leaves, 4 hosts each (2-4; default: 2, or as the testbed was built)",
     )

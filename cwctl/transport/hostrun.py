@@ -8,6 +8,9 @@ up to (the probe table, path and GPU records, counts for the progress line).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
@@ -46,6 +49,25 @@ class AgentSession(Protocol):
 
 
 Launcher = Callable[[HostInfo], Awaitable[AgentSession]]
+
+EndStep = tuple[signal.Signals | None, float]
+
+
+async def end_process(proc: asyncio.subprocess.Process, steps: Sequence[EndStep]) -> None:
+    """End a child process: close its stdin (an agent exits on EOF), then for each
+    ``(signal, wait_s)`` step send the signal (``None``: send nothing) and wait up to
+    ``wait_s`` for the exit; stops at the first step that finds it gone."""
+    if proc.stdin is not None:
+        with contextlib.suppress(Exception):
+            proc.stdin.close()
+    for sig, wait_s in steps:
+        if proc.returncode is not None:
+            break
+        if sig is not None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(sig)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), wait_s)
 
 
 def last_line(text: str) -> str:

@@ -21,7 +21,7 @@ from cwctl.names import local_host_names
 from cwctl.probe.bootstrap import bootstrap_argv
 from cwctl.request import Progress, ScanRequest
 from cwctl.transport.base import ScanPlan, probe_settings, run_scan
-from cwctl.transport.hostrun import HostFailure
+from cwctl.transport.hostrun import HostFailure, end_process
 
 
 def local_hosts(n: int) -> list[HostInfo]:
@@ -72,17 +72,7 @@ class LocalSession:
 
     async def close(self) -> None:
         """Close stdin (the agent exits on EOF); terminate, then kill, if it lingers."""
-        if self.proc.stdin is not None:
-            with contextlib.suppress(Exception):
-                self.proc.stdin.close()
-        for sig, wait_s in ((None, 2.0), (signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
-            if self.proc.returncode is not None:
-                break
-            if sig is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    self.proc.send_signal(sig)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.proc.wait(), wait_s)
+        await end_process(self.proc, ((None, 2.0), (signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)))
         with contextlib.suppress(Exception):
             await asyncio.wait_for(asyncio.shield(self._stderr), 1.0)
 

@@ -36,7 +36,7 @@ from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import BOOTSTRAP_CODE
 from cwctl.request import Progress, ScanRequest
 from cwctl.transport.base import ScanPlan, probe_settings, run_scan
-from cwctl.transport.hostrun import HostFailure
+from cwctl.transport.hostrun import HostFailure, end_process
 from cwctl.transport.traceplan import fabric_plan
 
 STUB = Path(__file__).resolve().parents[1] / "probe" / "srunstub.py"
@@ -259,17 +259,7 @@ class SrunStep:
     async def close(self) -> None:
         if self.proc is None:
             return
-        if self.proc.stdin is not None:
-            with contextlib.suppress(Exception):
-                self.proc.stdin.close()
-        for sig, wait_s in ((None, 5.0), (signal.SIGINT, 3.0), (signal.SIGKILL, 5.0)):
-            if self.proc.returncode is not None:
-                break
-            if sig is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    self.proc.send_signal(sig)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.proc.wait(), wait_s)
+        await end_process(self.proc, ((None, 5.0), (signal.SIGINT, 3.0), (signal.SIGKILL, 5.0)))
         with contextlib.suppress(Exception):
             await asyncio.wait_for(asyncio.gather(*self._tasks), 5.0)
 

@@ -57,23 +57,15 @@ def fleet_for(request: Any, *, client_options: Mapping[str, Any] | None = None) 
         return Fleet("local", local_hosts(request.local), launch_local, LocalRunner(30.0))
     from cwctl.actions.runners import SSHRunner
     from cwctl.inventory import load_inventory
+    from cwctl.transport.base import inventory_hosts
     from cwctl.transport.ssh import SSHLauncher
 
     inventory = load_inventory(request.inventory)
-    hosts = [
-        HostInfo(name=h.name, address=h.address, leaf=h.leaf, nics=tuple(h.nics))
-        for h in inventory.hosts
-    ]
-    launcher = SSHLauncher(
-        inventory,
-        accept_new_host_keys=request.accept_new_host_keys,
-        concurrency=request.concurrency,
-        client_options=client_options,
-    )
+    launcher = SSHLauncher.for_request(inventory, request, client_options=client_options)
     runner = SSHRunner(
         inventory,
         client_options=client_options,
         accept_new_host_keys=request.accept_new_host_keys,
         timeout_s=30.0,
     )
-    return Fleet("ssh", hosts, launcher, runner)
+    return Fleet("ssh", inventory_hosts(inventory), launcher, runner)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from cwctl.collection import Collection, HostInfo, HostStatusName
-from cwctl.inventory import ProbeSettings
+from cwctl.inventory import Inventory, ProbeSettings
 from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import agent_payload
 from cwctl.request import Progress
@@ -101,6 +101,14 @@ def raise_fd_limit(n_hosts: int, per_host: int = 4) -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (ceiling, hard))
     except (ImportError, ValueError, OSError):
         pass  # not Unix, or not allowed: the scan says which hosts it could not reach
+
+
+def inventory_hosts(inventory: Inventory) -> list[HostInfo]:
+    """The inventory's hosts as a scan (or ``cwctl sync``) takes part with them."""
+    return [
+        HostInfo(name=h.name, address=h.address, leaf=h.leaf, nics=tuple(h.nics))
+        for h in inventory.hosts
+    ]
 
 
 def probe_settings(base: ProbeSettings, overrides: dict[str, Any]) -> ProbeSettings:

@@ -35,7 +35,7 @@ from cwctl.inventory import load_inventory
 from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import BOOTSTRAP_CODE
 from cwctl.request import Progress, ScanRequest
-from cwctl.transport.base import ScanPlan, probe_settings, run_scan
+from cwctl.transport.base import ScanPlan, inventory_hosts, probe_settings, run_scan
 from cwctl.transport.hostrun import HostFailure, end_process
 from cwctl.transport.traceplan import fabric_plan
 
@@ -272,10 +272,7 @@ async def collect_slurm(
     assert request.inventory is not None
     inventory = load_inventory(request.inventory)
     settings = probe_settings(inventory.probe, request.overrides)
-    hosts = [
-        HostInfo(name=h.name, address=h.address, leaf=h.leaf, nics=tuple(h.nics))
-        for h in inventory.hosts
-    ]
+    hosts = inventory_hosts(inventory)
     step = SrunStep(hosts, python=inventory.ssh.python, unusable=await unusable_nodes(hosts))
     plan = ScanPlan(
         hosts=hosts,

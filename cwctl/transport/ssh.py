@@ -29,7 +29,13 @@ from cwctl.inventory import Endpoint, Inventory, load_inventory
 from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import bootstrap_command
 from cwctl.request import Progress, ScanRequest
-from cwctl.transport.base import ScanPlan, hard_lifetime_s, probe_settings, run_scan
+from cwctl.transport.base import (
+    ScanPlan,
+    hard_lifetime_s,
+    inventory_hosts,
+    probe_settings,
+    run_scan,
+)
 from cwctl.transport.hostrun import HostFailure
 from cwctl.transport.traceplan import fabric_plan
 
@@ -157,6 +163,22 @@ class SSHLauncher:
             raise InputError(f"ssh settings: {exc}") from None
         self._tunnel: asyncssh.SSHClientConnection | None = None
         self._tunnel_lock = asyncio.Lock()
+
+    @classmethod
+    def for_request(
+        cls,
+        inventory: Inventory,
+        request: ScanRequest,
+        *,
+        client_options: Mapping[str, Any] | None = None,
+    ) -> SSHLauncher:
+        """The launcher a request asks for: its host-key policy and concurrency."""
+        return cls(
+            inventory,
+            accept_new_host_keys=request.accept_new_host_keys,
+            concurrency=request.concurrency,
+            client_options=client_options,
+        )
 
     def _read_known_hosts(self) -> str:
         try:
@@ -319,18 +341,9 @@ async def scan_inventory(
     ``paths`` keeps discovered paths from one scan to the next (the source's own)."""
     settings = probe_settings(inventory.probe, request.overrides)
     topology = inventory.topology()
-    hosts = [
-        HostInfo(name=h.name, address=h.address, leaf=h.leaf, nics=tuple(h.nics))
-        for h in inventory.hosts
-    ]
-    launcher = SSHLauncher(
-        inventory,
-        accept_new_host_keys=request.accept_new_host_keys,
-        concurrency=request.concurrency,
-        client_options=client_options,
-    )
+    launcher = SSHLauncher.for_request(inventory, request, client_options=client_options)
     plan = ScanPlan(
-        hosts=hosts,
+        hosts=inventory_hosts(inventory),
         settings=settings,
         duration_s=request.duration_s if request.duration_s is not None else settings.duration,
         source="ssh",

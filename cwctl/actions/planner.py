@@ -26,8 +26,8 @@ from typing import Any
 
 from cwctl.actions import k8s, nccl, route, simulated, slurm, switchroute
 from cwctl.actions.plan import LOCAL, ActionPlan, Step, new_plan_id
-from cwctl.actions.runners import Runner
-from cwctl.errors import EXIT_PROBLEMS, CwctlError, InputError
+from cwctl.actions.runners import Runner, read_on_all
+from cwctl.errors import InputError
 from cwctl.sim import state as sim_state
 
 
@@ -210,21 +210,6 @@ def _route_hosts(element: Element, inv: Any) -> list[str]:
     return [h.name for h in inv.hosts if h.leaf in serves]
 
 
-async def _read_all(runner: Runner, hosts: list[str], argv_for: Any, what: str) -> dict[str, str]:
-    results = await asyncio.gather(*(runner.run(h, argv_for(h)) for h in hosts))
-    failed = [
-        f"{h}: {r.detail() or f'exit {r.rc}'}"
-        for h, r in zip(hosts, results, strict=True)
-        if not r.ok
-    ]
-    if failed:
-        raise CwctlError(
-            f"could not read {what} on {len(failed)} host(s): " + "; ".join(failed[:5]),
-            exit_code=EXIT_PROBLEMS,
-        )
-    return {h: r.stdout for h, r in zip(hosts, results, strict=True)}
-
-
 def _seen(host: str, argv: list[str], stdout: str) -> dict[str, Any]:
     """A ``prior`` entry: what ``argv`` printed on ``host`` while planning (re-read and
     compared before applying: ``session.check_prior``)."""
@@ -256,7 +241,7 @@ async def _route_steps(
     if not hosts:
         raise InputError(f"no inventory host sits on a leaf whose traffic crosses {element.name}")
     avoid = {gw: sw for gw, sw in options.gateways.items() if sw == spine}
-    outputs = await _read_all(
+    outputs = await read_on_all(
         runner, hosts, lambda h: route.show_argv(prefix), f"the route to {prefix}"
     )
     routes = {host: route.parse_route(outputs[host], prefix, host) for host in hosts}
@@ -318,7 +303,7 @@ async def _nccl_steps(
     key = nccl.setting_for(nic)
     path = nccl.check_conf_path(options.nccl_conf)
     read = nccl.read_argv(python, path, key)
-    out = await _read_all(runner, [host], lambda h: read, path)
+    out = await read_on_all(runner, [host], lambda h: read, path)
     plan.prior[f"nccl:{host}"] = _seen(host, read, out[host])
     _, current = nccl.parse_read(out[host], host)
     devices = nccl.devices_read(out[host])

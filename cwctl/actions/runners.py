@@ -15,12 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cwctl.actions.plan import LOCAL, SIM
-from cwctl.errors import InputError
+from cwctl.errors import EXIT_PROBLEMS, CwctlError, InputError
 
 COMMAND_TIMEOUT_S = 120.0
 
@@ -50,6 +50,29 @@ class Runner(Protocol):
     async def apply_change(self, change: dict[str, Any]) -> CommandResult: ...
 
     async def close(self) -> None: ...
+
+
+async def read_on_all(
+    runner: Runner,
+    targets: Sequence[str],
+    argv_for: Callable[[str], Sequence[str]],
+    what: str,
+    targets_are: str = "host(s)",
+) -> dict[str, str]:
+    """Run a read-only argv on every target at once: each one's stdout. If any failed,
+    nothing is planned on a partial view: one error (exit 3) names up to five."""
+    results = await asyncio.gather(*(runner.run(t, argv_for(t)) for t in targets))
+    failed = [
+        f"{t}: {r.detail() or f'exit {r.rc}'}"
+        for t, r in zip(targets, results, strict=True)
+        if not r.ok
+    ]
+    if failed:
+        raise CwctlError(
+            f"could not read {what} on {len(failed)} {targets_are}: " + "; ".join(failed[:5]),
+            exit_code=EXIT_PROBLEMS,
+        )
+    return {t: r.stdout for t, r in zip(targets, results, strict=True)}
 
 
 class LocalRunner:

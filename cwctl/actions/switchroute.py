@@ -21,7 +21,6 @@ read and none of its routes (to the affected destinations) uses the element.
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import json
 from collections.abc import Mapping, Sequence
@@ -29,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cwctl.actions.plan import Step
-from cwctl.actions.runners import Runner
+from cwctl.actions.runners import Runner, read_on_all
 from cwctl.errors import EXIT_PROBLEMS, CwctlError, InputError
 
 READ_ARGV = ("ip", "-j", "route", "show")
@@ -188,18 +187,8 @@ def check_access(inv: Any, element: str, spine: str, leaves: Sequence[Any]) -> N
 
 
 async def read_tables(runner: Runner, switches: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
-    results = await asyncio.gather(*(runner.run(s, READ_ARGV) for s in switches))
-    failed = [
-        f"{s}: {r.detail() or f'exit {r.rc}'}"
-        for s, r in zip(switches, results, strict=True)
-        if not r.ok
-    ]
-    if failed:
-        raise CwctlError(
-            f"could not read the routes on {len(failed)} switch(es): " + "; ".join(failed[:5]),
-            exit_code=EXIT_PROBLEMS,
-        )
-    return {s: parse_table(r.stdout, s) for s, r in zip(switches, results, strict=True)}
+    out = await read_on_all(runner, switches, lambda s: READ_ARGV, "the routes", "switch(es)")
+    return {s: parse_table(text, s) for s, text in out.items()}
 
 
 def _names(hops: Sequence[Mapping[str, Any]], owner: Mapping[str, str]) -> str:

@@ -1,0 +1,58 @@
+"""``read_on_all``: the one way planning reads state on many hosts or switches (host
+routes, NCCL settings, the leaves' route tables): all at once, nothing planned on a
+partial view, one error that names who could not be read."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from cwctl.actions.runners import CommandResult, read_on_all
+from cwctl.errors import EXIT_PROBLEMS, CwctlError
+
+
+class Hosts:
+    def __init__(self, down: Sequence[str] = ()) -> None:
+        self.down = set(down)
+        self.ran: list[tuple[str, tuple[str, ...]]] = []
+
+    async def run(self, host: str, argv: Sequence[str]) -> CommandResult:
+        self.ran.append((host, tuple(argv)))
+        if host in self.down:
+            return CommandResult(255, "", f"ssh: connect to {host}: connection refused\n")
+        return CommandResult(0, f"{host} says {' '.join(argv)}")
+
+    async def apply_change(self, change: dict[str, Any]) -> CommandResult:
+        raise AssertionError("reading applies nothing")
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_every_target_read_with_its_own_argv() -> None:
+    hosts = Hosts()
+    out = await read_on_all(hosts, ["a", "b"], lambda h: ["cat", f"/etc/{h}"], "the files")
+    assert out == {"a": "a says cat /etc/a", "b": "b says cat /etc/b"}
+    assert sorted(hosts.ran) == [("a", ("cat", "/etc/a")), ("b", ("cat", "/etc/b"))]
+
+
+async def test_one_failure_fails_the_read_and_names_the_host() -> None:
+    hosts = Hosts(down=["b"])
+    with pytest.raises(CwctlError) as caught:
+        await read_on_all(hosts, ["a", "b", "c"], lambda h: ["ip", "route"], "the route")
+    assert caught.value.exit_code == EXIT_PROBLEMS
+    assert str(caught.value) == (
+        "could not read the route on 1 host(s): b: ssh: connect to b: connection refused"
+    )
+    assert {h for h, _ in hosts.ran} == {"a", "b", "c"}  # all were tried, at once
+
+
+async def test_the_targets_kind_is_said_and_at_most_five_named() -> None:
+    names = [f"leaf{i}" for i in range(1, 8)]
+    with pytest.raises(CwctlError) as caught:
+        await read_on_all(Hosts(down=names), names, lambda s: ["x"], "the routes", "switch(es)")
+    message = str(caught.value)
+    assert message.startswith("could not read the routes on 7 switch(es): leaf1: ")
+    assert "leaf5:" in message and "leaf6" not in message

@@ -32,7 +32,16 @@ _LINKS = int(ipaddress.IPv4Address("10.0.0.0"))
 
 
 def ip_text(value: int) -> str:
-    return str(ipaddress.IPv4Address(int(value)))
+    """An IPv4 address's canonical dotted-quad text (what ``ipaddress`` would write)."""
+    v = int(value)
+    if not 0 <= v < 1 << 32:
+        raise ValueError(f"not an IPv4 address: {v}")
+    return f"{v >> 24}.{(v >> 16) & 255}.{(v >> 8) & 255}.{v & 255}"
+
+
+def ip_texts(values: npt.ArrayLike) -> list[str]:
+    """``ip_text`` of each value (of a sequence of distinct ones, say)."""
+    return [ip_text(v) for v in np.asarray(values, np.uint64).tolist()]
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,14 @@ class SimAddresses:
     leaf_down: U64  # per leaf: its host-facing address
     link_leaf: U64  # (leaves, spines): the leaf's end of each leaf-spine link
     link_spine: U64  # (leaves, spines): the spine's end
+
+    def nic_text(self) -> npt.NDArray[np.object_]:
+        """Per NIC, its probe address as text (an object array: index it by NICs)."""
+        cached: npt.NDArray[np.object_] | None = self.__dict__.get("_nic_text")
+        if cached is None:
+            cached = np.array(ip_texts(self.nic), dtype=object)
+            object.__setattr__(self, "_nic_text", cached)  # formatted once per fabric
+        return cached
 
     def switch_addresses(self, fabric: Fabric) -> dict[str, tuple[str, ...]]:
         """Per switch name, its addresses as text (the inventory's ``addresses``)."""

@@ -32,11 +32,13 @@ completion check reached the destination. The records are ``cwctl.records.path``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 
 from cwctl.records.path import PathRecord
-from cwctl.sim.addresses import ip_text
+from cwctl.sim.addresses import ip_texts
 from cwctl.sim.fabric import HIDDEN_LEAF
 from cwctl.sim.faults import fault_active
 from cwctl.sim.world import FlowPaths, SimWorld
@@ -87,33 +89,51 @@ def _survival(model: SimWorld, elements: npt.NDArray[np.int32], t_ns: F64) -> F6
     return survive
 
 
-class _Limiter:
-    """Linux's two ICMP rate limits of every switch, fed answers in time order."""
+def _answered(
+    model: SimWorld, n: int, which: I64, when: F64, switch: I64, dest: I64
+) -> npt.NDArray[np.bool_]:
+    """Per trace (of ``n``), whether a switch answered one of its packets (trace
+    ``which[i]`` sent at ``when[i]`` to ``switch[which[i]]``, the answer going to NIC
+    ``dest[which[i]]``) under Linux's two ICMP rate limits, fed the packets in time
+    order; a trace's later packets are not sent once one was answered.
 
-    def __init__(self, model: SimWorld) -> None:
-        p = model.params
-        self.timeout_ns = p.icmp_ratelimit_ms * 1e6
-        self.peer_cap_ns = p.icmp_burst * self.timeout_ns
-        self.per_ns = p.icmp_msgs_per_sec / 1e9
-        self.global_burst = float(p.icmp_msgs_burst)
-        self.peer: dict[tuple[int, int], tuple[float, float]] = {}  # tokens (ns), last
-        self.switch: dict[int, tuple[float, float]] = {}  # credit, last
-
-    def allow(self, switch: int, dest: int, t: float) -> bool:
-        tokens, last = self.peer.get((switch, dest), (self.peer_cap_ns, t))
-        tokens = min(tokens + (t - last), self.peer_cap_ns)
-        if tokens < self.timeout_ns:
-            self.peer[(switch, dest)] = (tokens, t)
-            return False
-        credit, stamp = self.switch.get(switch, (self.global_burst, t))
-        credit = min(self.global_burst, credit + (t - stamp) * self.per_ns)
+    Per (switch, destination) a bucket of tokens in ns, ``icmp_burst`` answers deep,
+    earning one every ``icmp_ratelimit_ms``; then per switch a credit of
+    ``icmp_msgs_burst`` answers earning ``icmp_msgs_per_sec``. One Python step per
+    packet (a million at 10 000 hosts), so the loop holds plain ints and floats."""
+    p = model.params
+    timeout = p.icmp_ratelimit_ms * 1e6
+    cap = p.icmp_burst * timeout
+    per_ns = p.icmp_msgs_per_sec / 1e9
+    burst = float(p.icmp_msgs_burst)
+    order = np.argsort(when, kind="stable")
+    rows = which[order]
+    n_dest = int(dest.max()) + 1 if len(dest) else 1
+    sw = switch[rows]
+    peer: dict[int, tuple[float, float]] = {}  # (switch, dest) -> tokens (ns), last
+    glob: dict[int, tuple[float, float]] = {}  # switch -> credit, last
+    answered = bytearray(n)
+    for r, key, s, t in zip(
+        rows.tolist(), (sw * n_dest + dest[rows]).tolist(), sw.tolist(), when[order].tolist(),
+        strict=True,
+    ):  # fmt: skip
+        if answered[r]:
+            continue
+        tokens, last = peer.get(key, (cap, t))
+        tokens = min(tokens + (t - last), cap)
+        if tokens < timeout:
+            peer[key] = (tokens, t)
+            continue
+        credit, stamp = glob.get(s, (burst, t))
+        credit = min(burst, credit + (t - stamp) * per_ns)
         if credit < 1.0:
-            self.peer[(switch, dest)] = (tokens, t)
-            self.switch[switch] = (credit, t)
-            return False
-        self.peer[(switch, dest)] = (tokens - self.timeout_ns, t)
-        self.switch[switch] = (credit - 1.0, t)
-        return True
+            peer[key] = (tokens, t)
+            glob[s] = (credit, t)
+            continue
+        peer[key] = (tokens - timeout, t)
+        glob[s] = (credit - 1.0, t)
+        answered[r] = 1
+    return np.frombuffer(bytes(answered), np.uint8).astype(bool)
 
 
 def discover(
@@ -179,15 +199,10 @@ def discover(
     reach = rng.random(len(which)) < survive[which, 1]
     keep = (when < end) & reach
     when, which = when[keep], which[keep]
-    answered = np.zeros(n, bool)
-    limiter = _Limiter(model)
     # answers go to the tracing NIC's address: the per-destination buckets are per NIC
     own_nic = np.concatenate([paths.src_nic, paths.dst_nic]).astype(np.int64)
     switch_id = fabric.n_leaves + np.maximum(spine, 0)
-    for i in np.argsort(when, kind="stable").tolist():
-        r = int(which[i])
-        if not answered[r]:
-            answered[r] = limiter.allow(int(switch_id[r]), int(own_nic[r]), float(when[i]))
+    answered = _answered(model, n, which, when, switch_id, own_nic)
     spine_addr = _hop_addresses(model, ls, ld, spine)[:, 1]
     keep_rows = np.flatnonzero(traced)
     return _records(model, keep_rows, tracer, far, reverse, flow, port, paths, spine_addr,
@@ -243,42 +258,50 @@ def _records(
     t_ns: F64,
 ) -> list[PathRecord]:
     """One record per trace: across leaves the hops (leaf, spine, leaf) with only the
-    spine asked; within a leaf one hop (the leaf), not asked."""
+    spine asked; within a leaf one hop (the leaf), not asked. Every field is picked
+    from a list of its distinct values (an address is formatted once, a hop tuple
+    made once per spine address), so the records share their strings and tuples."""
     fabric, params = model.fabric, model.params
-    nic_addr = model.addresses.nic
-    nic_name = [n for ns in fabric.nics for n in ns]
+    h, q, rev, f = tracer[rows], far[rows], reverse[rows], flow[rows]
+    own_nic = np.where(rev, paths.dst_nic[f], paths.src_nic[f])
+    far_nic = np.where(rev, paths.src_nic[f], paths.dst_nic[f])
+    nic_text = model.addresses.nic_text()
+    # the NIC name where the tracing host has several (else None, the last entry)
+    nic_names = _objects([n for ns in fabric.nics for n in ns] + [None])
     multi = np.array([len(ns) > 1 for ns in fabric.nics])
-    hosts = fabric.hosts
-    sport = (params.base_port + port[flow]).tolist()
-    own_nic = np.where(reverse, paths.dst_nic[flow], paths.src_nic[flow]).tolist()
-    far_nic = np.where(reverse, paths.src_nic[flow], paths.dst_nic[flow]).tolist()
-    stamp = (np.rint(t_ns).astype(np.int64) + params.epoch_ns).tolist()
+    nic_code = np.where(multi[h], own_nic, len(nic_names) - 1)
+    # hops: (None,) within a leaf, (None, None, None) across unanswered, else the spine's
+    said = cross[rows] & answered[rows]
+    addrs, which = np.unique(spine_addr[rows][said], return_inverse=True)
+    hop_sets = _objects([(None,), (None, None, None)] + [(None, t, None) for t in ip_texts(addrs)])
+    hop_code = np.where(cross[rows], 1, 0)
+    hop_code[said] = 2 + which.ravel()
+    flow_port = params.base_port + port[f]
     answer = params.answer_port
-    out = []
-    for i in rows.tolist():
-        h, q = int(tracer[i]), int(far[i])
-        if cross[i]:
-            hops: tuple[str | None, ...] = (
-                None,
-                ip_text(int(spine_addr[i])) if answered[i] else None,
-                None,
-            )
-        else:
-            hops = (None,)
-        rev = bool(reverse[i])
-        out.append(
-            PathRecord(
-                host=hosts[h],
-                peer=hosts[q],
-                role="reply" if rev else "probe",
-                src=ip_text(int(nic_addr[own_nic[i]])),
-                sport=answer if rev else sport[i],
-                dst=ip_text(int(nic_addr[far_nic[i]])),
-                dport=sport[i] if rev else answer,
-                hops=hops,
-                complete=bool(complete[i]),
-                t_ns=stamp[i],
-                nic=nic_name[own_nic[i]] if multi[h] else None,
-            )
+    stamp = np.rint(t_ns[rows]).astype(np.int64) + params.epoch_ns
+    hosts = _objects(fabric.hosts)
+    return [
+        PathRecord(host, peer, role, src, sport, dst, dport, hops, done, t, False, nic)
+        for host, peer, role, src, sport, dst, dport, hops, done, t, nic in zip(
+            hosts[h].tolist(),
+            hosts[q].tolist(),
+            _objects(["probe", "reply"])[rev.astype(np.intp)].tolist(),
+            nic_text[own_nic].tolist(),
+            np.where(rev, answer, flow_port).tolist(),
+            nic_text[far_nic].tolist(),
+            np.where(rev, flow_port, answer).tolist(),
+            hop_sets[hop_code].tolist(),
+            complete[rows].tolist(),
+            stamp.tolist(),
+            nic_names[nic_code].tolist(),
+            strict=True,
         )
+    ]
+
+
+def _objects(values: Sequence[object]) -> npt.NDArray[np.object_]:
+    """``values`` as a 1-d object array (tuples stay elements, not rows)."""
+    out = np.empty(len(values), object)
+    for i, v in enumerate(values):
+        out[i] = v
     return out

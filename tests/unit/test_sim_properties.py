@@ -61,3 +61,13 @@ def test_every_window_is_well_formed(hosts, per_leaf, spines, seed, faults, time
     # determinism
     again = FabricModel.leaf_spine(hosts, per_leaf, spines, params=params, seed=seed, faults=specs)
     assert np.array_equal(again.probe(0.2).table.t4, t.t4)
+
+
+@given(st.integers(0, 2**32 - 1))
+def test_ip_text_is_ipaddress_canonical_text(value: int) -> None:
+    import ipaddress
+
+    from cwctl.sim.addresses import ip_text, ip_texts
+
+    assert ip_text(value) == str(ipaddress.IPv4Address(value))
+    assert ip_texts(np.array([value], np.uint64)) == [ip_text(value)]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 
+from cwctl.actions.drainreason import cited
 from cwctl.actions.plan import Step
 
 REASON_KEY = "cwctl.io/drain-reason"
@@ -63,7 +64,7 @@ def drain_steps(
     steps = [
         Step(
             host=where,
-            description=f"kubernetes: cordon {node} ({reason})",
+            description=f"kubernetes: cordon {node} ({cited(reason)})",
             argv=("kubectl", "cordon", node),
             undo_argv=("kubectl", "uncordon", node),
             undo_description=f"kubernetes: uncordon {node}",
@@ -116,6 +117,6 @@ def resume_steps(where: str, node: str, reason: str) -> list[Step]:
             description=f"kubernetes: remove cwctl's annotations from {node}",
             argv=_unannotate(node),
             undo_argv=_annotate(node, reason, node),
-            undo_description=f"kubernetes: annotate {node} again ({reason})",
+            undo_description=f"kubernetes: annotate {node} again ({cited(reason)})",
         ),
     ]

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from cwctl.actions import k8s, nccl, route, simulated, slurm, switchroute
+from cwctl.actions.drainreason import suspect_reason, with_suspect
 from cwctl.actions.plan import LOCAL, ActionPlan, Step, new_plan_id
 from cwctl.actions.runners import Runner, read_on_all
 from cwctl.errors import InputError
@@ -154,9 +155,7 @@ async def plan_reroute(
     if element.kind == "host" or (element.kind == "link" and element.host is not None):
         host = element.host or element.name
         why = f"{element.name} carries all of {host}'s traffic: no other way round it"
-        plan = plan_drain(
-            host, target, reason=f"cwctl: suspect {element.name}", suspect=element.name
-        )
+        plan = plan_drain(host, target, reason=suspect_reason(element.name), suspect=element.name)
         plan.kind, plan.element = "reroute", element.name
         plan.notes.insert(0, f"{why}; draining {host} instead")
         return plan
@@ -349,13 +348,6 @@ def plan_drain(
     return _plan_scheduler(
         "drain", host, target, reason=with_suspect(reason, suspect), evict=evict, suspect=suspect
     )
-
-
-def with_suspect(reason: str, suspect: str | None) -> str:
-    """``NIC flaps (suspect gpu-007/mlx5_1)``; the reason alone when it names the suspect."""
-    if not suspect or suspect in reason:
-        return reason
-    return f"{reason} (suspect {suspect})"
 
 
 def plan_resume(host: str, target: Target, *, reason: str = "cwctl") -> ActionPlan:

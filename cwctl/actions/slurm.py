@@ -7,6 +7,7 @@ reads each argument as one ``key=value``; over SSH the argv is quoted with
 
 from __future__ import annotations
 
+from cwctl.actions.drainreason import cited
 from cwctl.actions.plan import Step
 
 
@@ -22,7 +23,7 @@ def drain_steps(where: str, node: str, reason: str) -> list[Step]:
     return [
         Step(
             host=where,
-            description=f"slurm: drain {node} (reason {reason!r})",
+            description=f"slurm: drain {node} ({cited(reason)})",
             argv=drain_argv(node, reason),
             undo_argv=resume_argv(node),
             undo_description=f"slurm: resume {node}",
@@ -37,6 +38,6 @@ def resume_steps(where: str, node: str, reason: str) -> list[Step]:
             description=f"slurm: resume {node}",
             argv=resume_argv(node),
             undo_argv=drain_argv(node, reason),
-            undo_description=f"slurm: drain {node} again (reason {reason!r})",
+            undo_description=f"slurm: drain {node} again ({cited(reason)})",
         )
     ]

@@ -11,8 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from cwctl.actions import k8s
-from cwctl.actions.planner import Target, plan_drain, with_suspect
+from cwctl.actions import k8s, slurm
+from cwctl.actions.drainreason import suspect_reason, with_suspect
+from cwctl.actions.planner import Target, plan_drain
 from cwctl.cli import app
 from cwctl.inventory import Host, Inventory, Scheduler
 
@@ -72,6 +73,31 @@ def test_with_suspect() -> None:
     assert with_suspect("NIC flaps", None) == "NIC flaps"
     assert with_suspect("NIC flaps", "gpu-007") == "NIC flaps (suspect gpu-007)"
     assert with_suspect("cwctl: suspect spine2", "spine2") == "cwctl: suspect spine2"
+
+
+@pytest.mark.parametrize("kind", ["slurm", "k8s"])
+def test_both_schedulers_cite_the_reason_alike_and_never_raw(kind: str) -> None:
+    hostile = "NIC flaps\x1b[2J\nrm -rf /"
+    plan = plan_drain("gpu-007", Target(inventory=_inventory(kind)), reason=hostile)
+    texts = [t for s in plan.steps for t in (s.description, s.undo_description or "")]
+    assert all("\x1b" not in t and "\n" not in t for t in texts), texts
+    cites = [t for t in texts if "reason 'NIC flaps\\x1b[2J\\nrm -rf /'" in t]
+    assert len(cites) == 1, texts
+    assert (
+        cites[0]
+        == {
+            "slurm": "slurm: drain gpu-007 (reason 'NIC flaps\\x1b[2J\\nrm -rf /')",
+            "k8s": "kubernetes: cordon gpu-007 (reason 'NIC flaps\\x1b[2J\\nrm -rf /')",
+        }[kind]
+    )
+    resume = (k8s.resume_steps if kind == "k8s" else slurm.resume_steps)("ctl", "gpu-007", hostile)
+    undo = [s.undo_description or "" for s in resume]
+    assert any(t.endswith("(reason 'NIC flaps\\x1b[2J\\nrm -rf /')") for t in undo), undo
+
+
+def test_a_reroute_that_can_only_drain_names_its_suspect_once() -> None:
+    assert suspect_reason("gpu-007/mlx5_1") == "cwctl: suspect gpu-007/mlx5_1"
+    assert with_suspect(suspect_reason("gpu-007"), "gpu-007") == "cwctl: suspect gpu-007"
 
 
 @pytest.mark.parametrize("kind", ["slurm", "k8s"])

@@ -100,7 +100,14 @@ class PathRecord:
     @property
     def known(self) -> int:
         """How many hops answered."""
-        return sum(h is not None for h in self.hops)
+        return len(self.hops) - self.hops.count(None)
+
+    def as_cached(self) -> PathRecord:
+        """This record standing in for a path not traced again (``cached``)."""
+        return PathRecord(
+            self.host, self.peer, self.role, self.src, self.sport, self.dst, self.dport,
+            self.hops, self.complete, self.t_ns, True, self.nic, self.proto,
+        )  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
         rec: dict[str, Any] = {
@@ -200,9 +207,18 @@ class PathTable:
 
     @classmethod
     def of(cls, paths: Iterable[PathRecord]) -> PathTable:
+        """The table of ``paths``: ``add`` each, in order (inlined: a million at scale)."""
         table = cls()
+        by_key = table._by_key
         for path in paths:
-            table.add(path)
+            key = (path.host, path.peer, path.role, path.flow_port)
+            per_nic = by_key.get(key)
+            if per_nic is None:
+                by_key[key] = {path.nic: path}
+                continue
+            old = per_nic.get(path.nic)
+            if old is None or (old.t_ns, old.known) <= (path.t_ns, path.known):
+                per_nic[path.nic] = path
         return table
 
     def add(self, path: PathRecord) -> None:

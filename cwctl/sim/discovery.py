@@ -100,38 +100,48 @@ def _answered(
     Per (switch, destination) a bucket of tokens in ns, ``icmp_burst`` answers deep,
     earning one every ``icmp_ratelimit_ms``; then per switch a credit of
     ``icmp_msgs_burst`` answers earning ``icmp_msgs_per_sec``. One Python step per
-    packet (a million at 10 000 hosts), so the loop holds plain ints and floats."""
+    packet (a million at 10 000 hosts), so the loop holds plain lists of floats; a
+    bucket starts full at its first packet (``min(full + 0, full)`` is what Linux's
+    new inet_peer gives, to the bit)."""
     p = model.params
     timeout = p.icmp_ratelimit_ms * 1e6
     cap = p.icmp_burst * timeout
     per_ns = p.icmp_msgs_per_sec / 1e9
     burst = float(p.icmp_msgs_burst)
     order = np.argsort(when, kind="stable")
-    rows = which[order]
-    n_dest = int(dest.max()) + 1 if len(dest) else 1
+    rows, at = which[order], when[order]
     sw = switch[rows]
-    peer: dict[int, tuple[float, float]] = {}  # (switch, dest) -> tokens (ns), last
-    glob: dict[int, tuple[float, float]] = {}  # switch -> credit, last
+    # buckets numbered densely; each starts full, as of its first packet
+    pair_of = np.unique(
+        sw * (int(dest.max()) + 1) + dest[rows], return_index=True, return_inverse=True
+    )
+    switch_of = np.unique(sw, return_index=True, return_inverse=True)
+    tokens = [cap] * len(pair_of[0])  # per (switch, destination): tokens (ns), last
+    last = at[pair_of[1]].tolist()
+    credit = [burst] * len(switch_of[0])  # per switch: credit, last
+    stamp = at[switch_of[1]].tolist()
     answered = bytearray(n)
-    for r, key, s, t in zip(
-        rows.tolist(), (sw * n_dest + dest[rows]).tolist(), sw.tolist(), when[order].tolist(),
+    for r, k, s, t in zip(
+        rows.tolist(), pair_of[2].ravel().tolist(), switch_of[2].ravel().tolist(), at.tolist(),
         strict=True,
     ):  # fmt: skip
         if answered[r]:
             continue
-        tokens, last = peer.get(key, (cap, t))
-        tokens = min(tokens + (t - last), cap)
-        if tokens < timeout:
-            peer[key] = (tokens, t)
+        have = tokens[k] + (t - last[k])
+        if have > cap:
+            have = cap
+        last[k] = t
+        if have < timeout:
+            tokens[k] = have
             continue
-        credit, stamp = glob.get(s, (burst, t))
-        credit = min(burst, credit + (t - stamp) * per_ns)
-        if credit < 1.0:
-            peer[key] = (tokens, t)
-            glob[s] = (credit, t)
+        c = credit[s] + (t - stamp[s]) * per_ns
+        if c > burst:
+            c = burst
+        stamp[s] = t
+        if c < 1.0:
+            tokens[k], credit[s] = have, c
             continue
-        peer[key] = (tokens - timeout, t)
-        glob[s] = (credit - 1.0, t)
+        tokens[k], credit[s] = have - timeout, c - 1.0
         answered[r] = 1
     return np.frombuffer(bytes(answered), np.uint8).astype(bool)
 

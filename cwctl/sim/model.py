@@ -240,19 +240,15 @@ class FabricModel:
         ``PATH_CACHE_S`` seconds of simulated time and forgotten when the model changes."""
         horizon = self.params.epoch_ns + int((end_s - PATH_CACHE_S) * 1e9)
         cache = {k: p for k, p in self.path_cache.items() if p.t_ns >= horizon}
-        out: list[PathRecord] = []
-        seen = set()
-        for path in fresh:
-            key = (path.host, path.peer, path.role, path.flow_port, path.nic)
-            seen.add(key)
+        keys = [(p.host, p.peer, p.role, p.flow_port, p.nic) for p in fresh]
+        out = list(fresh)
+        for i, (path, key) in enumerate(zip(fresh, keys, strict=True)):
             if path.known:
                 cache[key] = path
-                out.append(path)
             elif key in cache:
-                out.append(dataclasses.replace(cache[key], cached=True))
-            else:
-                out.append(path)
-        out += [dataclasses.replace(p, cached=True) for k, p in cache.items() if k not in seen]
+                out[i] = cache[key].as_cached()
+        seen = set(keys)
+        out += [p.as_cached() for k, p in cache.items() if k not in seen]
         self.path_cache = cache
         return out
 

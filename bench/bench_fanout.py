@@ -30,6 +30,7 @@ from cwctl.collection import Collection
 from cwctl.inventory import Host, Inventory, ProbeSettings, SSHDefaults
 from cwctl.probe.wire import WIRE
 from cwctl.request import ScanRequest
+from cwctl.sync.coded import send_spacing_ns
 from cwctl.transport.local import LocalSource
 from cwctl.transport.ssh import scan_inventory
 
@@ -199,16 +200,7 @@ def overhead() -> None:
         print(f"{label:<34} {cells[0]:>15} {cells[1]:>10} {cells[2]:>10}")
     done = c.table.select(c.table.complete)
     rtt_ns = (done.t4 - done.t1) - (done.t3 - done.t2)
-    pairs = done.sorted_by_pair()
-    same = (
-        (pairs.idx[:-1] == 0)
-        & (pairs.idx[1:] == 1)
-        & (pairs.pair[1:] == pairs.pair[:-1])
-        & (pairs.sport[1:] == pairs.sport[:-1])
-        & (pairs.src[1:] == pairs.src[:-1])
-        & (pairs.dst[1:] == pairs.dst[:-1])
-    )
-    spacing = pairs.t1[1:][same] - pairs.t1[:-1][same]
+    spacing = send_spacing_ns(c.table)
     gap_ns = int(c.table.gap_ns[0]) if len(c.table) else 1
     if len(spacing) and len(rtt_ns):
         ratio = spacing / gap_ns

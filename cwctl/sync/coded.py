@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.records import TS_SOURCES, ProbeTable
+from cwctl.records.schema import I64
 
 # Floors of the spacing tolerance per timestamp source (index = TS_CODE), in ns.
 TOLERANCE_FLOOR_NS: Final = (20.0, 500.0, 2_000.0)
@@ -94,6 +95,25 @@ def _pair_starts(table: ProbeTable) -> tuple[npt.NDArray[np.intp], npt.NDArray[n
     return np.concatenate([first, a[same]]), np.concatenate([first + 1, b[same]])
 
 
+def complete_pairs(
+    table: ProbeTable, complete: Mask | None = None
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """Row indices (probe 0, probe 1) of every coded pair whose two exchanges both
+    completed (four timestamps each; ``complete``: ``table.complete`` if known)."""
+    if complete is None:
+        complete = table.complete
+    first, second = _pair_starts(table)
+    both = complete[first] & complete[second]
+    return first[both], second[both]
+
+
+def send_spacing_ns(table: ProbeTable) -> I64:
+    """How far apart the two probes of each complete coded pair left their sender
+    (probe 1's t1 minus probe 0's): the gap, plus the sender's pacing error."""
+    first, second = complete_pairs(table)
+    return table.t1[second] - table.t1[first]
+
+
 def coded_filter(
     table: ProbeTable,
     *,
@@ -103,9 +123,7 @@ def coded_filter(
     """Judge every coded pair of ``table``; see the module docstring."""
     n = len(table)
     complete = table.complete
-    first, second = _pair_starts(table)
-    both = complete[first] & complete[second]
-    first, second = first[both], second[both]
+    first, second = complete_pairs(table, complete)
     counts = {
         "rows": n,
         "rows_complete": int(complete.sum()),

@@ -16,9 +16,9 @@ import pytest
 
 from cwctl.collection import Collection
 from cwctl.recordfile import read_collection, write_collection
-from cwctl.records import ProbeTable
 from cwctl.request import Progress, ScanRequest
 from cwctl.session import analyse
+from cwctl.sync.coded import send_spacing_ns
 from cwctl.transport.local import LocalSource
 from tests.integration.sshfleet import wait_gone
 from tests.unit.test_recordfile import comparable_snapshot
@@ -94,25 +94,11 @@ def test_rtts_and_coded_pairs_are_sane(local_scan: Collection) -> None:
     rtt_ns = (t.t4 - t.t1) - (t.t3 - t.t2)
     assert (rtt_ns > 0).all()
     assert ((t.t1 < t.t2) & (t.t2 <= t.t3) & (t.t3 < t.t4)).all()  # same clock: causality
-    spacing_ns = pair_spacing_ns(local_scan.table)
+    spacing_ns = send_spacing_ns(local_scan.table)
     assert len(spacing_ns) > 0
     assert (spacing_ns > 0).all()  # the second probe of a pair always leaves after the first
     gap_ns = int(local_scan.table.gap_ns[0])
     assert np.median(spacing_ns) > gap_ns / 2  # paced by the gap, not back to back
-
-
-def pair_spacing_ns(table: ProbeTable) -> np.ndarray:
-    """The send-time spacing of every complete coded pair (probe 1's t1 - probe 0's)."""
-    pairs = table.select(table.complete).sorted_by_pair()
-    same = (
-        (pairs.idx[:-1] == 0)
-        & (pairs.idx[1:] == 1)
-        & (pairs.pair[1:] == pairs.pair[:-1])
-        & (pairs.sport[1:] == pairs.sport[:-1])
-        & (pairs.src[1:] == pairs.src[:-1])
-        & (pairs.dst[1:] == pairs.dst[:-1])
-    )
-    return pairs.t1[1:][same] - pairs.t1[:-1][same]
 
 
 def test_offsets_are_zero_within_two_microseconds(local_scan: Collection) -> None:

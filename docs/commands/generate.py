@@ -43,6 +43,18 @@ def block(args: list[str], env: dict[str, str], cwd: Path, note: str = "") -> st
     return text + (f" ({note})" if note else "") + "\n"
 
 
+SIM16 = ["--sim", "--hosts", "16", "--hosts-per-leaf", "4"]  # a 16-host fabric, 4 leaves
+SPINE3_DOWN = ["reroute", *SIM16, "--fault", "switch:spine3:down", "spine3"]
+SIM_SETUP = ["reroute", *SIM16, "spine3", "--apply", "--yes"]  # the sim page starts here
+
+
+def drain_args(inventory: str) -> list[str]:
+    return [
+        "drain", "gpu-007", "-i", inventory,
+        "--reason", "NIC flaps", "--suspect", "gpu-007/mlx5_1",
+    ]  # fmt: skip
+
+
 PAGES: list[tuple[str, str, list[tuple[str, list[str]]]]] = [
     (
         "scan",
@@ -59,18 +71,7 @@ PAGES: list[tuple[str, str, list[tuple[str, list[str]]]]] = [
             ),
             (
                 "Prometheus text, bounded per host (per-path series with --prom-paths):",
-                [
-                    "scan",
-                    "--sim",
-                    "--hosts",
-                    "16",
-                    "--hosts-per-leaf",
-                    "4",
-                    "--duration",
-                    "0.5",
-                    "--format",
-                    "prom",
-                ],
+                ["scan", *SIM16, "--duration", "0.5", "--format", "prom"],
             ),
             (
                 "Bad input is one line, before any work:",
@@ -91,37 +92,8 @@ PAGES: list[tuple[str, str, list[tuple[str, list[str]]]]] = [
         "Plan steering traffic around a suspect; --apply carries it out (journalled, "
         "undone by rollback).",
         [
-            (
-                "The plan (a dry run) around a dead spine of the simulated fabric:",
-                [
-                    "reroute",
-                    "--sim",
-                    "--hosts",
-                    "16",
-                    "--hosts-per-leaf",
-                    "4",
-                    "--fault",
-                    "switch:spine3:down",
-                    "spine3",
-                ],
-            ),
-            (
-                "Applied, with a verifying rescan:",
-                [
-                    "reroute",
-                    "--sim",
-                    "--hosts",
-                    "16",
-                    "--hosts-per-leaf",
-                    "4",
-                    "--fault",
-                    "switch:spine3:down",
-                    "spine3",
-                    "--apply",
-                    "--yes",
-                    "--verify",
-                ],
-            ),
+            ("The plan (a dry run) around a dead spine of the simulated fabric:", SPINE3_DOWN),
+            ("Applied, with a verifying rescan:", [*SPINE3_DOWN, "--apply", "--yes", "--verify"]),
         ],
     ),
     (
@@ -143,24 +115,8 @@ PAGES: list[tuple[str, str, list[tuple[str, list[str]]]]] = [
         "sim",
         "The simulated fabric's state that actions left behind.",
         [
-            (
-                SETUP,
-                [
-                    "reroute",
-                    "--sim",
-                    "--hosts",
-                    "16",
-                    "--hosts-per-leaf",
-                    "4",
-                    "spine3",
-                    "--apply",
-                    "--yes",
-                ],
-            ),
-            (
-                "After `cwctl reroute --sim --hosts 16 --hosts-per-leaf 4 spine3 --apply --yes`:",
-                ["sim", "status"],
-            ),
+            (SETUP, SIM_SETUP),
+            (f"After `cwctl {shlex.join(SIM_SETUP)}`:", ["sim", "status"]),
             ("", ["sim", "reset"]),
             ("", ["sim", "status"]),
         ],
@@ -187,32 +143,8 @@ PAGES: list[tuple[str, str, list[tuple[str, list[str]]]]] = [
         "Take a host out of the scheduler: Slurm with a reason, Kubernetes cordon with "
         "the reason and the suspect in annotations and a taint.",
         [
-            (
-                "Kubernetes, a dry run (the inventory names the scheduler):",
-                [
-                    "drain",
-                    "gpu-007",
-                    "-i",
-                    "k8s.toml",
-                    "--reason",
-                    "NIC flaps",
-                    "--suspect",
-                    "gpu-007/mlx5_1",
-                ],
-            ),
-            (
-                "Slurm, a dry run:",
-                [
-                    "drain",
-                    "gpu-007",
-                    "-i",
-                    "slurm.toml",
-                    "--reason",
-                    "NIC flaps",
-                    "--suspect",
-                    "gpu-007/mlx5_1",
-                ],
-            ),
+            ("Kubernetes, a dry run (the inventory names the scheduler):", drain_args("k8s.toml")),
+            ("Slurm, a dry run:", drain_args("slurm.toml")),
         ],
     ),
     (

@@ -120,3 +120,24 @@ def test_every_command_has_a_docs_page_with_real_output() -> None:
         assert page.exists(), f"no docs/commands/{name}.md"
         text = page.read_text()
         assert f"$ cwctl {name}" in text and "\nexit " in text, name
+
+
+def test_the_docs_pages_show_the_command_lines_the_generator_runs() -> None:
+    """Each page's ``$ cwctl ...`` lines are exactly its examples in generate.py's PAGES,
+    in order (a generator edited without regenerating the pages fails here)."""
+    import importlib.util
+    import shlex
+
+    pages = Path(__file__).resolve().parents[2] / "docs" / "commands"
+    spec = importlib.util.spec_from_file_location("generate", pages / "generate.py")
+    assert spec is not None and spec.loader is not None
+    generate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generate)
+    for name, _, examples in generate.PAGES:
+        shown = [
+            line.removeprefix("$ cwctl ")
+            for line in (pages / f"{name}.md").read_text().splitlines()
+            if line.startswith("$ cwctl ")
+        ]
+        wanted = [shlex.join(args) for note, args in examples if note != generate.SETUP]
+        assert shown == wanted, name

@@ -15,7 +15,7 @@ Control protocol (JSON lines on stdin, in this order):
     Bind one answer socket on ``bind:port`` (0 = any) and ``ports`` source sockets,
     then print a ``hello`` record with the host facts and the bound ports. Exchanges
     go out as ``probes`` batches of up to ``batch`` rows (default 512), at least every
-    ``batch_s`` seconds (0.1), integer columns packed (base64 of little-endian int64)
+    ``batch_s`` seconds (1.0), integer columns packed (base64 of little-endian int64)
     unless ``pack`` is false; ``batch`` 0 prints one ``probe`` record per exchange.
 ``{"type": "start", "peers": {name: [address, port]}, "probe": [names], "start_ns",
 "start_in_s"}``
@@ -131,12 +131,15 @@ def run(control, out):
         finish_ns = None if agent.end_ns is None else agent.end_ns + int(agent.linger_s * 1e9)
         now = now_ns()
         mono = time.monotonic()
-        timeouts = [deadline - mono, last_flush + 0.2 - mono]
+        timeouts = [deadline - mono]
+        if out.buf:  # records waiting in the buffer: out within 0.2 s
+            timeouts.append(last_flush + 0.2 - mono)
         due = agent.next_due_ns()
         if due is not None:
             timeouts.append((due - now) / 1e9)
-        if agent.pending:
-            timeouts.append(0.05)
+        expires_ns = agent.next_expiry_ns()
+        if expires_ns is not None:  # an exchange times out
+            timeouts.append((expires_ns - now) / 1e9)
         batch_wait_s = agent.batch_wait_s(mono)
         if batch_wait_s is not None:
             timeouts.append(batch_wait_s)
@@ -176,6 +179,7 @@ def run(control, out):
             if now >= agent.end_ns:
                 agent.cost.probing_ended()
             agent.send_due(now)
+        agent.drain_stamped()
         agent.expire(now)
         agent.expire_replies(now)
         batch_wait_s = agent.batch_wait_s(time.monotonic())

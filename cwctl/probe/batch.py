@@ -11,7 +11,7 @@ import time
 from cwctl.probe.wire import RECORD_VERSION
 
 BATCH_ROWS = 512  # rows per ``probes`` record at most
-BATCH_S = 0.1  # and a batch goes out at least this often
+BATCH_S = 1.0  # and a batch goes out at least this often
 BATCH_COLUMNS = ("dst", "sport", "pair", "idx", "t1", "t2", "t3", "t4")
 
 

@@ -80,6 +80,8 @@ class Agent:
         self.start_ns = None
         self.end_ns = None
         self.schedule = []  # per target: next pair number
+        self.next_pair_ns = None  # when the next of them is due (None: none is)
+        self.stamped = set()  # sockets sent on since their error queues were read
         self.cost = Cost()  # CPU, bytes on the wire, lateness: the summary's "cost"
         self.guard = Guard(params)  # signs what it sends, drops what is not this scan's
 
@@ -133,6 +135,7 @@ class Agent:
         for name in self.targets:
             self.sent[name] = self.complete[name] = self.lost[name] = 0
         self.schedule = [0] * len(self.targets)
+        self.next_pair_ns = self._next_pair_ns()
         if self.batch_rows:
             self.batch = Batch(self.host, self.targets, self.gap_ns, self.pack)
         if self.tracing and msg.get("trace"):
@@ -149,7 +152,15 @@ class Agent:
     def next_due_ns(self):
         if self.start_ns is None:
             return None
-        best = self.tracer.next_due_ns() if self.tracer is not None else None
+        best = self.next_pair_ns  # kept by send_due: not recomputed on every wake-up
+        if self.tracer is not None:
+            traced = self.tracer.next_due_ns()
+            if traced is not None and (best is None or traced < best):
+                best = traced
+        return best
+
+    def _next_pair_ns(self):
+        best = None
         for i, pair in enumerate(self.schedule):
             due = self.due_ns(i, pair)
             if due < self.end_ns and (best is None or due < best):
@@ -169,6 +180,7 @@ class Agent:
                 if now - due > 200000000:  # far behind (a stall): skip, do not burst
                     continue
                 self.send_pair(name, pair)
+        self.next_pair_ns = self._next_pair_ns()
 
     def send_pair(self, name, pair):
         i = pair % len(self.sources)
@@ -198,6 +210,7 @@ class Agent:
             try:
                 sock.sendto(data, addr)
                 self.cost.sent(len(data))
+                self.stamped.add(sock)
                 return True
             except OSError as exc:
                 if attempt == 0 and exc.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH):
@@ -252,6 +265,18 @@ class Agent:
                 entry = self.replies.pop(rid, None)
                 if entry is not None:
                     self.send_follow(entry[0], entry[1], stamp, entry[3])
+
+    def drain_stamped(self):
+        """Read the TX stamps of what this wake-up sent, now: a software stamp is queued
+        as the packet leaves, so this spares the poll wake-up it would cost later. Twice:
+        a reply's stamp sends its follow-up, whose own stamp is then there to take."""
+        if not self.tx_kernel:
+            self.stamped.clear()
+            return
+        for _ in (0, 1):
+            socks, self.stamped = self.stamped, set()
+            for sock in socks:
+                self.drain_errqueue(sock)
 
     def on_datagram(self, sock, fields, stamp, addr):
         kind, flags, idx, rid, seq, a, b = fields
@@ -310,6 +335,7 @@ class Agent:
             try:
                 sock.sendto(data, addr)
                 self.cost.sent(len(data))
+                self.stamped.add(sock)
                 return True
             except OSError as exc:
                 if attempt == 0 and exc.errno in QUEUED_ERRORS:
@@ -333,6 +359,12 @@ class Agent:
         if ex.t4 is not None and (ex.t1k or not self.tx_kernel) and not ex.follow:
             del self.pending[seq]
             self.emit(ex)
+
+    def next_expiry_ns(self):
+        """When the first pending exchange times out (None: none is pending)."""
+        if not self.pending:
+            return None
+        return min(ex.expires for ex in self.pending.values())
 
     def expire(self, now, everything=False):
         for seq in [s for s, ex in self.pending.items() if everything or ex.expires <= now]:

@@ -197,7 +197,7 @@ def run_pair(
 @pytest.mark.parametrize(
     ("params", "kind", "max_rows"),
     [
-        ({}, "probes", 512),  # the default: packed batches
+        ({"batch_s": 0.1}, "probes", 512),  # packed batches (the default), 0.1 s apart
         ({"batch": 7, "pack": False}, "probes", 7),  # list columns, the row cap
         ({"batch": 0}, "probe", 1),  # one record per exchange (debugging, the old path)
     ],

@@ -113,13 +113,7 @@ class Inventory:
         s = self.switch(switch) if isinstance(switch, str) else switch
         if s.kind is None or s.address is None:
             raise InputError(f"{self.path or 'inventory'}: switch {s.name!r} has no kind/address")
-        return Endpoint(
-            name=s.name,
-            address=s.address,
-            port=s.port if s.port is not None else self.ssh.port,
-            user=s.user if s.user is not None else self.ssh.user,
-            python=s.python if s.python is not None else self.ssh.python,
-        )
+        return self._reach(s, s.address)
 
     def switch_of_address(self) -> dict[str, str]:
         """Each switch fabric address (canonical IP text) -> the switch's name."""
@@ -132,12 +126,16 @@ class Inventory:
     def endpoint(self, host: Host | str) -> Endpoint:
         """The host's address, port, user and python, with ``[ssh]`` filling the gaps."""
         h = self.host(host) if isinstance(host, str) else host
+        return self._reach(h, h.address)
+
+    def _reach(self, node: Host | Switch, address: str) -> Endpoint:
+        """``node``'s own port, user and python where given, else ``[ssh]``'s."""
         return Endpoint(
-            name=h.name,
-            address=h.address,
-            port=h.port if h.port is not None else self.ssh.port,
-            user=h.user if h.user is not None else self.ssh.user,
-            python=h.python if h.python is not None else self.ssh.python,
+            name=node.name,
+            address=address,
+            port=node.port if node.port is not None else self.ssh.port,
+            user=node.user if node.user is not None else self.ssh.user,
+            python=node.python if node.python is not None else self.ssh.python,
         )
 
     def topology(self) -> Topology | None:

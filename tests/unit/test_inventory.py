@@ -373,3 +373,25 @@ def test_summary_of_a_big_leaf_shows_its_ends() -> None:
     hosts = "".join(f'[[host]]\nname = "n{i:03}"\naddress = "10.0.0.{i}"\n' for i in range(1, 21))
     text = summarize(parse_inventory(hosts))
     assert re.search(r"\(no leaf\)\s+20\s+n001, n002, n003, \.\.\., n019, n020$", text, re.M)
+
+
+def test_switches_and_hosts_override_ssh_defaults_alike() -> None:
+    inv = parse_inventory(
+        '[ssh]\nuser = "ops"\nport = 2200\npython = "python3.12"\n\n'
+        '[[switch]]\nname = "leaf1"\nrole = "leaf"\nkind = "linux"\naddress = "192.0.2.1"\n'
+        'port = 2222\npython = "/usr/bin/python3"\n\n'
+        '[[switch]]\nname = "leaf2"\nrole = "leaf"\nkind = "linux"\naddress = "192.0.2.2"\n'
+        'user = "root"\n\n'
+        '[[host]]\nname = "a"\naddress = "192.0.2.11"\nleaf = "leaf1"\nport = 2222\n'
+        'python = "/usr/bin/python3"\n\n'
+        '[[host]]\nname = "b"\naddress = "192.0.2.12"\nleaf = "leaf2"\nuser = "root"\n'
+    )
+    ends = [inv.switch_endpoint("leaf1"), inv.switch_endpoint("leaf2")]
+    ends += [inv.endpoint("a"), inv.endpoint("b")]
+    reach = {e.name: (e.address, e.user, e.port, e.python) for e in ends}
+    assert reach == {
+        "leaf1": ("192.0.2.1", "ops", 2222, "/usr/bin/python3"),
+        "leaf2": ("192.0.2.2", "root", 2200, "python3.12"),
+        "a": ("192.0.2.11", "ops", 2222, "/usr/bin/python3"),
+        "b": ("192.0.2.12", "root", 2200, "python3.12"),
+    }

@@ -33,7 +33,7 @@ from cwctl.collection import Collection, HostInfo, HostStatusName
 from cwctl.inventory import Inventory, ProbeSettings
 from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import agent_payload
-from cwctl.request import Progress
+from cwctl.request import Progress, ScanRequest
 from cwctl.topology import Topology, assign_peers
 from cwctl.transport.hostrun import (
     Collector,
@@ -42,7 +42,7 @@ from cwctl.transport.hostrun import (
     Launcher,
     last_line,
 )
-from cwctl.transport.traceplan import TraceSettings, probers_of, trace_plan
+from cwctl.transport.traceplan import TraceSettings, fabric_plan, probers_of, trace_plan
 
 HELLO_TIMEOUT_S = 20.0  # from session open to hello (python start-up, bind)
 PROBE_TIMEOUT_S = 0.5  # an exchange unanswered this long is lost (agent's timeout_s)
@@ -115,6 +115,49 @@ def probe_settings(base: ProbeSettings, overrides: dict[str, Any]) -> ProbeSetti
     """``base`` with the flags' overrides (keys named as ProbeSettings fields)."""
     known = {f.name for f in fields(ProbeSettings)}
     return replace(base, **{k: v for k, v in overrides.items() if k in known and v is not None})
+
+
+def request_plan(
+    request: ScanRequest,
+    hosts: list[HostInfo],
+    settings: ProbeSettings,
+    source: str,
+    **more: Any,
+) -> ScanPlan:
+    """A plan with what the request says of every scan: its duration (else the probe
+    settings') and its seed."""
+    return ScanPlan(
+        hosts=hosts,
+        settings=settings,
+        duration_s=request.duration_s if request.duration_s is not None else settings.duration,
+        source=source,
+        seed=int(request.overrides.get("seed", 0) or 0),
+        **more,
+    )
+
+
+def inventory_plan(
+    inventory: Inventory,
+    request: ScanRequest,
+    *,
+    source: str,
+    hello_margin_s: float,
+    cache: PathCache | None,
+) -> ScanPlan:
+    """The plan of a scan of an inventory's hosts (ssh, slurm): the request's probe
+    settings over the inventory's, the topology, the fabric's binds, rails and tracing,
+    and ``hello_margin_s`` past the connect timeout for each agent's hello."""
+    settings = probe_settings(inventory.probe, request.overrides)
+    return request_plan(
+        request,
+        inventory_hosts(inventory),
+        settings,
+        source,
+        topology=inventory.topology(),
+        hello_timeout_s=inventory.ssh.connect_timeout + hello_margin_s,
+        cache=cache,
+        **fabric_plan(inventory, settings),
+    )
 
 
 async def run_scan(

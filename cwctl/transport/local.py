@@ -20,7 +20,7 @@ from cwctl.inventory import ProbeSettings
 from cwctl.names import local_host_names
 from cwctl.probe.bootstrap import bootstrap_argv
 from cwctl.request import Progress, ScanRequest
-from cwctl.transport.base import ScanPlan, probe_settings, run_scan
+from cwctl.transport.base import probe_settings, request_plan, run_scan
 from cwctl.transport.hostrun import HostFailure, end_process
 
 
@@ -103,13 +103,7 @@ class LocalSource:
     async def scan(self, request: ScanRequest, progress: Progress | None = None) -> Collection:
         """Run the agents and bring their records home."""
         settings = probe_settings(ProbeSettings(), request.overrides)
-        plan = ScanPlan(
-            hosts=self.hosts,
-            settings=settings,
-            duration_s=request.duration_s if request.duration_s is not None else settings.duration,
-            source="local",
-            seed=int(request.overrides.get("seed", 0) or 0),
-        )
+        plan = request_plan(request, self.hosts, settings, "local")
         return await run_scan(plan, launch_local, progress)
 
     async def aclose(self) -> None:

@@ -35,9 +35,8 @@ from cwctl.inventory import load_inventory
 from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import BOOTSTRAP_CODE
 from cwctl.request import Progress, ScanRequest
-from cwctl.transport.base import ScanPlan, inventory_hosts, probe_settings, run_scan
+from cwctl.transport.base import inventory_plan, run_scan
 from cwctl.transport.hostrun import HostFailure, end_process
-from cwctl.transport.traceplan import fabric_plan
 
 STUB = Path(__file__).resolve().parents[1] / "probe" / "srunstub.py"
 STDERR_KEEP = 4096
@@ -271,19 +270,9 @@ async def collect_slurm(
     what earlier scans discovered, the source's own)."""
     assert request.inventory is not None
     inventory = load_inventory(request.inventory)
-    settings = probe_settings(inventory.probe, request.overrides)
-    hosts = inventory_hosts(inventory)
-    step = SrunStep(hosts, python=inventory.ssh.python, unusable=await unusable_nodes(hosts))
-    plan = ScanPlan(
-        hosts=hosts,
-        settings=settings,
-        duration_s=request.duration_s if request.duration_s is not None else settings.duration,
-        source="slurm",
-        topology=inventory.topology(),
-        seed=int(request.overrides.get("seed", 0) or 0),
-        hello_timeout_s=inventory.ssh.connect_timeout + 30.0,
-        cache=paths,
-        **fabric_plan(inventory, settings),
+    plan = inventory_plan(inventory, request, source="slurm", hello_margin_s=30.0, cache=paths)
+    step = SrunStep(
+        plan.hosts, python=inventory.ssh.python, unusable=await unusable_nodes(plan.hosts)
     )
     try:
         return await run_scan(plan, step.launch, progress)

@@ -29,15 +29,8 @@ from cwctl.inventory import Endpoint, Inventory, load_inventory
 from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import bootstrap_command
 from cwctl.request import Progress, ScanRequest
-from cwctl.transport.base import (
-    ScanPlan,
-    hard_lifetime_s,
-    inventory_hosts,
-    probe_settings,
-    run_scan,
-)
+from cwctl.transport.base import hard_lifetime_s, inventory_plan, run_scan
 from cwctl.transport.hostrun import HostFailure
-from cwctl.transport.traceplan import fabric_plan
 
 # AES-GCM first: with AES-NI it costs far less per packet than asyncssh's ChaCha20-Poly1305
 # (which builds a cipher object per packet), and the record streams are many packets.
@@ -339,20 +332,8 @@ async def scan_inventory(
     """Probe every host of ``inventory`` over SSH. ``client_options`` go to asyncssh
     (tests pass ``config=None, agent_path=None`` so no developer's ~/.ssh leaks in);
     ``paths`` keeps discovered paths from one scan to the next (the source's own)."""
-    settings = probe_settings(inventory.probe, request.overrides)
-    topology = inventory.topology()
     launcher = SSHLauncher.for_request(inventory, request, client_options=client_options)
-    plan = ScanPlan(
-        hosts=inventory_hosts(inventory),
-        settings=settings,
-        duration_s=request.duration_s if request.duration_s is not None else settings.duration,
-        source="ssh",
-        topology=topology,
-        seed=int(request.overrides.get("seed", 0) or 0),
-        hello_timeout_s=inventory.ssh.connect_timeout + 20.0,
-        cache=paths,
-        **fabric_plan(inventory, settings),
-    )
+    plan = inventory_plan(inventory, request, source="ssh", hello_margin_s=20.0, cache=paths)
     launcher.lifetime_s = hard_lifetime_s(plan)  # nothing outlives the scan on a host
     try:
         return await run_scan(plan, launcher, progress)

@@ -22,8 +22,7 @@ from cwctl.chrony.rules import FeedDecision
 from cwctl.collection import HostInfo
 from cwctl.probe.bootstrap import agent_payload
 from cwctl.transport.hostrun import AgentSession, HostFailure, last_line
-
-HELLO_TIMEOUT_S = 20.0
+from cwctl.transport.plan import HELLO_TIMEOUT_S
 
 
 @dataclass

@@ -57,7 +57,7 @@ def fleet_for(request: Any, *, client_options: Mapping[str, Any] | None = None) 
         return Fleet("local", local_hosts(request.local), launch_local, LocalRunner(30.0))
     from cwctl.actions.runners import SSHRunner
     from cwctl.inventory import load_inventory
-    from cwctl.transport.base import inventory_hosts
+    from cwctl.transport.plan import inventory_hosts
     from cwctl.transport.ssh import SSHLauncher
 
     inventory = load_inventory(request.inventory)

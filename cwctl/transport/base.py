@@ -23,18 +23,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from cwctl.collection import Collection, HostInfo, HostStatusName
-from cwctl.inventory import Inventory, ProbeSettings
-from cwctl.pathcache import PathCache
+from cwctl.collection import Collection, HostStatusName
 from cwctl.probe.bootstrap import agent_payload
-from cwctl.request import Progress, ScanRequest
-from cwctl.topology import Topology, assign_peers
+from cwctl.request import Progress
+from cwctl.topology import assign_peers
 from cwctl.transport.hostrun import (
     Collector,
     HostFailure,
@@ -42,9 +38,9 @@ from cwctl.transport.hostrun import (
     Launcher,
     last_line,
 )
-from cwctl.transport.traceplan import TraceSettings, fabric_plan, probers_of, trace_plan
+from cwctl.transport.plan import ScanPlan
+from cwctl.transport.traceplan import probers_of, trace_plan
 
-HELLO_TIMEOUT_S = 20.0  # from session open to hello (python start-up, bind)
 PROBE_TIMEOUT_S = 0.5  # an exchange unanswered this long is lost (agent's timeout_s)
 LINGER_S = PROBE_TIMEOUT_S + 0.2  # agents keep answering this long after their window
 # After the expected end, before an agent is given up: its linger and GPU sampler stop
@@ -62,32 +58,6 @@ def finish_grace_s(n_hosts: int) -> float:
 _STDERR_KEEP = 4096
 
 
-@dataclass
-class ScanPlan:
-    """What to probe and how, for one scan."""
-
-    hosts: list[HostInfo]
-    settings: ProbeSettings
-    duration_s: float
-    source: str
-    topology: Topology | None = None
-    seed: int = 0
-    bind: dict[str, str] = field(default_factory=dict)  # host -> address the agent binds
-    hello_timeout_s: float = HELLO_TIMEOUT_S
-    trace: TraceSettings | None = None  # path discovery (traceplan.py); None: off
-    cache: PathCache | None = None  # paths and ports of earlier scans (pathcache.py)
-    # multi-rail hosts: (NIC, probe address) per NIC; the agent binds a socket set each
-    rails: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
-    # this scan's probe key and nonce (probe/auth.py), fresh for every plan; they reach
-    # the agents in the params line on stdin, never on a command line
-    auth: dict[str, str] = field(default_factory=lambda: scan_auth())
-
-
-def scan_auth() -> dict[str, str]:
-    """A fresh random key (32 bytes) and nonce (8 bytes), as hex, for one scan."""
-    return {"key": secrets.token_hex(32), "nonce": secrets.token_hex(8)}
-
-
 def raise_fd_limit(n_hosts: int, per_host: int = 4) -> None:
     """Lift the soft open-files limit towards the hard one: every host holds a session
     (a socket, or three pipes) for the whole scan, and 1024 is a common default."""
@@ -101,63 +71,6 @@ def raise_fd_limit(n_hosts: int, per_host: int = 4) -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (ceiling, hard))
     except (ImportError, ValueError, OSError):
         pass  # not Unix, or not allowed: the scan says which hosts it could not reach
-
-
-def inventory_hosts(inventory: Inventory) -> list[HostInfo]:
-    """The inventory's hosts as a scan (or ``cwctl sync``) takes part with them."""
-    return [
-        HostInfo(name=h.name, address=h.address, leaf=h.leaf, nics=tuple(h.nics))
-        for h in inventory.hosts
-    ]
-
-
-def probe_settings(base: ProbeSettings, overrides: dict[str, Any]) -> ProbeSettings:
-    """``base`` with the flags' overrides (keys named as ProbeSettings fields)."""
-    known = {f.name for f in fields(ProbeSettings)}
-    return replace(base, **{k: v for k, v in overrides.items() if k in known and v is not None})
-
-
-def request_plan(
-    request: ScanRequest,
-    hosts: list[HostInfo],
-    settings: ProbeSettings,
-    source: str,
-    **more: Any,
-) -> ScanPlan:
-    """A plan with what the request says of every scan: its duration (else the probe
-    settings') and its seed."""
-    return ScanPlan(
-        hosts=hosts,
-        settings=settings,
-        duration_s=request.duration_s if request.duration_s is not None else settings.duration,
-        source=source,
-        seed=int(request.overrides.get("seed", 0) or 0),
-        **more,
-    )
-
-
-def inventory_plan(
-    inventory: Inventory,
-    request: ScanRequest,
-    *,
-    source: str,
-    hello_margin_s: float,
-    cache: PathCache | None,
-) -> ScanPlan:
-    """The plan of a scan of an inventory's hosts (ssh, slurm): the request's probe
-    settings over the inventory's, the topology, the fabric's binds, rails and tracing,
-    and ``hello_margin_s`` past the connect timeout for each agent's hello."""
-    settings = probe_settings(inventory.probe, request.overrides)
-    return request_plan(
-        request,
-        inventory_hosts(inventory),
-        settings,
-        source,
-        topology=inventory.topology(),
-        hello_timeout_s=inventory.ssh.connect_timeout + hello_margin_s,
-        cache=cache,
-        **fabric_plan(inventory, settings),
-    )
 
 
 async def run_scan(

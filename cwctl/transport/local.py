@@ -20,8 +20,9 @@ from cwctl.inventory import ProbeSettings
 from cwctl.names import local_host_names
 from cwctl.probe.bootstrap import bootstrap_argv
 from cwctl.request import Progress, ScanRequest
-from cwctl.transport.base import probe_settings, request_plan, run_scan
+from cwctl.transport.base import run_scan
 from cwctl.transport.hostrun import HostFailure, end_process
+from cwctl.transport.plan import probe_settings, request_plan
 
 
 def local_hosts(n: int) -> list[HostInfo]:

@@ -35,8 +35,9 @@ from cwctl.inventory import load_inventory
 from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import BOOTSTRAP_CODE
 from cwctl.request import Progress, ScanRequest
-from cwctl.transport.base import inventory_plan, run_scan
+from cwctl.transport.base import run_scan
 from cwctl.transport.hostrun import HostFailure, end_process
+from cwctl.transport.plan import inventory_plan
 
 STUB = Path(__file__).resolve().parents[1] / "probe" / "srunstub.py"
 STDERR_KEEP = 4096

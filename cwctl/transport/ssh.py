@@ -29,8 +29,9 @@ from cwctl.inventory import Endpoint, Inventory, load_inventory
 from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import bootstrap_command
 from cwctl.request import Progress, ScanRequest
-from cwctl.transport.base import hard_lifetime_s, inventory_plan, run_scan
+from cwctl.transport.base import hard_lifetime_s, run_scan
 from cwctl.transport.hostrun import HostFailure
+from cwctl.transport.plan import inventory_plan
 
 # AES-GCM first: with AES-NI it costs far less per packet than asyncssh's ChaCha20-Poly1305
 # (which builds a cipher object per packet), and the record streams are many packets.

@@ -14,8 +14,9 @@ import asyncio
 from cwctl.inventory import ProbeSettings
 from cwctl.pathcache import PathCache
 from cwctl.session import analyse
-from cwctl.transport.base import ScanPlan, run_scan
+from cwctl.transport.base import run_scan
 from cwctl.transport.local import launch_local, local_hosts
+from cwctl.transport.plan import ScanPlan
 from cwctl.transport.traceplan import TraceSettings
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from cwctl.request import ScanRequest
 from cwctl.session import scan
-from cwctl.transport import base
+from cwctl.transport import plan
 from tests.integration.attacker import Attacker
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="raw sockets need root")
@@ -31,7 +31,7 @@ async def test_forged_and_replayed_datagrams_change_neither_offsets_nor_loss(
     # scan's datagrams out of other tests' on the same loopback; the key stays secret
     nonce = secrets.token_bytes(8)
     monkeypatch.setattr(
-        base, "scan_auth", lambda: {"key": secrets.token_hex(32), "nonce": nonce.hex()}
+        plan, "scan_auth", lambda: {"key": secrets.token_hex(32), "nonce": nonce.hex()}
     )
     with Attacker(skew_ns=5_000_000, nonce=nonce) as attacker:
         snapshot = await scan(ScanRequest(local=3, duration_s=1.5))

@@ -23,8 +23,9 @@ from cwctl.collection import HostInfo
 from cwctl.inventory import ProbeSettings
 from cwctl.probe.bootstrap import BOOTSTRAP_CODE
 from cwctl.session import analyse
-from cwctl.transport.base import ScanPlan, run_scan
+from cwctl.transport.base import run_scan
 from cwctl.transport.local import LocalSession
+from cwctl.transport.plan import ScanPlan
 from tests.testbed.faults import _drop_class, drop_all_bytecode
 from tests.testbed.fixture import unique_prefix
 from tests.testbed.shell import missing_prerequisite

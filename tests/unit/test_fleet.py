@@ -11,7 +11,7 @@ from cwctl.chrony.fleet import fleet_for
 from cwctl.collection import HostInfo
 from cwctl.inventory import load_inventory
 from cwctl.request import ScanRequest
-from cwctl.transport.base import inventory_hosts
+from cwctl.transport.plan import inventory_hosts
 from cwctl.transport.ssh import SSHLauncher
 
 NO_DEV_SSH = {"config": None, "agent_path": None}

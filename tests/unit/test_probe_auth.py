@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from cwctl.probe.auth import SEALED_SIZE, Auth, Guard
 from cwctl.probe.bootstrap import BOOTSTRAP_CODE, agent_payload
 from cwctl.probe.wire import KIND_FOLLOW, KIND_PROBE, KIND_REPLY, KIND_TRACE, WIRE, encode
-from cwctl.transport.base import ScanPlan
+from cwctl.transport.plan import ScanPlan
 
 KEY, NONCE = bytes(range(32)), b"\x01" * 8
 REPLY = encode(KIND_REPLY, 2**40 + 7, idx=1, flags=3, rid=99, a=10**18, b=10**18 + 5)

@@ -9,7 +9,7 @@ from cwctl.collection import HostInfo
 from cwctl.inventory import ProbeSettings, parse_inventory
 from cwctl.pathcache import PathCache
 from cwctl.request import ScanRequest
-from cwctl.transport.base import inventory_plan, request_plan
+from cwctl.transport.plan import inventory_plan, request_plan
 
 INVENTORY = """
 [ssh]

@@ -118,11 +118,17 @@ def replacing(
         tmp.unlink(missing_ok=True)
         raise
     with contextlib.suppress(OSError):  # a directory that cannot be opened: rename is done
-        dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        fsync_dir(target.parent)
+
+
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """Make the entries of ``directory`` durable (a rename into it, a file created in it):
+    ``fsync`` on the directory itself. ``OSError`` if it cannot be opened."""
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def write_text(

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cwctl.atomic import fsync_dir
 from cwctl.errors import CwctlError, InputError
 from cwctl.settings import state_dir
 
@@ -141,11 +142,7 @@ class Journal:
         finally:
             os.close(fd)  # closing releases the lock
         if sync_dir:
-            dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            fsync_dir(self.directory)
 
     def read(self) -> JournalRead:
         out = JournalRead()

@@ -153,3 +153,29 @@ def test_nccl_programs_expand_tilde_on_the_host(tmp_path: Path) -> None:
     assert conf.read_text() == "NCCL_DEBUG=WARN\n" and not (tmp_path / "~").exists()
     with pytest.raises(InputError, match="absolute path or one under ~"):
         nccl.check_conf_path("nccl.conf")
+
+
+def test_fsync_dir_syncs_a_directory_refuses_anything_else_and_leaks_no_fd(
+    tmp_path: Path,
+) -> None:
+    open_fds = len(os.listdir("/proc/self/fd"))
+    atomic.fsync_dir(tmp_path)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotADirectoryError):
+        atomic.fsync_dir(tmp_path / "file")
+    with pytest.raises(FileNotFoundError):
+        atomic.fsync_dir(tmp_path / "missing")
+    assert len(os.listdir("/proc/self/fd")) == open_fds
+
+
+def test_the_journal_syncs_its_directory_through_the_same_helper(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cwctl.actions import journal
+
+    synced: list[Path] = []
+    monkeypatch.setattr(journal, "fsync_dir", synced.append)
+    book = journal.Journal(tmp_path / "state")
+    book.append({"kind": "note"})
+    book.append({"kind": "note"}, sync_dir=True)
+    assert synced == [tmp_path / "state"]

@@ -142,6 +142,98 @@ class _Model:
         self.multi_starts = np.flatnonzero(new)
         self.multi_group = np.cumsum(new) - 1
         self.multi_flows = multi_flow[self.multi_starts]
+        # (nf, kf) of every flow as a small integer: flows no chosen element touches
+        # share their likelihood with every other flow of the same counts
+        _, self.count_class, self.class_sizes = np.unique(
+            np.stack([self.nf, self.kf], axis=1), axis=0, return_inverse=True, return_counts=True
+        )
+        self.count_class = self.count_class.ravel()
+        self.class_n, self.class_k = self._class_values()
+
+    def _class_values(self) -> tuple[F64, F64]:
+        n = np.zeros(len(self.class_sizes))
+        k = np.zeros(len(self.class_sizes))
+        n[self.count_class] = self.nf
+        k[self.count_class] = self.kf
+        return n, k
+
+    def flows_crossing(self, elements: I64) -> npt.NDArray[np.bool_]:
+        """Which flows cross any of ``elements`` (certainly, or on one of their rows)."""
+        out = np.zeros(self.rows.n_flows, bool)
+        for m, to_flow in ((self.cc, None), (self.mc, self.rows.flow)):
+            idx = np.concatenate(
+                [m.indices[m.indptr[e] : m.indptr[e + 1]] for e in elements.tolist()] or [[]]
+            ).astype(np.intp)
+            out[idx if to_flow is None else to_flow[idx]] = True
+        return out
+
+    def rows_of(self, flows: npt.NDArray[np.bool_]) -> npt.NDArray[np.intp]:
+        """The rows of the flows marked (in order: each flow's rows stay contiguous)."""
+        return np.flatnonzero(flows[self.rows.flow])
+
+    def subset_flow_ll(self, rows: npt.NDArray[np.intp], row_ll: F64) -> tuple[F64, I64, I64]:
+        """Per flow of ``rows`` (complete flows, contiguous): the log of the prior-weighted
+        mixture of ``row_ll`` (rows x columns, or rows). Returns (per flow, the flows, each
+        row's group)."""
+        flow = self.rows.flow[rows]
+        new = np.ones(len(rows), bool)
+        new[1:] = flow[1:] != flow[:-1]
+        starts = np.flatnonzero(new)
+        group = np.cumsum(new) - 1
+        if not len(rows):
+            return np.zeros((0, *row_ll.shape[1:])), flow, group
+        prior = self.rows.log_prior[rows]
+        if row_ll.ndim == 1:
+            v = prior + row_ll
+            top = np.maximum.reduceat(v, starts)
+            total = np.add.reduceat(np.exp(v - top[group]), starts)
+            return top + np.log(total), flow[starts], group
+        vt = np.ascontiguousarray(row_ll.T) + prior  # columns as rows: reduceat runs along rows
+        top = np.maximum.reduceat(vt, starts, axis=1)
+        vt -= top[:, group]
+        np.exp(vt, out=vt)
+        return (top + np.log(np.add.reduceat(vt, starts, axis=1))).T, flow[starts], group
+
+    def touched(self, fit: Explanation) -> npt.NDArray[np.bool_]:
+        """Flows some chosen element crosses (their rows' success is not the background's)."""
+        out = np.zeros(self.rows.n_flows, bool)
+        out[self.rows.flow[fit.log_success != 0]] = True
+        return out
+
+    def background_ll(self, fit: Explanation, candidates: F64) -> F64:
+        """The total log-likelihood with each candidate background (the chosen rates as
+        they are): untouched flows once per (trials, failures) class, the rest per row."""
+        touched = self.touched(fit)
+        sizes = np.bincount(self.count_class[~touched], minlength=len(self.class_sizes))
+        plain = sizes @ log_likelihood(
+            self.class_n[:, None], self.class_k[:, None], 1.0 - candidates[None, :]
+        )
+        rows = self.rows_of(touched)
+        if not len(rows):
+            return np.asarray(plain, np.float64)
+        other = np.exp(fit.log_success[rows])
+        step = max(1, _CHUNK * 10 // max(len(rows), 1))  # columns at a time: bounded memory
+        parts = [
+            self.subset_flow_ll(
+                rows, _grid_log_likelihood(self.n[rows], self.k[rows], other, 1 - c)
+            )[0].sum(0)
+            for c in np.array_split(candidates, max(1, -(-len(candidates) // step)))
+        ]
+        return np.asarray(plain + np.concatenate(parts), np.float64)
+
+    def drop_gain(self, fit: Explanation, e: int, rate: float) -> float:
+        """What the log-likelihood loses if element e's ``rate`` is taken out: the flows
+        that cross it, with and without it."""
+        rows = self.rows_of(self.flows_crossing(np.array([e])))
+        if not len(rows):
+            return 0.0
+        n, k = self.n[rows], self.k[rows]
+        with_e = (1.0 - fit.background) * np.exp(fit.log_success[rows])
+        col = self.column(e)[rows]
+        without = (1.0 - fit.background) * np.exp(fit.log_success[rows] - col * np.log1p(-rate))
+        now = self.subset_flow_ll(rows, log_likelihood(n, k, with_e))[0].sum()
+        then = self.subset_flow_ll(rows, log_likelihood(n, k, without))[0].sum()
+        return float(now - then)
 
     def column(self, e: int) -> F64:
         """How often each row's trial crosses element e."""
@@ -188,14 +280,20 @@ class _Model:
         out = np.zeros((len(elements), len(rates)))
         if not len(elements):
             return out
+        # only the flows that cross the elements asked about can gain: the rest stay 0
+        rows = self.rows_of(self.flows_crossing(elements))
         s = fit.success()
-        row_ll = log_likelihood(self.n, self.k, s)
-        flow_ll = self.flow_ll(row_ll)
-        log_w = self.rows.log_prior + row_ll - flow_ll[self.rows.flow]
+        row_ll = np.zeros(len(s))
+        log_w = np.zeros(len(s))
+        row_ll[rows] = log_likelihood(self.n[rows], self.k[rows], s[rows])
+        flow_ll, _, group = self.subset_flow_ll(rows, row_ll[rows])
+        log_w[rows] = self.rows.log_prior[rows] + row_ll[rows] - flow_ll[group]
         factors = 1.0 - rates
         cert = self.cc[:, elements].tocoo()
         if cert.nnz:
-            s_flow = np.bincount(self.rows.flow, np.exp(log_w) * s, minlength=self.rows.n_flows)
+            s_flow = np.bincount(
+                self.rows.flow[rows], np.exp(log_w[rows]) * s[rows], minlength=self.rows.n_flows
+            )
             f, j, c = cert.row, cert.col, cert.data
             base = log_likelihood(self.nf[f], self.kf[f], s_flow[f])
             delta = _grid_log_likelihood(self.nf[f], self.kf[f], s_flow[f], factors, c)
@@ -347,14 +445,7 @@ def _refit(fit: Explanation, model: _Model, passes: int = 3) -> None:
     for _ in range(passes):
         near = fit.background * np.exp(np.linspace(-1.5, 1.5, 13))
         cand = np.unique(np.clip(np.concatenate([BACKGROUND_GRID, near]), 1e-7, 0.5))
-        other = np.exp(fit.log_success)
-        step = max(1, _CHUNK * 10 // max(len(other), 1))  # columns at a time: bounded memory
-        ll = np.concatenate(
-            [
-                model.flow_ll(_grid_log_likelihood(model.n, model.k, other, 1 - c)).sum(0)
-                for c in np.array_split(cand, max(1, -(-len(cand) // step)))
-            ]
-        )
+        ll = model.background_ll(fit, cand)
         fit.background = float(cand[int(np.argmax(ll))])
         for e in list(fit.rates):
             _set_rate(fit, model, e, rates0)
@@ -372,13 +463,7 @@ def _polish(fit: Explanation, model: _Model, rounds: int = 2) -> None:
 def _prune(fit: Explanation, model: _Model, min_gain: float, floor: float) -> None:
     """Drop chosen elements that explain too little; record each survivor's drop-one gain."""
     while fit.rates:
-        full = model.total(fit)
-        gains = {}
-        for e, r in fit.rates.items():
-            saved = fit.log_success
-            fit.log_success = saved - model.column(e) * np.log1p(-r)
-            gains[e] = full - model.total(fit)
-            fit.log_success = saved
+        gains = {e: model.drop_gain(fit, e, r) for e, r in fit.rates.items()}
         weakest = min(gains, key=lambda x: gains[x])
         if gains[weakest] >= min_gain and fit.rates[weakest] >= floor:
             fit.gains = gains

@@ -61,14 +61,7 @@ def _grid_log_likelihood(n: F64, k: F64, s: F64, factors: F64, power: F64 | None
     if len(factors) <= 2:  # too few columns to repay the sort
         exponent = 1.0 if power is None else power[:, None]
         return log_likelihood(n[:, None], k[:, None], s[:, None] * factors[None, :] ** exponent)
-    cols = [n, k, s] if power is None else [n, k, s, power]
-    order = np.lexsort(cols[::-1])
-    key = np.stack(cols, axis=1)[order]
-    new = np.ones(len(order), bool)
-    new[1:] = np.any(key[1:] != key[:-1], axis=1)
-    inverse = np.empty(len(order), np.intp)
-    inverse[order] = np.cumsum(new) - 1
-    unique = key[new]
+    unique, inverse = _unique_rows([n, k, s] if power is None else [n, k, s, power])
     if power is None:
         trial = unique[:, 2:3] * factors[None, :]
     else:
@@ -131,31 +124,16 @@ class _Model:
         self.kf = np.asarray(failures, np.float64)
         self.n = self.nf[rows.flow]
         self.k = self.kf[rows.flow]
-        per_flow = np.bincount(rows.flow, minlength=rows.n_flows)
-        self.multi = per_flow[rows.flow] > 1
-        # the mixtures are taken over the multi-row flows' rows only (contiguous per flow)
-        self.single_rows = np.flatnonzero(~self.multi)
-        self.multi_rows = np.flatnonzero(self.multi)
-        multi_flow = rows.flow[self.multi_rows]
-        new = np.ones(len(multi_flow), bool)
-        new[1:] = multi_flow[1:] != multi_flow[:-1]
-        self.multi_starts = np.flatnonzero(new)
-        self.multi_group = np.cumsum(new) - 1
-        self.multi_flows = multi_flow[self.multi_starts]
+        self.rows_per_flow = np.bincount(rows.flow, minlength=rows.n_flows)
+        self.first_row = np.zeros(rows.n_flows, np.intp)
+        if len(rows.flow):
+            flow_starts = np.flatnonzero(np.diff(rows.flow, prepend=rows.flow[0] - 1) != 0)
+            self.first_row[rows.flow[flow_starts]] = flow_starts
+        self.multi = self.rows_per_flow[rows.flow] > 1
         # (nf, kf) of every flow as a small integer: flows no chosen element touches
         # share their likelihood with every other flow of the same counts
-        _, self.count_class, self.class_sizes = np.unique(
-            np.stack([self.nf, self.kf], axis=1), axis=0, return_inverse=True, return_counts=True
-        )
-        self.count_class = self.count_class.ravel()
-        self.class_n, self.class_k = self._class_values()
-
-    def _class_values(self) -> tuple[F64, F64]:
-        n = np.zeros(len(self.class_sizes))
-        k = np.zeros(len(self.class_sizes))
-        n[self.count_class] = self.nf
-        k[self.count_class] = self.kf
-        return n, k
+        classes, self.count_class = _unique_rows([self.nf, self.kf])
+        self.class_n, self.class_k = classes[:, 0], classes[:, 1]
 
     def flows_crossing(self, elements: I64) -> npt.NDArray[np.bool_]:
         """Which flows cross any of ``elements`` (certainly, or on one of their rows)."""
@@ -204,7 +182,7 @@ class _Model:
         """The total log-likelihood with each candidate background (the chosen rates as
         they are): untouched flows once per (trials, failures) class, the rest per row."""
         touched = self.touched(fit)
-        sizes = np.bincount(self.count_class[~touched], minlength=len(self.class_sizes))
+        sizes = np.bincount(self.count_class[~touched], minlength=len(self.class_n))
         plain = sizes @ log_likelihood(
             self.class_n[:, None], self.class_k[:, None], 1.0 - candidates[None, :]
         )
@@ -245,67 +223,63 @@ class _Model:
         row[self.mc.indices[lo:hi]] += self.mc.data[lo:hi]
         return row
 
-    def flow_ll(self, row_ll: F64) -> F64:
-        """Per flow (columns kept): log of the prior-weighted mixture of its rows."""
-        if not len(self.multi_rows):
-            return row_ll
-        out = np.empty((self.rows.n_flows, *row_ll.shape[1:]))
-        out[self.rows.flow[self.single_rows]] = row_ll[self.single_rows]
-        prior = self.rows.log_prior[self.multi_rows]
-        if row_ll.ndim == 1:
-            v = prior + row_ll[self.multi_rows]
-            top = np.maximum.reduceat(v, self.multi_starts)
-            total = np.add.reduceat(np.exp(v - top[self.multi_group]), self.multi_starts)
-            out[self.multi_flows] = top + np.log(total)
-            return out
-        # columns as rows: reduceat runs along contiguous memory
-        vt = np.ascontiguousarray(row_ll[self.multi_rows].T) + prior
-        top = np.maximum.reduceat(vt, self.multi_starts, axis=1)
-        vt -= top[:, self.multi_group]
-        np.exp(vt, out=vt)
-        total = np.add.reduceat(vt, self.multi_starts, axis=1)
-        out[self.multi_flows] = (top + np.log(total)).T
-        return out
-
-    def total(self, fit: Explanation) -> float:
-        return float(self.flow_ll(log_likelihood(self.n, self.k, fit.success())).sum())
-
     def gains(self, fit: Explanation, elements: I64, rates: F64) -> F64:
         """(elements x rates): the log-likelihood each element would add at each rate,
         given the fit as it stands (take an element's own rate out before asking).
 
         What a flow certainly crosses is scored on the flow's expected success (its rows'
         successes weighted by their posterior); the alternatives' own elements exactly,
-        as a mixture."""
+        as a mixture. Only flows that cross the elements asked about can gain; of those,
+        a flow no chosen element touches has the background's success on every row, so
+        its gain depends only on its counts, how often it crosses the element and (for a
+        mixture) the prior weight of the rows that do: such flows are scored once per
+        distinct (counts, crossings, weight) (``_PlainGains``), the rest row by row."""
         out = np.zeros((len(elements), len(rates)))
         if not len(elements):
             return out
-        # only the flows that cross the elements asked about can gain: the rest stay 0
-        rows = self.rows_of(self.flows_crossing(elements))
+        factors = 1.0 - rates
+        plain = _PlainGains(self, fit.background, factors)
+        crossing = self.flows_crossing(elements)
+        slow = self.touched(fit) & crossing
+        sub = self.mc[:, elements].tocoo()
+        sub_flow = self.rows.flow[sub.row]
+        simple = ~self.multi[sub.row]
+        mixed = np.flatnonzero(~simple & ~slow[sub_flow])
+        slow |= plain.add_mixtures(sub.col[mixed], sub_flow[mixed], sub.row[mixed], sub.data[mixed])
+        easy = crossing & ~slow
+        cert = self.cc[:, elements].tocoo()
+        f, j, c = cert.row, cert.col, cert.data
+        e = easy[f]
+        plain.add(j[e], f[e], c[e])
+        e = simple & easy[sub_flow]
+        plain.add(sub.col[e], sub_flow[e], sub.data[e])
+        out += plain.value(len(elements))
+        if not slow.any():
+            return out
+        rows = self.rows_of(slow)
         s = fit.success()
         row_ll = np.zeros(len(s))
         log_w = np.zeros(len(s))
         row_ll[rows] = log_likelihood(self.n[rows], self.k[rows], s[rows])
         flow_ll, _, group = self.subset_flow_ll(rows, row_ll[rows])
         log_w[rows] = self.rows.log_prior[rows] + row_ll[rows] - flow_ll[group]
-        factors = 1.0 - rates
-        cert = self.cc[:, elements].tocoo()
-        if cert.nnz:
+        hard = slow[f]
+        if hard.any():
             s_flow = np.bincount(
                 self.rows.flow[rows], np.exp(log_w[rows]) * s[rows], minlength=self.rows.n_flows
             )
-            f, j, c = cert.row, cert.col, cert.data
+            f, j, c = f[hard], j[hard], c[hard]
             base = log_likelihood(self.nf[f], self.kf[f], s_flow[f])
             delta = _grid_log_likelihood(self.nf[f], self.kf[f], s_flow[f], factors, c)
             out += _gather(j, len(out)) @ (delta - base[:, None])
-        sub = self.mc[:, elements].tocoo()
-        simple = ~self.multi[sub.row]
-        if simple.any():
-            r, j, c = sub.row[simple], sub.col[simple], sub.data[simple]
+        hard = simple & slow[sub_flow]
+        if hard.any():
+            r, j, c = sub.row[hard], sub.col[hard], sub.data[hard]
             delta = _grid_log_likelihood(self.n[r], self.k[r], s[r], factors, c) - row_ll[r, None]
             out += _gather(j, len(out)) @ delta
-        if (~simple).any():
-            self._mixture_gains(out, sub, ~simple, s, row_ll, log_w, factors)
+        hard = ~simple & slow[sub_flow]
+        if hard.any():
+            self._mixture_gains(out, sub, hard, s, row_ll, log_w, factors)
         return out
 
     def _mixture_gains(
@@ -339,8 +313,7 @@ class _Model:
             # rates as rows: reduceat runs along contiguous memory
             vt = np.ascontiguousarray(delta.T)
             vt += log_w[rr] - row_ll[rr]
-            weight = np.add.reduceat(np.exp(log_w[rr]), starts)
-            rest = np.log(np.clip(1.0 - weight, 0.0, 1.0) + 1e-300)
+            rest = self._log_rest_rows(rr, ff, starts, group, log_w)
             top = np.maximum(np.maximum.reduceat(vt, starts, axis=1), rest[None, :])
             vt -= top[:, group]
             np.exp(vt, out=vt)
@@ -349,6 +322,110 @@ class _Model:
             value = (top + np.log(summed)).T
             out += _gather(jj[starts], len(out)) @ value
             lo = hi
+
+    def _log_rest_rows(self, rr: I64, ff: I64, starts: I64, group: I64, log_w: F64) -> F64:
+        """Per (element, flow) group: the log of the summed weight of the flow's rows
+        that do not cross the element (-inf if every row does), summed over those rows
+        themselves: ``1 - W`` would lose a weight the fit has made tiny but not zero."""
+        flows = ff[starts]
+        sizes = self.rows_per_flow[flows]
+        offset = np.cumsum(sizes) - sizes
+        owner = np.repeat(np.arange(len(starts)), sizes)
+        rows = self.first_row[flows][owner] + np.arange(len(owner)) - offset[owner]
+        value = log_w[rows]
+        value[offset[group] + rr - self.first_row[ff]] = -np.inf  # the rows that cross
+        top = np.maximum.reduceat(value, offset)
+        safe = np.where(np.isfinite(top), top, 0.0)
+        with np.errstate(divide="ignore"):
+            return safe + np.log(np.add.reduceat(np.exp(value - safe[owner]), offset))
+
+
+class _PlainGains:
+    """Gains of flows no chosen element touches, one evaluation per distinct key.
+
+    Such a flow's rows all succeed with the background's ``1 - b``, so what crossing an
+    element at rate r adds depends on the flow's (trials, failures) class, how often it
+    crosses the element (``c``) and, for a mixture, the prior weight ``W`` of its rows
+    that cross it: ``delta`` alone for one certain row, ``log((1 - W) + W exp(delta))``
+    for a mixture (``delta`` the row's log-likelihood at ``(1 - b)(1 - r)^c`` less at
+    ``1 - b``), as ``_Model.gains`` and ``_mixture_gains`` compute it row by row."""
+
+    def __init__(self, model: _Model, background: float, factors: F64) -> None:
+        self.model = model
+        self.background = background
+        self.factors = factors
+        self.parts: list[tuple[I64, I64, F64, F64, F64]] = []  # element, class, c, W, mixture
+
+    def add(self, j: I64, flow: I64, c: F64) -> None:
+        """Entries of single-row (or certain) crossings: element j, flow, crossings c."""
+        one = np.ones(len(j))
+        self.parts.append((j, self.model.count_class[flow], c, one, np.zeros(len(j))))
+
+    def add_mixtures(self, j: I64, flow: I64, row: I64, c: F64) -> npt.NDArray[np.bool_]:
+        """Entries of mixture rows, grouped per (element, flow); groups whose rows cross
+        the element unequally often are left to the row-by-row path: their flows are
+        returned (marked)."""
+        model = self.model
+        left = np.zeros(model.rows.n_flows, bool)
+        if not len(j):
+            return left
+        order = np.lexsort((flow, j))
+        j, flow, row, c = j[order], flow[order], row[order], c[order]
+        new = np.ones(len(j), bool)
+        new[1:] = (j[1:] != j[:-1]) | (flow[1:] != flow[:-1])
+        starts = np.flatnonzero(new)
+        weight = np.add.reduceat(np.exp(model.rows.log_prior[row]), starts)
+        every = np.diff(np.append(starts, len(j))) == model.rows_per_flow[flow[starts]]
+        weight[every] = 1.0  # every row crosses it: no rest (see _log_rest)
+        uneven = np.minimum.reduceat(c, starts) != np.maximum.reduceat(c, starts)
+        left[flow[starts][uneven]] = True
+        keep = ~left[flow[starts]]
+        g = starts[keep]
+        self.parts.append((j[g], model.count_class[flow[g]], c[g], weight[keep], np.ones(len(g))))
+        return left
+
+    def value(self, n_elements: int) -> F64:
+        """(elements x rates): every entry's gain, summed per element."""
+        if not self.parts:
+            return np.zeros((n_elements, len(self.factors)))
+        j, cls, c, w, mix = (np.concatenate(x) for x in zip(*self.parts, strict=True))
+        if not len(j):
+            return np.zeros((n_elements, len(self.factors)))
+        keys, inverse = _unique_rows([cls.astype(np.float64), c, w, mix])
+        model, s = self.model, 1.0 - self.background
+        n = model.class_n[keys[:, 0].astype(np.intp)][:, None]
+        k = model.class_k[keys[:, 0].astype(np.intp)][:, None]
+        power, weight, mixture = keys[:, 1:2], keys[:, 2], keys[:, 3] > 0
+        delta = log_likelihood(n, k, s * self.factors[None, :] ** power) - log_likelihood(
+            n, k, np.full_like(n, s)
+        )
+        rest = _log_rest(weight[mixture], weight[mixture] == 1.0)
+        delta[mixture] = np.logaddexp(
+            rest[:, None], np.log(weight[mixture])[:, None] + delta[mixture]
+        )
+        counts = sp.csr_matrix((np.ones(len(j)), (j, inverse)), shape=(n_elements, len(keys)))
+        return np.asarray(counts @ delta)
+
+
+def _log_rest(weight: F64, every: npt.NDArray[np.bool_]) -> F64:
+    """``log(1 - W)``: the weight of a flow's rows that do not cross the element; none
+    (-inf) where ``every`` row crosses it (``1 - W`` is then a rounding error, not a
+    weight: taken as one it would floor the gain of a deadly rate at about -37 nats)."""
+    rest = np.log(np.clip(1.0 - weight, 0.0, 1.0) + 1e-300)
+    rest[every] = -np.inf
+    return rest
+
+
+def _unique_rows(cols: list[F64]) -> tuple[F64, npt.NDArray[np.intp]]:
+    """The distinct rows of the columns (as a (rows x columns) array) and each row's
+    index among them: a lexsort, not ``np.unique(axis=0)``'s slow byte-wise sort."""
+    order = np.lexsort(cols[::-1])
+    key = np.stack(cols, axis=1)[order]
+    new = np.ones(len(order), bool)
+    new[1:] = np.any(key[1:] != key[:-1], axis=1)
+    inverse = np.empty(len(order), np.intp)
+    inverse[order] = np.cumsum(new) - 1
+    return key[new], inverse
 
 
 def _gather(j: npt.NDArray[np.integer], n: int) -> sp.csr_matrix:
@@ -478,8 +555,8 @@ def posterior(fit: Explanation, rows: Rows, trials: F64, failures: F64) -> sp.cs
     (1 or 0 where its path is known; the weight of its alternatives that cross e else)."""
     model = _Model(rows, trials, failures)
     row_ll = log_likelihood(model.n, model.k, fit.success())
-    flow_ll = model.flow_ll(row_ll)
-    w = np.exp(rows.log_prior + row_ll - flow_ll[rows.flow])
+    flow_ll, _, group = model.subset_flow_ll(np.arange(len(rows.flow)), row_ll)
+    w = np.exp(rows.log_prior + row_ll - flow_ll[group])
     crosses = (rows.matrix > 0).astype(np.float64)
     tier = rows.flow_matrix() @ sp.diags(w) @ crosses
     certain = (rows.certain > 0).astype(np.float64)

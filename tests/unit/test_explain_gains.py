@@ -1,0 +1,80 @@
+"""The explanation's gains are log-likelihood differences, however they are computed.
+
+``_Model.gains`` scores flows no chosen element touches once per distinct key and the
+rest row by row; either way, where the model is exact (an element certainly crossed by
+single-row flows, or crossed on a mixture's alternatives) a gain must equal the change
+of the total log-likelihood, computed here by brute force from the definition.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cwctl.telemetry.explain import Explanation, Rows, _Model, log_likelihood
+
+RATES = np.array([0.001, 0.01, 0.1, 0.5, 0.9])
+
+
+def _some(rng: np.random.Generator, n_el: int) -> np.ndarray:
+    """How often a row crosses each element: mostly never, else once or twice."""
+    return rng.integers(0, 3, n_el) * (rng.random(n_el) < 0.3)
+
+
+def _case(seed: int) -> tuple[Rows, np.ndarray, np.ndarray, int]:
+    rng = np.random.default_rng(seed)
+    n_el = int(rng.integers(3, 9))
+    n_flows = int(rng.integers(5, 60))
+    flows, certain, alt, prior = [], [], [], []
+    for f in range(n_flows):
+        k_rows = 1 if rng.random() < 0.5 else int(rng.integers(2, 5))
+        p = rng.dirichlet(np.ones(k_rows))
+        for r in range(k_rows):
+            flows.append(f)
+            prior.append(np.log(p[r]))
+            alt.append(_some(rng, n_el) if k_rows > 1 else np.zeros(n_el))
+        certain.append(_some(rng, n_el) if k_rows == 1 else np.zeros(n_el))
+    rows = Rows(
+        sp.csr_matrix(np.array(certain, np.float64)),
+        sp.csr_matrix(np.array(alt, np.float64)),
+        np.array(flows, np.int64),
+        np.array(prior),
+    )
+    trials = rng.integers(0, 6, n_flows).astype(np.float64) * rng.integers(1, 4)
+    failures = np.minimum(trials, rng.integers(0, 3, n_flows)).astype(np.float64)
+    return rows, trials, failures, n_el
+
+
+def _total(rows: Rows, n: np.ndarray, k: np.ndarray, log_success: np.ndarray, b: float) -> float:
+    """The brute-force log-likelihood: per flow, the prior-weighted mixture of its rows."""
+    s = (1.0 - b) * np.exp(log_success)
+    row_ll = log_likelihood(n[rows.flow], k[rows.flow], s) + rows.log_prior
+    total = 0.0
+    for f in range(rows.n_flows):
+        v = row_ll[rows.flow == f]
+        total += float(np.log(np.exp(v - v.max()).sum()) + v.max())
+    return total
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**31), st.integers(0, 2), st.floats(1e-4, 0.2))
+def test_gains_are_likelihood_differences(seed: int, chosen: int, background: float) -> None:
+    rows, n, k, n_el = _case(seed)
+    model = _Model(rows, n, k)
+    crossings = (rows.certain.toarray()[rows.flow] + rows.matrix.toarray()).astype(np.float64)
+    rng = np.random.default_rng(seed + 1)
+    fit = Explanation(background=background, log_success=np.zeros(len(rows.flow)))
+    picked = [int(e) for e in rng.choice(n_el, size=chosen, replace=False)]
+    for e in picked:
+        fit.rates[e] = float(rng.choice(RATES))
+        fit.log_success += crossings[:, e] * np.log1p(-fit.rates[e])
+    others = np.array([e for e in range(n_el) if e not in picked], np.int64)
+    gains = model.gains(fit, others, RATES)
+    base = _total(rows, n, k, fit.log_success, background)
+    for i, e in enumerate(others.tolist()):
+        for j, r in enumerate(RATES):
+            with_e = fit.log_success + crossings[:, e] * np.log1p(-r)
+            expected = _total(rows, n, k, with_e, background) - base
+            assert np.isclose(gains[i, j], expected, rtol=1e-5, atol=1e-6), (e, r)

@@ -35,7 +35,20 @@ from cwctl.errors import InputError
 DEFAULT_CONF = "/etc/nccl.conf"
 RDMA_PREFIXES = ("mlx", "bnxt_re", "irdma", "qedr", "hfi1", "efa", "rxe", "siw", "erdma")
 
-READ_PROGRAM = """\
+# How every program below reads KEY from the file's lines: the last ``KEY=`` line wins,
+# as NCCL reads the file top to bottom. Written once so reading and checking never differ.
+_VALUE_OF = """\
+def value_of(lines, key):
+    value = None
+    for line in lines:
+        k, eq, v = line.partition("=")
+        if eq and k.strip() == key:
+            value = v.strip()
+    return value
+"""
+
+READ_PROGRAM = _VALUE_OF + (
+    """\
 import json, os, sys
 path, key = sys.argv[1:3]
 path = os.path.expanduser(path)
@@ -43,11 +56,7 @@ try:
     lines = open(path).read().splitlines()
 except FileNotFoundError:
     lines = None
-value = None
-for line in lines or ():
-    k, eq, v = line.partition("=")
-    if eq and k.strip() == key:
-        value = v.strip()
+value = value_of(lines or (), key)
 devices = []
 for where in ("/sys/class/net", "/sys/class/infiniband"):
     try:
@@ -56,8 +65,10 @@ for where in ("/sys/class/net", "/sys/class/infiniband"):
         pass
 print(json.dumps({"exists": lines is not None, "value": value, "devices": sorted(devices)}))
 """
+)
 
-SET_PROGRAM = """\
+SET_PROGRAM = _VALUE_OF + (
+    """\
 import os, shutil, sys, tempfile
 path, key, value, expected, backup = sys.argv[1:6]
 path, backup = os.path.expanduser(path), os.path.expanduser(backup)
@@ -66,11 +77,7 @@ try:
 except FileNotFoundError:
     old = None
 lines = (old or "").splitlines()
-current = None
-for line in lines:
-    k, eq, v = line.partition("=")
-    if eq and k.strip() == key:
-        current = v.strip()
+current = value_of(lines, key)
 if expected != ("unset" if current is None else "=" + current):
     sys.exit(f"{path}: {key} is {current!r} now, not what the plan read; changed nothing")
 if os.path.lexists(backup) or os.path.lexists(backup + ".none"):
@@ -105,8 +112,10 @@ except BaseException:
     os.unlink(tmp)
     raise
 """
+)
 
-RESTORE_PROGRAM = """\
+RESTORE_PROGRAM = _VALUE_OF + (
+    """\
 import os, sys
 path, backup = map(os.path.expanduser, sys.argv[1:3])
 if os.path.lexists(backup):
@@ -121,17 +130,13 @@ elif len(sys.argv) == 5:
         lines = open(path).read().splitlines()
     except FileNotFoundError:
         lines = []
-    current = None
-    for line in lines:
-        k, eq, v = line.partition("=")
-        if eq and k.strip() == key:
-            current = v.strip()
-    if current == value:
+    if value_of(lines, key) == value:
         sys.exit(f"{backup}: no backup to restore {path} from, and {key} is set")
     print(f"{path}: not changed ({key} is not {value}; no backup): nothing to restore")
 else:
     sys.exit(f"{backup}: no backup to restore {path} from")
 """
+)
 
 
 def check_conf_path(path: str) -> str:

@@ -160,6 +160,28 @@ def test_nccl_restore_of_a_change_that_never_ran_changes_nothing(tmp_path: Path)
     assert gone.returncode != 0 and "no backup" in gone.stderr
 
 
+def test_nccl_programs_agree_which_line_of_a_repeated_key_counts(tmp_path: Path) -> None:
+    """NCCL reads the file top to bottom, so the last ``KEY=`` line is the value: the read
+    the plan shows, the check before writing and the undo's check all see that one."""
+    conf = tmp_path / "nccl.conf"
+    conf.write_text("NCCL_IB_HCA=^=mlx5_0\nNCCL_DEBUG=WARN\n NCCL_IB_HCA = ^=mlx5_3 \n")
+    read = run_py("-c", nccl.READ_PROGRAM, str(conf), "NCCL_IB_HCA")
+    assert nccl.parse_read(read.stdout, "h") == (True, "^=mlx5_3")
+    backup = str(conf) + ".cwctl-4"
+    stale = run_py("-c", nccl.SET_PROGRAM, str(conf), "NCCL_IB_HCA", "x", "=^=mlx5_0", backup)
+    assert stale.returncode != 0 and "'^=mlx5_3' now" in stale.stderr
+    new = "^=mlx5_3,mlx5_1"
+    done = run_py("-c", nccl.SET_PROGRAM, str(conf), "NCCL_IB_HCA", new, "=^=mlx5_3", backup)
+    assert done.returncode == 0, done.stderr
+    assert conf.read_text() == f"NCCL_IB_HCA={new}\nNCCL_DEBUG=WARN\n"  # one line now
+    Path(backup).unlink()  # the undo finds the new value but no backup: a failure
+    gone = run_py("-c", nccl.RESTORE_PROGRAM, str(conf), backup, "NCCL_IB_HCA", new)
+    assert gone.returncode != 0 and "no backup" in gone.stderr
+    conf.write_text(f"NCCL_IB_HCA={new}\nNCCL_IB_HCA=^=mlx5_3\n")  # the last line is not it
+    never = run_py("-c", nccl.RESTORE_PROGRAM, str(conf), backup, "NCCL_IB_HCA", new)
+    assert never.returncode == 0 and "nothing to restore" in never.stdout
+
+
 _APPENDER = """
 import sys
 from pathlib import Path

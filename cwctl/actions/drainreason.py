@@ -5,6 +5,8 @@ text, never reach the operator's terminal raw)."""
 
 from __future__ import annotations
 
+DEFAULT_REASON = "cwctl"  # what the scheduler records when the operator gives no reason
+
 
 def suspect_reason(suspect: str) -> str:
     """The reason cwctl gives when it drains a host on its own (a reroute that can only

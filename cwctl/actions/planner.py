@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from cwctl.actions import k8s, nccl, route, simulated, slurm, switchroute
-from cwctl.actions.drainreason import suspect_reason, with_suspect
+from cwctl.actions.drainreason import DEFAULT_REASON, suspect_reason, with_suspect
 from cwctl.actions.plan import LOCAL, ActionPlan, Step, new_plan_id
 from cwctl.actions.runners import Runner, read_on_all
 from cwctl.errors import InputError
@@ -350,7 +350,7 @@ def plan_drain(
     )
 
 
-def plan_resume(host: str, target: Target, *, reason: str = "cwctl") -> ActionPlan:
+def plan_resume(host: str, target: Target, *, reason: str = DEFAULT_REASON) -> ActionPlan:
     return _plan_scheduler("resume", host, target, reason=reason)
 
 

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from cwctl import settings
 from cwctl.actions import prior
+from cwctl.actions.drainreason import DEFAULT_REASON
 from cwctl.actions.executor import (
     ROLLBACK_FAILED,
     Execution,
@@ -56,7 +57,7 @@ class Ask:
     kind: Kind
     element: str
     options: RouteOptions | None = None  # reroute: prefix, gateways, NCCL file
-    reason: str = "cwctl"  # drain / resume: for the scheduler
+    reason: str = DEFAULT_REASON  # drain / resume: for the scheduler
     evict: bool = False  # drain on Kubernetes
     sudo: bool = False
     suspect: str | None = None  # drain: the element that caused it (for the scheduler)

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from cwctl.actions.drainreason import DEFAULT_REASON
 from cwctl.cli.app import STATE, app, run_guarded
 from cwctl.cli.options import SIM_SHAPE, SourceFlags, build_request, source_flags
 
@@ -126,31 +127,11 @@ def reroute(
 
 
 def _scheduler_action(
-    kind: str,
-    host: str,
-    request: Any,
-    *,
-    reason: str,
-    evict: bool,
-    apply: bool,
-    yes: bool,
-    verify: bool,
-    fmt: PlanFormat = PlanFormat.table,
-    sudo: bool = False,
-    suspect: str | None = None,
+    request: Any, ask: Any, *, apply: bool, yes: bool, verify: bool, fmt: PlanFormat
 ) -> int:
-    from cwctl.actions.session import Ask
-    from cwctl.actions.shell import act
-
-    ask = Ask(
-        "drain" if kind == "drain" else "resume",
-        host,
-        reason=reason,
-        evict=evict,
-        sudo=sudo,
-        suspect=suspect,
-    )
     import asyncio  # lazy: `cwctl --help` need not load it
+
+    from cwctl.actions.shell import act
 
     return asyncio.run(act(ask, request, _shell(yes, fmt), apply=apply, check=verify))
 
@@ -164,7 +145,7 @@ def drain(
     flags: SourceFlags,
     reason: Annotated[
         str, typer.Option("--reason", metavar="TEXT", help="Why, for the scheduler.")
-    ] = "cwctl",
+    ] = DEFAULT_REASON,
     evict: Annotated[
         bool, typer.Option("--evict", help="Kubernetes: also evict its pods (kubectl drain).")
     ] = False,
@@ -190,19 +171,11 @@ def drain(
     """
 
     def body() -> int:
-        request = build_request(flags)
+        from cwctl.actions.session import Ask
+
+        ask = Ask("drain", host, reason=reason, evict=evict, sudo=sudo, suspect=suspect)
         return _scheduler_action(
-            "drain",
-            host,
-            request,
-            reason=reason,
-            evict=evict,
-            apply=apply,
-            yes=yes,
-            verify=verify,
-            fmt=fmt,
-            sudo=sudo,
-            suspect=suspect,
+            build_request(flags), ask, apply=apply, yes=yes, verify=verify, fmt=fmt
         )
 
     raise typer.Exit(run_guarded(body))
@@ -226,18 +199,11 @@ def resume(
     """
 
     def body() -> int:
-        request = build_request(flags)
+        from cwctl.actions.session import Ask
+
+        ask = Ask("resume", host, sudo=sudo)
         return _scheduler_action(
-            "resume",
-            host,
-            request,
-            reason="cwctl",
-            evict=False,
-            apply=apply,
-            yes=yes,
-            verify=False,
-            fmt=fmt,
-            sudo=sudo,
+            build_request(flags), ask, apply=apply, yes=yes, verify=False, fmt=fmt
         )
 
     raise typer.Exit(run_guarded(body))

@@ -115,3 +115,18 @@ def test_cli_dry_run_shows_the_reason_and_suspect(
     assert "NIC flaps (suspect gpu-007/mlx5_1)" in result.stdout
     if kind == "k8s":
         assert "cwctl.io/drained=gpu-007_mlx5_1:NoSchedule" in result.stdout
+
+
+def test_without_a_reason_drain_and_resume_say_cwctl(tmp_path: Path) -> None:
+    """The default reason, one constant for the CLI flag, the front door's Ask and the
+    planner: what Slurm records, and what re-draining after a resume would record."""
+    inv = tmp_path / "inventory.toml"
+    inv.write_text('[scheduler]\nkind = "slurm"\nhost = "ctl"\n\n'
+                   '[[host]]\nname = "gpu-007"\naddress = "10.0.1.7"\n')  # fmt: skip
+    env = {"CWCTL_STATE_DIR": str(tmp_path / "state")}
+    drained = CliRunner().invoke(app, ["drain", "gpu-007", "-i", str(inv)], env=env)
+    assert drained.exit_code == 0, drained.output
+    assert "State=DRAIN Reason=cwctl\n" in drained.stdout
+    resumed = CliRunner().invoke(app, ["resume", "gpu-007", "-i", str(inv)], env=env)
+    assert resumed.exit_code == 0, resumed.output
+    assert "undo: scontrol update NodeName=gpu-007 State=DRAIN Reason=cwctl\n" in resumed.stdout

@@ -151,18 +151,13 @@ class _SnapshotCollector(Collector):
         for p in self.snapshot.paths:
             tallies.setdefault((p.src, "out"), _Tally()).add(p)
             tallies.setdefault((p.dst, "in"), _Tally()).add(p)
-        loss = _gauge(
-            "cwctl_host_loss_ratio",
-            "Share of probes lost over the paths a host sends on (out) or receives on (in).",
+        yield from self._tallied(
+            "host",
             ["host", "direction"],
+            tallies,
+            over="the paths a host sends on (out) or receives on (in)",
+            among="among the host's paths",
         )
-        queue = _gauge(
-            "cwctl_host_queueing_seconds",
-            "Worst queueing (p99 one-way delay over the path's floor) among the host's paths."
-            + self.delayed,
-            ["host", "direction"],
-        )
-        yield from _fill(tallies.items(), loss, queue)
 
     def _leaf_pairs(self) -> Iterator[Metric]:
         leaf = {h.name: h.leaf for h in self.snapshot.hosts if h.leaf}
@@ -173,16 +168,29 @@ class _SnapshotCollector(Collector):
                 tallies.setdefault((a, b), _Tally()).add(p)
         if not tallies:
             return
-        loss = _gauge(
-            "cwctl_leaf_pair_loss_ratio",
-            "Share of probes lost over the paths from hosts on one leaf to hosts on another.",
+        yield from self._tallied(
+            "leaf_pair",
             ["src_leaf", "dst_leaf"],
+            tallies,
+            over="the paths from hosts on one leaf to hosts on another",
+            among="between two leaves",
         )
+
+    def _tallied(
+        self,
+        name: str,
+        labels: list[str],
+        tallies: dict[tuple[str, str], _Tally],
+        *,
+        over: str,
+        among: str,
+    ) -> Iterator[Metric]:
+        """The loss and queueing gauges of ``cwctl_<name>_...``, one series per tally."""
+        loss = _gauge(f"cwctl_{name}_loss_ratio", f"Share of probes lost over {over}.", labels)
         queue = _gauge(
-            "cwctl_leaf_pair_queueing_seconds",
-            "Worst queueing (p99 one-way delay over the path's floor) between two leaves."
-            + self.delayed,
-            ["src_leaf", "dst_leaf"],
+            f"cwctl_{name}_queueing_seconds",
+            f"Worst queueing (p99 one-way delay over the path's floor) {among}." + self.delayed,
+            labels,
         )
         yield from _fill(tallies.items(), loss, queue)
 

@@ -143,6 +143,19 @@ def test_help_text_uses_the_duration_formatter(faulty: FabricSnapshot) -> None:
     assert "delayed above" in line and (" ns " in line or " us " in line)
 
 
+def test_host_and_leaf_pair_tallies_are_defined_alike(faulty: FabricSnapshot) -> None:
+    helps = {
+        x.split()[2]: x.split(None, 3)[3]
+        for x in render_prom(faulty).splitlines()
+        if x.startswith("# HELP cwctl_")
+    }
+    for scope in ("host", "leaf_pair"):
+        assert helps[f"cwctl_{scope}_loss_ratio"].startswith("Share of probes lost over the ")
+        queueing = helps[f"cwctl_{scope}_queueing_seconds"]
+        assert queueing.startswith("Worst queueing (p99 one-way delay over the path's floor) ")
+        assert "delayed above" in queueing
+
+
 def test_cli_prom_paths_flag(tmp_path: Path) -> None:
     base = ["scan", "--sim", "--hosts", "16", "--duration", "0.3", "--format", "prom"]
     plain = CliRunner().invoke(app, base)

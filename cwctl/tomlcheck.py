@@ -12,7 +12,7 @@ import difflib
 import math
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 _BARE = r"[A-Za-z0-9_-]+"
@@ -101,6 +101,11 @@ def syntax_problem(label: str, text: str, exc: tomllib.TOMLDecodeError) -> str:
 MISSING = object()
 
 
+def _is(*types: type) -> Callable[[Any], bool]:
+    """A test for a TOML value of one of ``types`` (a boolean is never a number)."""
+    return lambda v: isinstance(v, types) and (bool in types or not isinstance(v, bool))
+
+
 def toml_type(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
@@ -177,12 +182,20 @@ class TomlChecker:
 
     # Typed getters: each returns the value, or None after recording a problem.
 
-    def string(self, table: Mapping[str, Any], where: str, key: str) -> str | None:
+    def _typed(
+        self, table: Mapping[str, Any], path: str, key: str, fits: Callable[[Any], bool], want: str
+    ) -> Any:
+        """``table[key]`` if ``fits(value)``; ``MISSING`` when absent, or when it does not
+        fit (a problem names ``path``: ``must be WANT, not TYPE``)."""
         value = table.get(key, MISSING)
+        if value is not MISSING and not fits(value):
+            self.problem(path, f"must be {want}, not {toml_type(value)}")
+            return MISSING
+        return value
+
+    def string(self, table: Mapping[str, Any], where: str, key: str) -> str | None:
+        value = self._typed(table, f"{where}.{key}", key, _is(str), "a string")
         if value is MISSING:
-            return None
-        if not isinstance(value, str):
-            self.problem(f"{where}.{key}", f"must be a string, not {toml_type(value)}")
             return None
         if not value.strip():
             self.problem(f"{where}.{key}", "must not be empty")
@@ -207,11 +220,8 @@ class TomlChecker:
         lo: int,
         hi: int | None = None,
     ) -> int | None:
-        value = table.get(key, MISSING)
+        value = self._typed(table, f"{where}.{key}", key, _is(int), "an integer")
         if value is MISSING:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.problem(f"{where}.{key}", f"must be an integer, not {toml_type(value)}")
             return None
         if value < lo or (hi is not None and value > hi):
             bound = f"between {lo} and {hi}" if hi is not None else f">= {lo}"
@@ -220,20 +230,12 @@ class TomlChecker:
         return value
 
     def boolean(self, table: Mapping[str, Any], where: str, key: str) -> bool | None:
-        value = table.get(key, MISSING)
-        if value is MISSING:
-            return None
-        if not isinstance(value, bool):
-            self.problem(f"{where}.{key}", f"must be true or false, not {toml_type(value)}")
-            return None
-        return value
+        value = self._typed(table, f"{where}.{key}", key, _is(bool), "true or false")
+        return None if value is MISSING else value
 
     def positive(self, table: Mapping[str, Any], where: str, key: str) -> float | None:
-        value = table.get(key, MISSING)
+        value = self._typed(table, f"{where}.{key}", key, _is(int, float), "a number")
         if value is MISSING:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            self.problem(f"{where}.{key}", f"must be a number, not {toml_type(value)}")
             return None
         if not math.isfinite(value) or value <= 0:
             self.problem(f"{where}.{key}", f"must be a number > 0, not {value}")
@@ -257,11 +259,8 @@ class TomlChecker:
         self, table: Mapping[str, Any], where: str, key: str, pattern: re.Pattern[str], what: str
     ) -> tuple[str, ...] | None:
         """An array of distinct strings, each matching ``pattern``."""
-        value = table.get(key, MISSING)
+        value = self._typed(table, f"{where}.{key}", key, _is(list), "an array of strings")
         if value is MISSING:
-            return None
-        if not isinstance(value, list):
-            self.problem(f"{where}.{key}", f"must be an array of strings, not {toml_type(value)}")
             return None
         out: list[str] = []
         ok = True
@@ -280,20 +279,12 @@ class TomlChecker:
         return tuple(out) if ok else None
 
     def table(self, doc: Mapping[str, Any], key: str) -> dict[str, Any]:
-        value = doc.get(key, MISSING)
-        if value is MISSING:
-            return {}
-        if not isinstance(value, dict):
-            self.problem(key, f"must be a table ([{key}]), not {toml_type(value)}")
-            return {}
-        return value
+        value = self._typed(doc, key, key, _is(dict), f"a table ([{key}])")
+        return {} if value is MISSING else value
 
     def array_of_tables(self, doc: Mapping[str, Any], key: str) -> list[tuple[str, dict[str, Any]]]:
-        value = doc.get(key, MISSING)
+        value = self._typed(doc, key, key, _is(list), f"an array of tables ([[{key}]])")
         if value is MISSING:
-            return []
-        if not isinstance(value, list):
-            self.problem(key, f"must be an array of tables ([[{key}]]), not {toml_type(value)}")
             return []
         out = []
         for i, item in enumerate(value):

@@ -35,11 +35,7 @@ def max_margin_refine(
     span = 10 * np.minimum(fits.sigma_drift_ppb, 1e5) * 1e-9 + 1e-9
 
     def margin(b: F64) -> tuple[F64, F64, F64]:
-        v = y - b[pair_of] * x
-        top = np.full(n_pairs, np.inf)
-        bottom = np.full(n_pairs, -np.inf)
-        np.minimum.at(top, pair_of[upper], v[upper])
-        np.maximum.at(bottom, pair_of[~upper], v[~upper])
+        top, bottom = _envelopes(y - b[pair_of] * x, pair_of, upper, n_pairs)
         return top - bottom, top, bottom
 
     if not search:  # keep the envelope fit's slope: the widest margin at that slope
@@ -62,11 +58,7 @@ def max_margin_refine(
     # the margin at the chosen slope, per flow (a flow is the whole pair unless the
     # points were split by flow): theta is the mean midline of the flows with both clouds
     n_flows = len(points.flow_pair)
-    v = y - b[pair_of] * x
-    top = np.full(n_flows, np.inf)
-    bottom = np.full(n_flows, -np.inf)
-    np.minimum.at(top, flow_of[upper], v[upper])
-    np.maximum.at(bottom, flow_of[~upper], v[~upper])
+    top, bottom = _envelopes(y - b[pair_of] * x, flow_of, upper, n_flows)
     both = np.isfinite(top) & np.isfinite(bottom)
     fp = points.flow_pair[both]
     count = np.bincount(fp, minlength=n_pairs).astype(np.float64)
@@ -79,3 +71,13 @@ def max_margin_refine(
     out.drift_ppb = np.where(good, b * 1e9, fits.drift_ppb)
     out.delay_floor_ns = np.where(good, gap, fits.delay_floor_ns)
     return out
+
+
+def _envelopes(v: F64, group: np.ndarray, upper: np.ndarray, n: int) -> tuple[F64, F64]:
+    """Per group, the lowest ``v`` of the upper cloud and the highest of the lower one
+    (inf and -inf where a group has none): the two edges of the gap."""
+    top = np.full(n, np.inf)
+    bottom = np.full(n, -np.inf)
+    np.minimum.at(top, group[upper], v[upper])
+    np.maximum.at(bottom, group[~upper], v[~upper])
+    return top, bottom

@@ -184,3 +184,14 @@ def test_sliding_solver_matches_a_full_solve_and_warm_starts(method: str) -> Non
     assert sol2.quality["cg_iterations"] < full.quality["cg_iterations"]
     assert sol1.t_ref_ns < sol2.t_ref_ns
     assert np.max(np.abs(errors(sol2, clocks)[0])) < 20.0
+
+
+def test_margin_envelopes_per_group_with_empty_clouds_left_open() -> None:
+    from cwctl.sync.margin import _envelopes
+
+    v = np.array([5.0, 3.0, 1.0, -1.0, 7.0, 2.0])
+    group = np.array([0, 0, 0, 0, 1, 2])
+    upper = np.array([True, True, False, False, True, False])
+    top, bottom = _envelopes(v, group, upper, 4)
+    assert top.tolist() == [3.0, 7.0, np.inf, np.inf]  # lowest upper point per group
+    assert bottom.tolist() == [1.0, -np.inf, 2.0, -np.inf]  # highest lower point per group

@@ -32,6 +32,7 @@ from cwctl.cli.options import (
     source_flags,
 )
 from cwctl.errors import EXIT_OK, EXIT_PROBLEMS
+from cwctl.transport.k8s import DEFAULT_DEADLINE_S, DEFAULT_IMAGE, DEFAULT_NAMESPACE
 from cwctl.units import parse_ns
 
 HEATMAP_MAX_DEFAULT = "100us"
@@ -183,19 +184,19 @@ def inventory_pods(
     ] = "scan",
     namespace: Annotated[
         str, typer.Option("--namespace", metavar="NAME", help="Namespace of the pods.")
-    ] = ("cwctl"),
+    ] = DEFAULT_NAMESPACE,
     image: Annotated[
         str,
         typer.Option(
             "--image", metavar="IMAGE", help="Container image with python3 (stdlib only)."
         ),
-    ] = "python:3.12-slim",
+    ] = DEFAULT_IMAGE,
     deadline: Annotated[
         int,
         typer.Option(
             "--deadline", min=10, metavar="SECONDS", help="Seconds before Kubernetes ends a pod."
         ),
-    ] = 120,
+    ] = DEFAULT_DEADLINE_S,
 ) -> None:
     """Print the per-node agent pods for Kubernetes (a v1 List, JSON: kubectl apply -f -).
 

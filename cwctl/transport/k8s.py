@@ -23,13 +23,16 @@ faked in tests. Pods are named ``cwctl-agent-<node>-<scan>`` so two scans never 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cwctl.inventory import Inventory
 from cwctl.probe.bootstrap import BOOTSTRAP_CODE
+
+if TYPE_CHECKING:  # the CLI reads the defaults below at start-up: keep this module light
+    from cwctl.inventory import Inventory
 
 DEFAULT_IMAGE = "python:3.12-slim"
 DEFAULT_NAMESPACE = "cwctl"
+DEFAULT_DEADLINE_S = 120  # activeDeadlineSeconds: Kubernetes ends a pod after this
 LABEL = "app.kubernetes.io/name"
 _DNS_LABEL = re.compile(r"[^a-z0-9-]+")
 
@@ -48,7 +51,7 @@ def agent_pod(
     namespace: str = DEFAULT_NAMESPACE,
     image: str = DEFAULT_IMAGE,
     python: str = "python3",
-    deadline_s: int = 120,
+    deadline_s: int = DEFAULT_DEADLINE_S,
 ) -> dict[str, Any]:
     """The pod that runs ``node``'s agent for one scan."""
     return {
@@ -101,7 +104,7 @@ def agent_pods(
     scan_id: str,
     namespace: str = DEFAULT_NAMESPACE,
     image: str = DEFAULT_IMAGE,
-    deadline_s: int = 120,
+    deadline_s: int = DEFAULT_DEADLINE_S,
 ) -> dict[str, Any]:
     """Every inventory host's agent pod, as one ``v1 List`` for ``kubectl apply -f``."""
     if not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,14}[a-z0-9])?", scan_id):

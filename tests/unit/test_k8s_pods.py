@@ -57,6 +57,20 @@ def test_one_pinned_ephemeral_unprivileged_pod_per_host(tmp_path: Path) -> None:
     assert items[1]["spec"]["containers"][0]["command"][0] == "/opt/py/bin/python3"
 
 
+def test_without_flags_the_cli_and_the_library_give_the_same_pods(tmp_path: Path) -> None:
+    from cwctl.inventory import parse_inventory
+    from cwctl.transport.k8s import agent_pods
+
+    result = pods(tmp_path)
+    assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
+    listing = json.loads(result.stdout)  # type: ignore[attr-defined]
+    assert listing == agent_pods(parse_inventory(INVENTORY), scan_id="scan")
+    pod = listing["items"][0]
+    assert pod["metadata"]["namespace"] == "cwctl"
+    assert pod["spec"]["activeDeadlineSeconds"] == 120
+    assert pod["spec"]["containers"][0]["image"] == "python:3.12-slim"
+
+
 def test_the_pod_command_starts_an_agent_from_its_stdin(tmp_path: Path) -> None:
     listing = json.loads(pods(tmp_path).stdout)  # type: ignore[attr-defined]
     command = listing["items"][0]["spec"]["containers"][0]["command"]

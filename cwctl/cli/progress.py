@@ -19,7 +19,26 @@ from typing import Any, TextIO
 CLEAR = "\r\x1b[K"
 
 
-class ProgressLine:
+class InPlaceLine:
+    """A line on ``stream`` drawn over itself (carriage return, erase), and erased."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.shown = False
+
+    def show(self, text: str) -> None:
+        self.stream.write(CLEAR + text)
+        self.stream.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            self.stream.write(CLEAR)
+            self.stream.flush()
+            self.shown = False
+
+
+class ProgressLine(InPlaceLine):
     """One line, redrawn in place: ``cwctl: scan: 12/64 hosts · 48,000 probes · 1.4 s left``."""
 
     def __init__(
@@ -30,7 +49,7 @@ class ProgressLine:
         clock: Callable[[], float] = time.monotonic,
         min_interval_s: float = 0.1,
     ) -> None:
-        self.stream = stream
+        super().__init__(stream)
         self.label = label
         self.clock = clock
         self.min_interval_s = min_interval_s
@@ -39,7 +58,6 @@ class ProgressLine:
         self.records = 0
         self.ends_at: float | None = None
         self._drawn_at = -1e9
-        self._shown = False
 
     def text(self) -> str:
         parts = []
@@ -77,15 +95,7 @@ class ProgressLine:
         if not force and now - self._drawn_at < self.min_interval_s:
             return
         self._drawn_at = now
-        self.stream.write(CLEAR + self.text())
-        self.stream.flush()
-        self._shown = True
-
-    def clear(self) -> None:
-        if self._shown:
-            self.stream.write(CLEAR)
-            self.stream.flush()
-            self._shown = False
+        self.show(self.text())
 
 
 def event_logger(stream: TextIO) -> Callable[[str, dict[str, Any]], None]:
@@ -113,28 +123,19 @@ def progress_for(
     return None
 
 
-class StepLine:
+class StepLine(InPlaceLine):
     """An action's steps as they start, in place: ``cwctl: apply: step 2 on leaf2:
     running (ECMP weight of spine3 1 -> 0)``. ``clear()`` before the next message."""
 
     def __init__(self, stream: TextIO, *, width: int = 100) -> None:
-        self.stream = stream
+        super().__init__(stream)
         self.width = width
-        self.shown = False
 
     def __call__(self, index: int, step: Any, what: str) -> None:
         text = f"cwctl: apply: step {index + 1} on {step.host}: {what} ({step.description})"
         if len(text) > self.width:
             text = text[: self.width - 1] + "…"
-        self.stream.write(CLEAR + text)
-        self.stream.flush()
-        self.shown = True
-
-    def clear(self) -> None:
-        if self.shown:
-            self.stream.write(CLEAR)
-            self.stream.flush()
-            self.shown = False
+        self.show(text)
 
 
 def step_line_for(stream: TextIO, *, quiet: bool) -> StepLine | None:

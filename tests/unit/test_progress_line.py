@@ -123,3 +123,15 @@ def test_an_applied_action_shows_its_steps_on_a_terminal(tmp_path: Path) -> None
     assert "plan " in stdout  # the plan itself is data, on stdout
     assert "cwctl: apply: step 4 on sim: running (leaf4: ECMP weight of spine3 1 -> 0)" in tty
     assert CLEAR + "steps:" in tty  # the line gives way to the list of what ran
+
+
+def test_both_lines_erase_only_what_they_drew() -> None:
+    from cwctl.cli.progress import StepLine
+
+    for line in (ProgressLine(io.StringIO()), StepLine(io.StringIO())):
+        line.clear()
+        assert line.stream.getvalue() == ""  # type: ignore[attr-defined]
+        line.show("cwctl: x")
+        line.clear()
+        line.clear()
+        assert line.stream.getvalue() == CLEAR + "cwctl: x" + CLEAR  # type: ignore[attr-defined]

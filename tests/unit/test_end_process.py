@@ -36,10 +36,16 @@ async def test_a_child_deaf_to_eof_gets_the_next_signal() -> None:
     assert proc.returncode == -signal.SIGTERM
 
 
-async def test_the_escalation_goes_on_while_the_child_ignores_a_signal() -> None:
+async def stubborn() -> asyncio.subprocess.Process:
+    """A child that ignores SIGTERM and stdin EOF, once its handler is in place."""
     proc = await start(sys.executable, "-c", STUBBORN)
     assert proc.stdout is not None
     assert await proc.stdout.readline() == b"ready\n"
+    return proc
+
+
+async def test_the_escalation_goes_on_while_the_child_ignores_a_signal() -> None:
+    proc = await stubborn()
     await end_process(proc, ((signal.SIGTERM, 0.2), (signal.SIGINT, 0.2), (signal.SIGKILL, 30.0)))
     # SIGINT raised KeyboardInterrupt inside time.sleep; Python then exits by SIGINT
     assert proc.returncode == -signal.SIGINT
@@ -52,9 +58,7 @@ async def test_sigint_step_as_slurm_uses_it() -> None:
 
 
 async def test_kill_is_the_last_word() -> None:
-    proc = await start(sys.executable, "-c", STUBBORN)
-    assert proc.stdout is not None
-    assert await proc.stdout.readline() == b"ready\n"
+    proc = await stubborn()
     await end_process(proc, ((signal.SIGTERM, 0.2), (signal.SIGKILL, 30.0)))
     assert proc.returncode == -signal.SIGKILL
 

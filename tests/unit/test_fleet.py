@@ -1,5 +1,7 @@
-"""``cwctl sync``'s fleet over an inventory reaches the same hosts, the same way, as a
-scan does: the hosts (leaf and NICs included) and the launcher's request settings."""
+"""What a scan of an inventory (ssh, slurm) and ``cwctl sync``'s fleet take from it and
+from the request, written once in ``transport/plan.py``: the hosts (leaf and NICs
+included), duration, seed, probe flags, hello timeout, binds; and the SSH launcher the
+request asks for (host-key policy, concurrency)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ import pytest
 
 from cwctl.chrony.fleet import fleet_for
 from cwctl.collection import HostInfo
-from cwctl.inventory import load_inventory
+from cwctl.inventory import ProbeSettings, load_inventory
+from cwctl.pathcache import PathCache
 from cwctl.request import ScanRequest
-from cwctl.transport.plan import inventory_hosts
+from cwctl.transport.plan import inventory_hosts, inventory_plan, request_plan
 from cwctl.transport.ssh import SSHLauncher
 
 NO_DEV_SSH = {"config": None, "agent_path": None}
@@ -25,6 +28,11 @@ def inventory_file(tmp_path: Path) -> Path:
 [ssh]
 known_hosts = "{tmp_path / "known_hosts"}"
 concurrency = 7
+connect_timeout = 7
+
+[probe]
+duration = 3.5
+rate = 20
 
 [[switch]]
 name = "spine1"
@@ -40,6 +48,7 @@ name = "gpu-001"
 address = "10.0.1.1"
 leaf = "leaf1"
 nics = ["mlx5_0", "mlx5_1"]
+probe_address = "10.9.0.1"
 
 [[host]]
 name = "gpu-002"
@@ -87,3 +96,28 @@ async def test_without_a_request_concurrency_the_inventory_s_holds(inventory_fil
     await launcher.semaphore.acquire()
     assert launcher.semaphore.locked()
     await launcher.close()
+
+
+def test_request_duration_else_the_settings() -> None:
+    hosts = [HostInfo("a", "127.0.0.2")]
+    plain = request_plan(ScanRequest(), hosts, ProbeSettings(duration=4.0), "local")
+    assert (plain.duration_s, plain.seed, plain.source) == (4.0, 0, "local")
+    asked = ScanRequest(duration_s=1.5, overrides={"seed": 9})
+    plan = request_plan(asked, hosts, ProbeSettings(duration=4.0), "local")
+    assert (plan.duration_s, plan.seed, plan.hosts) == (1.5, 9, hosts)
+
+
+def test_an_inventory_plan_takes_the_inventory_under_the_request(inventory_file: Path) -> None:
+    cache = PathCache()
+    request = ScanRequest(inventory=inventory_file, overrides={"rate": 50.0, "seed": 3})
+    plan = inventory_plan(
+        load_inventory(inventory_file), request, source="slurm", hello_margin_s=30.0, cache=cache
+    )
+    assert plan.source == "slurm" and plan.cache is cache
+    assert plan.hosts == EXPECTED
+    assert plan.duration_s == 3.5  # the inventory's [probe] duration: the request gave none
+    assert plan.settings.rate == 50.0  # the flag over the inventory's 20
+    assert plan.seed == 3
+    assert plan.hello_timeout_s == 37.0  # connect_timeout 7 + the source's margin
+    assert plan.bind == {"gpu-001": "10.9.0.1"}  # the fabric address, not the SSH one
+    assert plan.topology is not None and plan.topology.leaf_of["gpu-001"] == "leaf1"

@@ -55,9 +55,6 @@ def finish_grace_s(n_hosts: int) -> float:
     return FINISH_GRACE_BASE_S + FINISH_GRACE_PER_HOST_S * max(0, n_hosts)
 
 
-_STDERR_KEEP = 4096
-
-
 def raise_fd_limit(n_hosts: int, per_host: int = 4) -> None:
     """Lift the soft open-files limit towards the hard one: every host holds a session
     (a socket, or three pipes) for the whole scan, and 1024 is a common default."""

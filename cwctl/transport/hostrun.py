@@ -51,6 +51,22 @@ class AgentSession(Protocol):
 Launcher = Callable[[HostInfo], Awaitable[AgentSession]]
 
 EndStep = tuple[signal.Signals | None, float]
+STDERR_KEEP = 4096  # bytes of an agent's stderr kept: its last words explain an exit
+
+
+async def read_tail(
+    read: Callable[[int], Awaitable[bytes]],
+    *,
+    keep: int = STDERR_KEEP,
+    stop_on: tuple[type[BaseException], ...] = (),
+) -> str:
+    """Read a stream to its end (or to one of ``stop_on``), keeping the last ``keep``
+    bytes, decoded."""
+    tail = b""
+    with contextlib.suppress(*stop_on):
+        while chunk := await read(4096):
+            tail = (tail + chunk)[-keep:]
+    return tail.decode("utf-8", "replace")
 
 
 async def end_process(proc: asyncio.subprocess.Process, steps: Sequence[EndStep]) -> None:

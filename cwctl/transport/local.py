@@ -21,7 +21,7 @@ from cwctl.names import local_host_names
 from cwctl.probe.bootstrap import bootstrap_argv
 from cwctl.request import Progress, ScanRequest
 from cwctl.transport.base import run_scan
-from cwctl.transport.hostrun import HostFailure, end_process
+from cwctl.transport.hostrun import HostFailure, end_process, read_tail
 from cwctl.transport.plan import probe_settings, request_plan
 
 
@@ -50,10 +50,7 @@ class LocalSession:
 
     async def _read_stderr(self) -> str:
         assert self.proc.stderr is not None
-        tail = b""
-        while chunk := await self.proc.stderr.read(4096):
-            tail = (tail + chunk)[-4096:]
-        return tail.decode("utf-8", "replace")
+        return await read_tail(self.proc.stderr.read)
 
     async def send(self, data: bytes) -> None:
         assert self.proc.stdin is not None

@@ -36,11 +36,10 @@ from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import BOOTSTRAP_CODE
 from cwctl.request import Progress, ScanRequest
 from cwctl.transport.base import run_scan
-from cwctl.transport.hostrun import HostFailure, end_process
+from cwctl.transport.hostrun import STDERR_KEEP, HostFailure, end_process
 from cwctl.transport.plan import inventory_plan
 
 STUB = Path(__file__).resolve().parents[1] / "probe" / "srunstub.py"
-STDERR_KEEP = 4096
 
 
 def srun_argv(nodes: Sequence[str], python: str = "python3", srun: str = "srun") -> list[str]:

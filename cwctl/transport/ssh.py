@@ -30,7 +30,7 @@ from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import bootstrap_command
 from cwctl.request import Progress, ScanRequest
 from cwctl.transport.base import hard_lifetime_s, run_scan
-from cwctl.transport.hostrun import HostFailure
+from cwctl.transport.hostrun import HostFailure, read_tail
 from cwctl.transport.plan import inventory_plan
 
 # AES-GCM first: with AES-NI it costs far less per packet than asyncssh's ChaCha20-Poly1305
@@ -46,7 +46,6 @@ PREFERRED_CIPHERS = (
 )
 KEEPALIVE_INTERVAL_S = 5.0
 KEEPALIVE_COUNT_MAX = 3
-_STDERR_KEEP = 4096
 
 
 def known_hosts_line(address: str, port: int, key: asyncssh.SSHKey) -> str:
@@ -70,11 +69,7 @@ class SSHSession:
         self._stderr = asyncio.create_task(self._read_stderr())
 
     async def _read_stderr(self) -> str:
-        tail = b""
-        with contextlib.suppress(asyncssh.Error, OSError):
-            while chunk := await self.proc.stderr.read(4096):
-                tail = (tail + chunk)[-_STDERR_KEEP:]
-        return tail.decode("utf-8", "replace")
+        return await read_tail(self.proc.stderr.read, stop_on=(asyncssh.Error, OSError))
 
     async def send(self, data: bytes) -> None:
         self.proc.stdin.write(data)

@@ -82,11 +82,13 @@ class ProbeTable:
         return self.hosts.index(name)
 
     def select(self, mask: npt.NDArray[np.bool_] | npt.NDArray[np.intp]) -> ProbeTable:
-        """The rows where ``mask`` holds (or at the given indices)."""
+        """The rows where ``mask`` holds (or at the given indices). A constant column
+        kept as a broadcast view (the simulator's ``gap_ns`` and ``ts``) stays one."""
+        n = int(np.count_nonzero(mask)) if mask.dtype == np.bool_ else len(mask)
         return ProbeTable(
             hosts=self.hosts,
             nics=self.nics,
-            **{name: getattr(self, name)[mask] for name in COLUMNS},
+            **{name: _pick(getattr(self, name), mask, n) for name in COLUMNS},
         )
 
     def sorted_by_pair(self) -> ProbeTable:
@@ -159,6 +161,13 @@ class ProbeBatch(ProbeTable):
         if self.sender is not None:
             return {self.sender} if len(self) else set()
         return {self.hosts[i] for i in np.unique(self.src).tolist()}
+
+
+def _pick(column: np.ndarray, mask: np.ndarray, n: int) -> np.ndarray:
+    """``column[mask]``; a broadcast constant (stride 0) as a broadcast view of ``n`` rows."""
+    if column.ndim == 1 and column.strides == (0,) and len(column):
+        return np.broadcast_to(column[:1], (n,))
+    return column[mask]
 
 
 def _one_or_all(column: np.ndarray) -> int | list[int]:

@@ -32,12 +32,22 @@ BLOCK_ROWS = 2_000_000  # rows per block, about 150 MB of fit temporaries
 def pair_blocks(table: ProbeTable, block_rows: int) -> list[np.ndarray]:
     """Row indices of each block (every row of a pair in one block, rows in order)."""
     n_blocks = max(1, -(-len(table) // block_rows))
-    lo = np.minimum(table.src, table.dst).astype(np.uint64)
-    hi = np.maximum(table.src, table.dst).astype(np.uint64)
+    src, dst = table.src, table.dst
+    if len(src) == 0:
+        return [np.zeros(0, np.intp)]
+    # rows come in runs of one pair (a simulator's edge-major table, an agent's batch):
+    # the pair's block is worked out once per run and repeated over it
+    starts = np.flatnonzero(np.r_[True, (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])])
+    lengths = np.diff(np.r_[starts, len(src)])
+    lo = np.minimum(src[starts], dst[starts]).astype(np.uint64)
+    hi = np.maximum(src[starts], dst[starts]).astype(np.uint64)
     with np.errstate(over="ignore"):
         mixed = (lo * np.uint64(0x9E3779B97F4A7C15)) ^ (hi * np.uint64(0xBF58476D1CE4E5B9))
         mixed ^= mixed >> np.uint64(31)
-    block = (mixed % np.uint64(n_blocks)).astype(np.int16 if n_blocks < 2**15 else np.int32)
+    dtype = np.int16 if n_blocks < 2**15 else np.int32
+    block = np.repeat((mixed % np.uint64(n_blocks)).astype(dtype), lengths)
+    if n_blocks <= 16:  # a pass per block beats a sort of every row
+        return [np.flatnonzero(block == b) for b in range(n_blocks)]
     order = np.argsort(block, kind="stable")  # radix sort for 16-bit keys
     bounds = np.searchsorted(block[order], np.arange(n_blocks + 1))
     return [order[bounds[b] : bounds[b + 1]] for b in range(n_blocks)]

@@ -40,9 +40,12 @@ def dead_hosts(
     """Dead hosts as suspects, and a mask over hosts (table order, plus a trailing False)."""
     n = len(table.hosts)
     src, dst = table.src[usable_rows], table.dst[usable_rows]
-    back = (table.t4[usable_rows] != 0).astype(np.float64)
-    tried = np.bincount(src, minlength=n) + np.bincount(dst, minlength=n)
-    answered = np.bincount(src, back, minlength=n) + np.bincount(dst, back, minlength=n)
+    back = table.t4[usable_rows] != 0
+    # per host, exchanges tried and answered: one integer count over (host, came back)
+    ends = np.bincount(src * 2 + back, minlength=2 * n) + np.bincount(
+        dst * 2 + back, minlength=2 * n
+    )
+    tried, answered = ends[0::2] + ends[1::2], ends[1::2]
     dead = (tried >= MIN_DEAD_EXCHANGES) & (answered == 0)
     leaves: dict[str, list[int]] = {}
     for i, host in enumerate(table.hosts):
@@ -51,22 +54,37 @@ def dead_hosts(
     for members in leaves.values():
         if len(members) >= 2 and dead[members].all():
             dead[members] = False  # the whole leaf is silent: the leaf's doing
-    suspects = []
-    for i in np.flatnonzero(dead).tolist():
-        peers = {int(x) for x in dst[src == i]} | {int(x) for x in src[dst == i]}
-        suspects.append(
-            Suspect(
-                element=table.hosts[i],
-                kind="host",
-                score=1.0,
-                evidence=(
-                    f"dead host: none of its {int(tried[i])} exchanges with {len(peers)} peers "
-                    "came back, its own probes or theirs (the host, or every NIC of it, is cut "
-                    "off from the fabric)"
-                ),
-            )
+    peers = _peer_counts(src, dst, dead, n)
+    suspects = [
+        Suspect(
+            element=table.hosts[i],
+            kind="host",
+            score=1.0,
+            evidence=(
+                f"dead host: none of its {int(tried[i])} exchanges with {peers[i]} peers "
+                "came back, its own probes or theirs (the host, or every NIC of it, is cut "
+                "off from the fabric)"
+            ),
         )
+        for i in np.flatnonzero(dead).tolist()
+    ]
     return suspects, np.append(dead, False)
+
+
+def _peer_counts(
+    src: npt.NDArray[np.int32], dst: npt.NDArray[np.int32], dead: B, n: int
+) -> list[int]:
+    """Per host, how many distinct peers it exchanged with, counted for ``dead`` hosts
+    only (0 elsewhere): one pass over the rows, whatever the number of dead hosts."""
+    out = np.zeros(n, np.int64)
+    if dead.any():
+        mine = dead[src] | dead[dst]
+        a, b = src[mine].astype(np.int64), dst[mine].astype(np.int64)
+        host = np.concatenate([a, b])
+        peer = np.concatenate([b, a])
+        pairs = np.unique(host[dead[host]] * n + peer[dead[host]])
+        out = np.bincount(pairs // n, minlength=n)
+    return out.tolist()  # type: ignore[no-any-return]
 
 
 def unlocalised(flows: Sequence[tuple[str, str, str, str]]) -> dict[str, Any] | None:

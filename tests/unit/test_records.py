@@ -14,6 +14,7 @@ from cwctl.errors import RecordError
 from cwctl.records import (
     TS_SOURCES,
     ProbeRecord,
+    ProbeTable,
     ProbeTableBuilder,
     concat_tables,
     decode_probe,
@@ -137,3 +138,29 @@ def test_probe_table_round_trip_through_iter_records(records: list[ProbeRecord])
         np.testing.assert_array_equal(getattr(rebuilt, name), getattr(table, name))
     assert rebuilt.hosts == table.hosts
     assert len(concat_tables([table, rebuilt])) == 2 * len(records)
+
+
+def test_select_keeps_constant_columns_broadcast_and_values_equal() -> None:
+    n = 10
+    t = np.arange(1, n + 1, dtype=np.int64)
+    table = ProbeTable(
+        hosts=["a", "b"],
+        src=np.zeros(n, np.int32),
+        dst=np.ones(n, np.int32),
+        sport=np.full(n, 40000, np.int32),
+        pair=np.arange(n, dtype=np.int64),
+        idx=np.zeros(n, np.int8),
+        gap_ns=np.broadcast_to(np.int64(5000), (n,)),
+        ts=np.broadcast_to(np.int8(1), (n,)),
+        t1=t,
+        t2=t + 1,
+        t3=t + 2,
+        t4=t + 3,
+    )
+    for pick in (t % 3 == 0, np.array([7, 1, 4])):
+        part = table.select(pick)
+        assert part.gap_ns.strides == (0,) and part.ts.strides == (0,)
+        assert part.gap_ns.tolist() == table.gap_ns.copy()[pick].tolist()
+        assert part.ts.tolist() == table.ts.copy()[pick].tolist()
+        assert part.t1.tolist() == t[pick].tolist()
+    assert len(table.select(np.zeros(n, bool)).gap_ns) == 0

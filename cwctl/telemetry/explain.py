@@ -296,8 +296,9 @@ class _Model:
         w_row exp(delta_row))`` over the flow's rows that cross the element."""
         r, j, c = sub.row[mask], sub.col[mask], sub.data[mask]
         flow = self.rows.flow[r]
-        order = np.lexsort((flow, j))
-        r, j, c, flow = r[order], j[order], c[order], flow[order]
+        if not _grouped(j, flow):
+            order = np.lexsort((flow, j))
+            r, j, c, flow = r[order], j[order], c[order], flow[order]
         step = max(1, _CHUNK // len(factors))
         lo = 0
         while lo < len(r):
@@ -369,8 +370,9 @@ class _PlainGains:
         left = np.zeros(model.rows.n_flows, bool)
         if not len(j):
             return left
-        order = np.lexsort((flow, j))
-        j, flow, row, c = j[order], flow[order], row[order], c[order]
+        if not _grouped(j, flow):
+            order = np.lexsort((flow, j))
+            j, flow, row, c = j[order], flow[order], row[order], c[order]
         new = np.ones(len(j), bool)
         new[1:] = (j[1:] != j[:-1]) | (flow[1:] != flow[:-1])
         starts = np.flatnonzero(new)
@@ -391,7 +393,7 @@ class _PlainGains:
         j, cls, c, w, mix = (np.concatenate(x) for x in zip(*self.parts, strict=True))
         if not len(j):
             return np.zeros((n_elements, len(self.factors)))
-        keys, inverse = _unique_rows([cls.astype(np.float64), c, w, mix])
+        keys, inverse = _unique_keys(cls, c, w, mix)
         model, s = self.model, 1.0 - self.background
         n = model.class_n[keys[:, 0].astype(np.intp)][:, None]
         k = model.class_k[keys[:, 0].astype(np.intp)][:, None]
@@ -414,6 +416,41 @@ def _log_rest(weight: F64, every: npt.NDArray[np.bool_]) -> F64:
     rest = np.log(np.clip(1.0 - weight, 0.0, 1.0) + 1e-300)
     rest[every] = -np.inf
     return rest
+
+
+def _grouped(j: I64, flow: I64) -> bool:
+    """Whether entries already come ordered by (element, flow): a column slice of a CSC
+    matrix whose rows (each flow's, contiguous and in flow order) are sorted does."""
+    if len(j) < 2:
+        return True
+    dj, df = np.diff(j), np.diff(flow)
+    return bool(np.all((dj > 0) | ((dj == 0) & (df >= 0))))
+
+
+_KEY_TABLE_MAX = 1 << 26  # distinct-key table size above which a sort is used instead
+
+
+def _unique_keys(cls: I64, c: F64, w: F64, mix: F64) -> tuple[F64, npt.NDArray[np.intp]]:
+    """``_unique_rows`` of (class, crossings, weight, mixture) without a sort: the
+    classes and crossings are small integers and a scan's weights few, so each row gets
+    an integer code and the codes present are read off a table."""
+    c_int = np.rint(c).astype(np.int64)
+    if not np.array_equal(c_int, c) or c_int.min() < 0:
+        return _unique_rows([cls.astype(np.float64), c, w, mix])
+    weights, w_id = np.unique(w, return_inverse=True)
+    n_c, n_w = int(c_int.max()) + 1, len(weights)
+    code = ((cls.astype(np.int64) * n_c + c_int) * n_w + w_id.ravel()) * 2 + (mix > 0)
+    size = (int(cls.max()) + 1) * n_c * n_w * 2
+    if size > max(_KEY_TABLE_MAX, 4 * len(code)):
+        return _unique_rows([cls.astype(np.float64), c, w, mix])
+    present = np.bincount(code, minlength=size) > 0
+    ids = np.cumsum(present) - 1
+    codes = np.flatnonzero(present)
+    mixture, rest = codes % 2, codes // 2
+    keys = np.stack(
+        [rest // n_w // n_c, rest // n_w % n_c, weights[rest % n_w], mixture], axis=1
+    ).astype(np.float64)
+    return keys, ids[code]
 
 
 def _unique_rows(cols: list[F64]) -> tuple[F64, npt.NDArray[np.intp]]:

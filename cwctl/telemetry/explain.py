@@ -134,6 +134,7 @@ class _Model:
         # share their likelihood with every other flow of the same counts
         classes, self.count_class = _unique_rows([self.nf, self.kf])
         self.class_n, self.class_k = classes[:, 0], classes[:, 1]
+        self._plain: _PlainIndex | None = None
 
     def flows_crossing(self, elements: I64) -> npt.NDArray[np.bool_]:
         """Which flows cross any of ``elements`` (certainly, or on one of their rows)."""
@@ -177,6 +178,12 @@ class _Model:
         out = np.zeros(self.rows.n_flows, bool)
         out[self.rows.flow[fit.log_success != 0]] = True
         return out
+
+    def plain_index(self) -> _PlainIndex:
+        """Every crossing of the model coded for ``_PlainIndex`` (built on first use)."""
+        if self._plain is None:
+            self._plain = _PlainIndex(self)
+        return self._plain
 
     def background_ll(self, fit: Explanation, candidates: F64) -> F64:
         """The total log-likelihood with each candidate background (the chosen rates as
@@ -238,24 +245,17 @@ class _Model:
         if not len(elements):
             return out
         factors = 1.0 - rates
-        plain = _PlainGains(self, fit.background, factors)
+        plain = self.plain_index()
         crossing = self.flows_crossing(elements)
-        slow = self.touched(fit) & crossing
+        slow = (self.touched(fit) | plain.uneven) & crossing
+        out += plain.gains(elements, ~slow, fit.background, factors)
+        if not slow.any():
+            return out
         sub = self.mc[:, elements].tocoo()
         sub_flow = self.rows.flow[sub.row]
         simple = ~self.multi[sub.row]
-        mixed = np.flatnonzero(~simple & ~slow[sub_flow])
-        slow |= plain.add_mixtures(sub.col[mixed], sub_flow[mixed], sub.row[mixed], sub.data[mixed])
-        easy = crossing & ~slow
         cert = self.cc[:, elements].tocoo()
         f, j, c = cert.row, cert.col, cert.data
-        e = easy[f]
-        plain.add(j[e], f[e], c[e])
-        e = simple & easy[sub_flow]
-        plain.add(sub.col[e], sub_flow[e], sub.data[e])
-        out += plain.value(len(elements))
-        if not slow.any():
-            return out
         rows = self.rows_of(slow)
         s = fit.success()
         row_ll = np.zeros(len(s))
@@ -341,35 +341,51 @@ class _Model:
             return safe + np.log(np.add.reduceat(np.exp(value - safe[owner]), offset))
 
 
-class _PlainGains:
-    """Gains of flows no chosen element touches, one evaluation per distinct key.
+class _PlainIndex:
+    """Every (element, flow) crossing of a model, coded once, to score untouched flows.
 
-    Such a flow's rows all succeed with the background's ``1 - b``, so what crossing an
-    element at rate r adds depends on the flow's (trials, failures) class, how often it
-    crosses the element (``c``) and, for a mixture, the prior weight ``W`` of its rows
-    that cross it: ``delta`` alone for one certain row, ``log((1 - W) + W exp(delta))``
-    for a mixture (``delta`` the row's log-likelihood at ``(1 - b)(1 - r)^c`` less at
-    ``1 - b``), as ``_Model.gains`` and ``_mixture_gains`` compute it row by row."""
+    A flow no chosen element touches has the background's success ``1 - b`` on every
+    row, so what crossing element e at rate r adds depends only on a key: the flow's
+    (trials, failures) class, how often it crosses e (``c``) and, for a mixture, the
+    prior weight ``W`` of its rows that cross e: ``delta`` for a single row (or a
+    certain crossing), ``log((1 - W) + W exp(delta))`` for a mixture, with ``delta`` the
+    log-likelihood at ``(1 - b)(1 - r)^c`` less that at ``1 - b`` (as ``_Model.gains``
+    computes it row by row). The crossings are kept sorted by element with their flow
+    and key; a gains call counts, per element asked, the keys of its untouched flows and
+    evaluates each key once. Mixture groups whose rows cross e unequally often have no
+    such key: their flows (``uneven``) are always scored row by row."""
 
-    def __init__(self, model: _Model, background: float, factors: F64) -> None:
+    def __init__(self, model: _Model) -> None:
+        cc, mc, flow_of = model.cc, model.mc, model.rows.flow
+        n_el = cc.shape[1]
+        self.uneven = np.zeros(model.rows.n_flows, bool)
+        cert_el = np.repeat(np.arange(n_el), np.diff(cc.indptr))
+        mc_el = np.repeat(np.arange(n_el), np.diff(mc.indptr))
+        simple = ~model.multi[mc.indices]
+        mixed = np.flatnonzero(~simple)
+        g_el, g_flow, g_c, g_w = self._groups(
+            model, mc_el[mixed], flow_of[mc.indices[mixed]], mc.indices[mixed], mc.data[mixed]
+        )
+        el = np.concatenate([cert_el, mc_el[simple], g_el])
+        flow = np.concatenate([cc.indices, flow_of[mc.indices[simple]], g_flow]).astype(np.intp)
+        c = np.concatenate([cc.data, mc.data[simple], g_c]).astype(np.float64)
+        w = np.concatenate([np.ones(len(el) - len(g_el)), g_w])
+        mix = np.concatenate([np.zeros(len(el) - len(g_el)), np.ones(len(g_el))])
         self.model = model
-        self.background = background
-        self.factors = factors
-        self.parts: list[tuple[I64, I64, F64, F64, F64]] = []  # element, class, c, W, mixture
+        if not len(el):
+            self.keys, key = np.zeros((0, 4)), np.zeros(0, np.intp)
+        else:
+            self.keys, key = _unique_keys(model.count_class[flow], c, w, mix)
+        order = np.argsort(el, kind="stable")
+        self.flow, self.key = flow[order], key[order]
+        self.ptr = np.searchsorted(el[order], np.arange(n_el + 1))
 
-    def add(self, j: I64, flow: I64, c: F64) -> None:
-        """Entries of single-row (or certain) crossings: element j, flow, crossings c."""
-        one = np.ones(len(j))
-        self.parts.append((j, self.model.count_class[flow], c, one, np.zeros(len(j))))
-
-    def add_mixtures(self, j: I64, flow: I64, row: I64, c: F64) -> npt.NDArray[np.bool_]:
-        """Entries of mixture rows, grouped per (element, flow); groups whose rows cross
-        the element unequally often are left to the row-by-row path: their flows are
-        returned (marked)."""
-        model = self.model
-        left = np.zeros(model.rows.n_flows, bool)
+    def _groups(
+        self, model: _Model, j: I64, flow: I64, row: I64, c: F64
+    ) -> tuple[I64, I64, F64, F64]:
+        """Mixture rows grouped per (element, flow): element, flow, crossings, weight."""
         if not len(j):
-            return left
+            return j, flow, c, np.zeros(0)
         if not _grouped(j, flow):
             order = np.lexsort((flow, j))
             j, flow, row, c = j[order], flow[order], row[order], c[order]
@@ -380,33 +396,38 @@ class _PlainGains:
         every = np.diff(np.append(starts, len(j))) == model.rows_per_flow[flow[starts]]
         weight[every] = 1.0  # every row crosses it: no rest (see _log_rest)
         uneven = np.minimum.reduceat(c, starts) != np.maximum.reduceat(c, starts)
-        left[flow[starts][uneven]] = True
-        keep = ~left[flow[starts]]
-        g = starts[keep]
-        self.parts.append((j[g], model.count_class[flow[g]], c[g], weight[keep], np.ones(len(g))))
-        return left
+        self.uneven[flow[starts][uneven]] = True
+        return j[starts], flow[starts], c[starts], weight
 
-    def value(self, n_elements: int) -> F64:
-        """(elements x rates): every entry's gain, summed per element."""
-        if not self.parts:
-            return np.zeros((n_elements, len(self.factors)))
-        j, cls, c, w, mix = (np.concatenate(x) for x in zip(*self.parts, strict=True))
-        if not len(j):
-            return np.zeros((n_elements, len(self.factors)))
-        keys, inverse = _unique_keys(cls, c, w, mix)
-        model, s = self.model, 1.0 - self.background
+    def gains(
+        self, elements: I64, plain: npt.NDArray[np.bool_], background: float, factors: F64
+    ) -> F64:
+        """(elements x rates): the gains over the flows marked ``plain`` only."""
+        lo, hi = self.ptr[elements], self.ptr[elements + 1]
+        sizes = hi - lo
+        idx = np.repeat(lo - (np.cumsum(sizes) - sizes), sizes) + np.arange(int(sizes.sum()))
+        owner = np.repeat(np.arange(len(elements)), sizes)
+        keep = plain[self.flow[idx]]
+        counts = sp.csr_matrix(
+            (np.ones(int(keep.sum())), (owner[keep], self.key[idx[keep]])),
+            shape=(len(elements), len(self.keys)),
+        )
+        return np.asarray(counts @ self._values(background, factors))
+
+    def _values(self, background: float, factors: F64) -> F64:
+        """(keys x rates): each key's gain at each rate (the class docstring)."""
+        model, s, keys = self.model, 1.0 - background, self.keys
         n = model.class_n[keys[:, 0].astype(np.intp)][:, None]
         k = model.class_k[keys[:, 0].astype(np.intp)][:, None]
         power, weight, mixture = keys[:, 1:2], keys[:, 2], keys[:, 3] > 0
-        delta = log_likelihood(n, k, s * self.factors[None, :] ** power) - log_likelihood(
+        delta = log_likelihood(n, k, s * factors[None, :] ** power) - log_likelihood(
             n, k, np.full_like(n, s)
         )
         rest = _log_rest(weight[mixture], weight[mixture] == 1.0)
         delta[mixture] = np.logaddexp(
             rest[:, None], np.log(weight[mixture])[:, None] + delta[mixture]
         )
-        counts = sp.csr_matrix((np.ones(len(j)), (j, inverse)), shape=(n_elements, len(keys)))
-        return np.asarray(counts @ delta)
+        return delta
 
 
 def _log_rest(weight: F64, every: npt.NDArray[np.bool_]) -> F64:
@@ -430,6 +451,13 @@ def _grouped(j: I64, flow: I64) -> bool:
 _KEY_TABLE_MAX = 1 << 26  # distinct-key table size above which a sort is used instead
 
 
+def _ids(rest_ids: npt.NDArray[np.intp], one: npt.NDArray[np.bool_]) -> npt.NDArray[np.intp]:
+    """Weight ids for every entry: the last of ``rest_ids`` is 1.0's (appended)."""
+    out = np.full(len(one), int(rest_ids[-1]), np.intp)
+    out[~one] = rest_ids[:-1]
+    return out
+
+
 def _unique_keys(cls: I64, c: F64, w: F64, mix: F64) -> tuple[F64, npt.NDArray[np.intp]]:
     """``_unique_rows`` of (class, crossings, weight, mixture) without a sort: the
     classes and crossings are small integers and a scan's weights few, so each row gets
@@ -437,9 +465,11 @@ def _unique_keys(cls: I64, c: F64, w: F64, mix: F64) -> tuple[F64, npt.NDArray[n
     c_int = np.rint(c).astype(np.int64)
     if not np.array_equal(c_int, c) or c_int.min() < 0:
         return _unique_rows([cls.astype(np.float64), c, w, mix])
-    weights, w_id = np.unique(w, return_inverse=True)
+    one = w == 1.0  # every certain or single-row crossing, most mixtures' too
+    weights, w_id = np.unique(np.append(w[~one], 1.0), return_inverse=True)
+    w_id = _ids(w_id.ravel(), one)
     n_c, n_w = int(c_int.max()) + 1, len(weights)
-    code = ((cls.astype(np.int64) * n_c + c_int) * n_w + w_id.ravel()) * 2 + (mix > 0)
+    code = ((cls.astype(np.int64) * n_c + c_int) * n_w + w_id) * 2 + (mix > 0)
     size = (int(cls.max()) + 1) * n_c * n_w * 2
     if size > max(_KEY_TABLE_MAX, 4 * len(code)):
         return _unique_rows([cls.astype(np.float64), c, w, mix])

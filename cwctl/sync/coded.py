@@ -26,11 +26,11 @@ import numpy.typing as npt
 
 from cwctl.records import TS_SOURCES, ProbeTable
 from cwctl.records.schema import I64
+from cwctl.sync.robust import MAD_TO_SIGMA
 
 # Floors of the spacing tolerance per timestamp source (index = TS_CODE), in ns.
 TOLERANCE_FLOOR_NS: Final = (20.0, 500.0, 2_000.0)
 ROBUST_K: Final = 3.0
-_MAD_TO_SIGMA: Final = 1.4826
 
 Mask = npt.NDArray[np.bool_]
 
@@ -144,7 +144,7 @@ def coded_filter(
         sel = source == code
         errs = np.concatenate([fwd_err[sel], rev_err[sel]])
         centre = float(np.median(errs))
-        sigma = _MAD_TO_SIGMA * float(np.median(np.abs(errs - centre)))
+        sigma = MAD_TO_SIGMA * float(np.median(np.abs(errs - centre)))
         floor = floors_ns[min(int(code), len(floors_ns) - 1)]
         value = max(floor, robust_k * sigma)
         tol[sel] = value

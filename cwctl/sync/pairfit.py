@@ -39,17 +39,15 @@ import numpy.typing as npt
 
 from cwctl.records import ProbeTable
 from cwctl.sync.coded import CodedFilter
+from cwctl.sync.robust import F64, MAD_TO_SIGMA, IntP, median_per_group
 
-F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
-IntP = npt.NDArray[np.intp]
 
 TRIM_K: Final = 4.0
 # Uncertainty floors per timestamp source (hw, sw, user): offset ns, and the trim floor.
 SIGMA_FLOOR_NS: Final = (1.0, 20.0, 200.0)
 TRIM_FLOOR_NS: Final = (5.0, 200.0, 2_000.0)
 DRIFT_SIGMA_UNKNOWN_PPB: Final = 1e6  # a pair probed in one window only: no slope
-_MAD_TO_SIGMA: Final = 1.4826
 
 
 @dataclass
@@ -251,26 +249,6 @@ def _keep_one_per_side(
     return keep | restore
 
 
-def median_per_group(values: F64, group: IntP, n_groups: int) -> F64:
-    """The median of ``values`` within each group (NaN for an empty group)."""
-    out = np.full(n_groups, np.nan)
-    if len(values) == 0:
-        return out
-    # one argsort of a combined key (group + a fraction below 1 that orders the values
-    # within the group) instead of a two-key lexsort: several times faster
-    span = float(np.max(np.abs(values))) + 1.0
-    order = np.argsort(group + (values / span + 1.0) * 0.49, kind="stable")
-    g_sorted = group[order]
-    counts = np.bincount(g_sorted, minlength=n_groups)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    has = counts > 0
-    lo_i = starts[has] + (counts[has] - 1) // 2
-    hi_i = starts[has] + counts[has] // 2
-    v = values[order]
-    out[has] = (v[lo_i] + v[hi_i]) / 2
-    return out
-
-
 def fit_pairs(points: PairPoints, *, windows: int | None = None, trim_rounds: int = 2) -> PairFits:
     """The envelope fit of every pair (see the module docstring)."""
     n_pairs = points.n_pairs
@@ -288,7 +266,7 @@ def fit_pairs(points: PairPoints, *, windows: int | None = None, trim_rounds: in
         if round_ == trim_rounds:
             break
         mad = median_per_group(np.abs(resid[keep]), pair_of[keep], n_pairs)
-        tol = np.maximum(TRIM_K * _MAD_TO_SIGMA * np.nan_to_num(mad), trim_floor)
+        tol = np.maximum(TRIM_K * MAD_TO_SIGMA * np.nan_to_num(mad), trim_floor)
         keep = _keep_one_per_side(np.abs(resid) <= tol[pair_of], np.abs(resid), flow_of, upper)
 
     # a flow counts towards theta when it has both envelopes; theta is their mean

@@ -29,7 +29,8 @@ from cwctl.sync.blocks import BLOCK_ROWS, merge_filters, merge_fits, pair_blocks
 from cwctl.sync.coded import CodedFilter, coded_filter
 from cwctl.sync.margin import max_margin_refine
 from cwctl.sync.network import ProbeGraph, build_graph, ls_solve, tree_solve
-from cwctl.sync.pairfit import PairFits, fit_pairs, median_per_group, pair_points
+from cwctl.sync.pairfit import PairFits, fit_pairs, pair_points
+from cwctl.sync.robust import MAD_TO_SIGMA, median_per_group
 from cwctl.sync.scoreslope import score_slopes
 from cwctl.sync.solution import ClockSolution
 
@@ -188,7 +189,7 @@ def network_solve(
             # a static asymmetry): it keeps a weight that shrinks as 1/|residual|
             r = values - (offset[fits.hi] - offset[fits.lo])
             z = np.abs(r) * np.sqrt(w_off)
-            scale = max(1.4826 * float(np.median(z)), 1.0)
+            scale = max(MAD_TO_SIGMA * float(np.median(z)), 1.0)
             factor = np.clip(ROBUST_K * scale / np.maximum(z, 1e-12), 1e-3, 1.0)
             offset, info = ls_solve(graph, values, w_off * factor, x0=offset)
             iterations += info.iterations
@@ -224,7 +225,7 @@ def uncertainty(graph: ProbeGraph, fits: PairFits, residual: F64, weights: F64, 
     ref_of = np.where(comp >= 0, graph.references[np.maximum(comp, 0)], 0)
     with np.errstate(divide="ignore"):
         var = chi2 * (1 / deg_w + 1 / deg_w[ref_of])
-    spread = 1.4826 * float(np.median(np.abs(residual))) if len(residual) else 0.0
+    spread = MAD_TO_SIGMA * float(np.median(np.abs(residual))) if len(residual) else 0.0
     out = UNCERTAINTY_SIGMAS * np.sqrt(var) + np.maximum(med_r, spread)
     out[comp < 0] = np.nan
     out[graph.references] = 0.0

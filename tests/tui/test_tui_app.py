@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from textual.widgets import Button, DataTable, Input
 from textual.widgets._footer import FooterKey
-from tui_fixtures import known_snapshot
+from tui_fixtures import SIZE, known_snapshot, wait_for
 
 from cwctl.request import ScanRequest, SimOptions
 from cwctl.session import ScanSession
@@ -24,16 +24,6 @@ from cwctl.tui.source import FixedSource
 from cwctl.tui.widgets.heatmap import BIN_COLORS, Heatmap
 from cwctl.tui.widgets.hosts import HostsTable
 from cwctl.tui.widgets.suspects import SuspectsTable
-
-SIZE = (120, 40)
-
-
-async def wait_for(pilot: Any, condition: Any, timeout_s: float = 30.0) -> None:
-    waited = 0.0
-    while not condition():
-        assert waited < timeout_s, "timed out waiting"
-        await pilot.pause(0.02)
-        waited += 0.02
 
 
 def fixed_app(snapshot: FabricSnapshot | None = None, **kwargs: Any) -> CwctlApp:

@@ -8,7 +8,7 @@ from typing import Any
 
 from textual.binding import Binding
 from textual.widgets import Label
-from tui_fixtures import known_snapshot
+from tui_fixtures import SIZE, known_snapshot, wait_for
 
 from cwctl.request import ScanRequest
 from cwctl.session import ScanSession
@@ -22,16 +22,6 @@ from cwctl.tui.widgets.heatmap import Heatmap
 from cwctl.tui.widgets.hosts import HostsTable
 from cwctl.tui.widgets.sortable import SortableTable
 from cwctl.tui.widgets.suspects import SuspectsTable
-
-SIZE = (120, 40)
-
-
-async def wait_for(pilot: Any, condition: Any, timeout_s: float = 30.0) -> None:
-    waited = 0.0
-    while not condition():
-        assert waited < timeout_s, "timed out waiting"
-        await pilot.pause(0.02)
-        waited += 0.02
 
 
 def _header(table: SortableTable[Any]) -> list[str]:

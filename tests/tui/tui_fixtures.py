@@ -1,6 +1,9 @@
-"""A hand-made snapshot with known values for the TUI tests."""
+"""A hand-made snapshot with known values for the TUI tests, the terminal size they run
+at, and how they wait for the app."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from cwctl.snapshot import FabricSnapshot, HostReport, PathReport, Suspect
 
@@ -56,3 +59,14 @@ def known_snapshot(*, suspects: bool = True) -> FabricSnapshot:
         timestamp_source="hw",
         sync={"residual_rms_ns": 40.0},
     )
+
+
+SIZE = (120, 40)
+
+
+async def wait_for(pilot: Any, condition: Any, timeout_s: float = 30.0) -> None:
+    waited = 0.0
+    while not condition():
+        assert waited < timeout_s, "timed out waiting"
+        await pilot.pause(0.02)
+        waited += 0.02

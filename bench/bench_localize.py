@@ -3,7 +3,8 @@
 Every scenario is a fresh seeded ``FabricModel`` (leaf-spine, 8 hosts per leaf, 4 spines,
 two NICs per host so a NIC is not its host), the simulator's default hidden ECMP hash
 (per-switch secret seeds over the 5-tuple: localisation learns paths only from the
-simulated path records), one default probing window (2 s), the real solver, then
+simulated path records), one default probing window (``settings.PROBE_DURATION_S`` at
+``settings.PROBE_RATE``), the real solver, then
 ``build_snapshot``. The faulty element is drawn per seed. Printed as one table:
 
 - per fault kind (spine down, spine congested, leaf-spine link lossy 2 % and congested,
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cwctl import settings
 from cwctl.sim.model import FabricModel
 from cwctl.sim.params import SimParams
 from cwctl.snapshot import FabricSnapshot
@@ -42,7 +44,7 @@ from cwctl.transport.sim import run_model
 
 SEEDS = int(os.environ.get("CWCTL_BENCH_LOCALIZE_SEEDS", "3"))
 SIZES = [int(x) for x in os.environ.get("CWCTL_BENCH_LOCALIZE_HOSTS", "96,512").split(",")]
-DURATION_S = 2.0
+DURATION_S = settings.PROBE_DURATION_S
 PER_LEAF, SPINES = 8, 4
 NICS = ("mlx5_0", "mlx5_1")
 MISSES: list[str] = []

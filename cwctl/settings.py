@@ -29,8 +29,8 @@ SIM_DISCOVERY: Final = True  # simulated agents trace their flows (path records)
 SIM_HOST_PREFIX: Final = "gpu"
 
 # --- probing (the inventory's [probe] section) ------------------------------------------
-PROBE_DURATION_S: Final = 2.0  # seconds of probing per scan
-PROBE_RATE: Final = 100.0  # coded pairs per second per peer
+PROBE_DURATION_S: Final = 10.0  # seconds of probing per scan
+PROBE_RATE: Final = 2.0  # coded pairs per second per peer
 PROBE_PEERS: Final = 10  # peers each host probes (K)
 PROBE_PORT: Final = 0  # UDP port that answers probes; 0 = any free port
 PROBE_PORTS: Final = 4  # source ports each host probes from (spreads ECMP paths)

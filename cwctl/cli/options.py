@@ -44,6 +44,7 @@ class SourceFlags:
     ecmp: Ecmp = _ECMP
     discovery: bool = settings.SIM_DISCOVERY
     duration: float | None = None
+    rate: float | None = None
     save_records: Path | None = None
     reference: str | None = None
     concurrency: int | None = None
@@ -123,6 +124,15 @@ FLAGS: dict[str, Any] = {
         float | None,
         typer.Option("--duration", min=0.1, metavar="SECONDS", help="Seconds of probing."),
     ],
+    "rate": Annotated[
+        float | None,
+        typer.Option(
+            "--rate",
+            min=0.1,
+            metavar="PAIRS",
+            help=f"Coded probe pairs per second per peer (default {settings.PROBE_RATE:g}).",
+        ),
+    ],
     "save_records": Annotated[
         Path | None,
         typer.Option("--save-records", metavar="FILE", help="Keep every probe record (.gz ok)."),
@@ -162,7 +172,7 @@ assert set(FLAGS) == set(_DEFAULTS), "every SourceFlags field is one flag, and b
 SIM_SHAPE = ("hosts", "hosts_per_leaf", "spines", "seed")
 SIM_FLAGS = (*SIM_SHAPE, "fault", "timestamps", "load", "ecmp", "discovery")
 SSH_FLAGS = ("reference", "concurrency", "accept_new_host_keys")
-SCAN_FLAGS = ("inventory", "local", "sim", *SIM_FLAGS, "duration", *SSH_FLAGS)
+SCAN_FLAGS = ("inventory", "local", "sim", *SIM_FLAGS, "duration", "rate", *SSH_FLAGS)
 
 # Flags of single commands that more than one command shares.
 FormatOpt = Annotated[
@@ -285,5 +295,6 @@ def build_request(flags: SourceFlags) -> Any:
         concurrency=flags.concurrency,
         accept_new_host_keys=flags.accept_new_host_keys,
         via=flags.via.value,
+        overrides={} if flags.rate is None else {"rate": flags.rate},
     )
     return request

@@ -29,6 +29,8 @@ def check_flags(flags: Any, defaults: dict[str, Any]) -> None:
     if flags.replay is not None:
         if flags.duration is not None:
             fail("--duration does nothing with --replay: the saved records set the duration")
+        if flags.rate is not None:
+            fail("--rate does nothing with --replay: the saved records were probed already")
         if flags.save_records is not None:
             fail("--save-records with --replay: the records are saved already, in "
                  f"{flags.replay}")  # fmt: skip

@@ -131,7 +131,8 @@ def simulate(
     model: FabricModel | None = None,
 ) -> Collection:
     """One window of a fresh model from ``options`` (or of
-    ``model``), ``duration_s`` long (default: the inventory's, else 2 s)."""
+    ``model``), ``duration_s`` long (default: the inventory's, else
+    ``settings.PROBE_DURATION_S``)."""
     model = model or model_for(request, options)
     return run_model(model, duration_s or model.default_duration_s)
 

@@ -33,7 +33,8 @@ def run(*args: str, input: str | None = None) -> object:
 
 
 def scan_json(*extra: str) -> dict:
-    result = run("scan", *SIM, *FAULT, "--format", "json", *extra)
+    # rate 100: half a second with the probes it takes to name spine2 (or to see it gone)
+    result = run("scan", *SIM, *FAULT, "--rate", "100", "--format", "json", *extra)
     return json.loads(result.stdout)  # type: ignore[attr-defined]
 
 

@@ -53,7 +53,8 @@ def scan_paths(bed: Testbed, tmp_path: Path, inventory: str) -> Collection:
 
 def no_ratelimit(text: str) -> str:
     """The testbed's inventory, telling cwctl its switches do not rate-limit ICMP."""
-    return text + "\n[probe]\nicmp_ratelimit_ms = 0\n"
+    assert "\n[probe]\n" in text  # the testbed's own [probe] section gets the key
+    return text.replace("\n[probe]\n", "\n[probe]\nicmp_ratelimit_ms = 0\n", 1)
 
 
 @pytest.fixture

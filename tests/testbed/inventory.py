@@ -11,6 +11,9 @@ if TYPE_CHECKING:
     from tests.testbed.bed import Testbed
 
 
+TESTBED_RATE = 100.0  # coded pairs per second per peer in the testbed's inventory
+
+
 def _q(value: object) -> str:
     return json.dumps(value)  # a JSON string or list of strings is valid TOML
 
@@ -26,6 +29,11 @@ def inventory_text(bed: Testbed, *, python: str = "/usr/bin/python3") -> str:
         f"known_hosts = {_q(str(bed.known_hosts))}",
         "connect_timeout = 5",
         f"python = {_q(python)}",
+        "",
+        "[probe]",
+        # the tests' and the tally's scans are 1.5-2 s: they need this rate's volume
+        # (the default, cwctl/settings.py, is a 10 s scan at 2 pairs/s per peer)
+        f"rate = {TESTBED_RATE:g}",
         "",
     ]
     for switch in (*L.SPINES, *L.LEAVES):

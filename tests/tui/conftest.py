@@ -18,8 +18,9 @@ def known() -> FabricSnapshot:
 
 @pytest.fixture
 def sim_request() -> Iterator[ScanRequest]:
-    """16 simulated hosts, 0.3 s windows, a link that turns lossy at 0.3 s (the second
-    window); each session that scans it builds its own model."""
+    """16 simulated hosts, 0.3 s windows at rate 100 (volume enough to see a loss), a
+    link that turns lossy at 0.3 s (the second window); each session that scans it
+    builds its own model."""
     yield ScanRequest(
         sim=SimOptions(
             hosts=16,
@@ -29,4 +30,5 @@ def sim_request() -> Iterator[ScanRequest]:
             faults=("link:leaf1-spine2:lossy=0.2@0.3",),
         ),
         duration_s=0.3,
+        overrides={"rate": 100.0},
     )

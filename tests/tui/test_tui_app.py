@@ -268,6 +268,7 @@ async def test_reroute_on_the_simulator_changes_the_next_scan(
     request = ScanRequest(
         sim=SimOptions(hosts=16, hosts_per_leaf=4, seed=3, faults=("switch:spine3:down",)),
         duration_s=0.3,
+        overrides={"rate": 100.0},  # 0.3 s windows with volume to name spine3
     )
     source = ScanSession(request, sliding=True)
     app = make_app(source, interval_s=0.01)

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from cwctl.cli import app
 
-SIM = ["sync", "--sim", "--hosts", "8", "--duration", "0.5", "--interval", "0.5"]
+SIM = ["sync", "--sim", "--hosts", "8", "--duration", "0.5", "--rate", "100", "--interval", "0.5"]
 
 
 @pytest.fixture

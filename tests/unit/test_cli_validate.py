@@ -48,8 +48,8 @@ CASES = [
      "cwctl: --pretty needs --format json (the format is prom)"),
     (["scan", "--sim", "--heatmap-max", "2ms"], "cwctl: --heatmap-max needs --heatmap FILE.png"),
     (["scan", "--fromat", "json"],
-     "cwctl: scan: no such option: --fromat (Possible options: --fault, --format, "
-     "--prom-paths) (cwctl scan -h for help)"),
+     "cwctl: scan: no such option: --fromat (Possible options: --format, --prom-paths, "
+     "--rate) (cwctl scan -h for help)"),
     (["scna"], "cwctl: no such command 'scna'. Did you mean 'scan'? (cwctl -h for help)"),
     (["drain"], "cwctl: drain: missing argument 'HOST'. (cwctl drain -h for help)"),
     (["scan", "--sim", "--heatmap-max", "3xs"],
@@ -72,6 +72,11 @@ def test_replay_rejects_flags_it_would_ignore(runner: CliRunner, records: Path,
     assert dur.exit_code == 2
     assert dur.stderr == (
         "cwctl: --duration does nothing with --replay: the saved records set the duration\n"
+    )
+    rate = runner.invoke(app, ["scan", "--replay", str(records), "--rate", "100"])
+    assert rate.exit_code == 2
+    assert rate.stderr == (
+        "cwctl: --rate does nothing with --replay: the saved records were probed already\n"
     )
     again = tmp_path / "again.jsonl"
     out = tmp_path / "report.json"

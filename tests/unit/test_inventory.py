@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from cwctl import settings
 from cwctl.cli import app
 from cwctl.errors import InputError
 from cwctl.inventory import (
     Host,
     InventoryError,
+    ProbeSettings,
     Switch,
     load_inventory,
     parse_inventory,
@@ -48,7 +50,7 @@ def test_example_loads_with_every_section() -> None:
     assert inv.ssh.user == "ops"
     assert inv.ssh.jump == "bastion.example.com"
     assert inv.ssh.connect_timeout == 10.0
-    assert inv.probe.duration == 2.0 and inv.probe.peers == 10 and inv.probe.ports == 4
+    assert inv.probe == ProbeSettings()  # the example shows the defaults (cwctl/settings.py)
     assert inv.scheduler.kind == "slurm" and inv.scheduler.host == "slurm-ctl"
     assert inv.host("gpu-001").nics == ("mlx5_0", "mlx5_1")
     assert inv.host("gpu-001").gpus == 8
@@ -81,7 +83,7 @@ def test_defaults_from_a_minimal_inventory() -> None:
     assert inv.switches == ()
     assert inv.ssh.port == 22 and inv.ssh.user is None and inv.ssh.known_hosts is None
     assert inv.ssh.concurrency == 128 and inv.ssh.python == "python3"
-    assert inv.probe.port == 0 and inv.probe.rate == 100.0
+    assert inv.probe.port == 0 and inv.probe.rate == settings.PROBE_RATE
     assert inv.scheduler.kind == "none" and inv.scheduler.host is None
     assert inv.topology() is None
 
@@ -145,7 +147,7 @@ def test_summary_lists_hosts_per_leaf_switches_scheduler_and_probe() -> None:
     assert re.search(r"leaf2\s+3\s+gpu-004, gpu-005, gpu-006", text)
     assert re.search(r"leaf1\s+leaf\s+uplinks spine1, spine2", text)
     assert "scheduler: slurm on slurm-ctl" in text
-    assert "probe: 2 s, 100 pairs/s per peer, 10 peers per host" in text
+    assert "probe: 10 s, 2 pairs/s per peer, 10 peers per host" in text
     assert "1 host overrides user, port or python" in text
 
 

@@ -95,12 +95,12 @@ def _sim_snapshot(faults: tuple[str, ...], seed: int, **kw: object):
     model = FabricModel(
         names,
         topo,
-        params=SimParams(**kw),  # type: ignore[arg-type]
+        params=SimParams(**{"rate": 100.0, **kw}),  # type: ignore[arg-type]
         seed=seed,
         faults=faults,
         nics={h: ("mlx5_0", "mlx5_1") for h in names},
     )
-    collection = run_model(model, 0.5)
+    collection = run_model(model, 0.5)  # half a second at rate 100: the volume it needs
     return build_snapshot(collection, solve(collection.table))
 
 

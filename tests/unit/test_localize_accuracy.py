@@ -14,6 +14,7 @@ from collections import Counter
 import pytest
 from typer.testing import CliRunner
 
+from cwctl import settings
 from cwctl.cli import app
 from cwctl.sim.model import FabricModel
 from cwctl.sim.params import SimParams
@@ -25,6 +26,7 @@ from cwctl.transport.sim import run_model
 
 HOSTS = 96
 NICS = ("mlx5_0", "mlx5_1")
+WINDOW_S = settings.PROBE_DURATION_S  # one default scan, at the default rate
 
 
 def _model(faults: list[str], seed: int, **params: object) -> FabricModel:
@@ -40,7 +42,7 @@ def _model(faults: list[str], seed: int, **params: object) -> FabricModel:
 
 
 def _scan(faults: list[str], seed: int, **params: object) -> tuple[FabricSnapshot, dict]:
-    collection = run_model(_model(faults, seed, **params), 2.0)
+    collection = run_model(_model(faults, seed, **params), WINDOW_S)
     truth = collection.truth or {}
     return build_snapshot(collection, solve(collection.table)), truth
 
@@ -94,7 +96,7 @@ def test_without_discovery_the_cli_exits_3_with_the_candidates_in_json() -> None
     result = CliRunner().invoke(
         app,
         ["scan", "--sim", "--hosts", "32", "--no-discovery", "--fault", "switch:spine2:down",
-         "--duration", "1", "--format", "json"],
+         "--format", "json"],
     )  # fmt: skip
     assert result.exit_code == 3, result.output
     top = json.loads(result.stdout)["suspects"][0]
@@ -110,7 +112,7 @@ def test_a_dead_host_is_one_suspect_not_lossy_paths() -> None:
 
 def test_a_silent_spine_leaves_its_hops_unknown_and_its_link_is_still_found() -> None:
     model = _model(["switch:spine3:silent", "link:leaf2-spine3:lossy=0.02"], 2)
-    collection = run_model(model, 2.0)
+    collection = run_model(model, WINDOW_S)
     assert collection.topology is not None
     spine3 = {a for a, s in collection.topology.switch_of_address.items() if s == "spine3"}
     answered = [h for p in collection.paths for h in p.hops if h is not None]

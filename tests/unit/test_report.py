@@ -110,7 +110,8 @@ def test_heatmap_orders_by_leaf_and_marks_lossy_paths(faulty: FabricSnapshot) ->
 
 
 def _scan(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(app, ["scan", "--sim", "--hosts", "24", "--duration", "0.5", *args])
+    argv = ["scan", "--sim", "--hosts", "24", "--duration", "0.5", "--rate", "100", *args]
+    result = CliRunner().invoke(app, argv)
     return result.exit_code, result.stdout
 
 

@@ -77,7 +77,8 @@ def test_the_doc_has_every_section() -> None:
 def scan_json() -> dict[str, Any]:
     result = CliRunner().invoke(
         app,
-        ["scan", "--sim", "--hosts", "24", "--duration", "0.5", "--format", "json",
+        ["scan", "--sim", "--hosts", "24", "--duration", "0.5", "--rate", "100",
+         "--format", "json",
          "--fault", "switch:spine2:down", "--fault", "link:leaf1-spine3:lossy=0.05"],
     )  # fmt: skip
     assert result.exit_code == 3, result.output

@@ -55,7 +55,10 @@ def test_weights_move_flows_in_proportion():
 def test_excluding_a_faulty_nic_moves_probes_to_the_other_nic():
     names, topo = leaf_spine(8, 4, 2)
     nics = {h: ("mlx5_0", "mlx5_1") for h in names}
-    model = FabricModel(names, topo, nics=nics, seed=2, faults=["nic:gpu-001/mlx5_1:down"])
+    params = SimParams(rate=100.0)  # half-second windows with volume to count on
+    model = FabricModel(
+        names, topo, params=params, nics=nics, seed=2, faults=["nic:gpu-001/mlx5_1:down"]
+    )
     table = model.probe(0.5).table
     touches = (table.src == 0) | (table.dst == 0)
     assert (~table.complete[touches]).mean() > 0.2

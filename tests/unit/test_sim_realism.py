@@ -14,9 +14,10 @@ from cwctl.sim.window import flow_paths
 
 
 def _model(hosts=16, per_leaf=4, spines=4, seed=7, faults=(), **knobs) -> FabricModel:
-    return FabricModel.leaf_spine(
-        hosts, per_leaf, spines, params=SimParams(**knobs), seed=seed, faults=faults
-    )
+    """Rate 100 unless told: the physics are checked over windows of a second or less,
+    with the volume of probes their statistics need."""
+    params = SimParams(**{"rate": 100.0, **knobs})
+    return FabricModel.leaf_spine(hosts, per_leaf, spines, params=params, seed=seed, faults=faults)
 
 
 def _true_theta(model: FabricModel, table: ProbeTable) -> np.ndarray:
@@ -227,7 +228,7 @@ def test_records_round_trip_through_the_agents_decoder(nics):
     model = FabricModel(
         names,
         topo,
-        params=SimParams(timestamps="sw"),
+        params=SimParams(timestamps="sw", rate=100.0),  # some of 0.2 s of probes lost
         faults=["link:leaf1-spine2:lossy=0.2"],
         nics={h: nics for h in names} if nics else None,
     )

@@ -21,7 +21,7 @@ SMALL = SimOptions(hosts=16, hosts_per_leaf=4, spines=2, seed=4)
 async def test_the_sim_source_gives_a_sim_collection_with_truth():
     options = SimOptions(hosts=16, hosts_per_leaf=4, spines=2, faults=("switch:spine2:congested",))
     events = []
-    request = ScanRequest(sim=options, duration_s=0.5)
+    request = ScanRequest(sim=options, duration_s=0.5, overrides={"rate": 100.0})
     session = ScanSession(request, progress=lambda event, fields: events.append(event))
     collection = await session.collect()
     assert collection.source == "sim"

@@ -8,10 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cwctl.records import ProbeTable
-from cwctl.request import SimOptions
+from cwctl.request import ScanRequest, SimOptions
 from cwctl.sync import solve
 from cwctl.sync.blocks import pair_blocks
 from cwctl.transport.sim import simulate
+
+RATE_100 = {"rate": 100.0}
 
 
 def _table(src: list[int], dst: list[int]) -> ProbeTable:
@@ -54,7 +56,9 @@ def test_pair_blocks_partition_rows_by_unordered_pair(
 
 
 def test_blocks_give_the_clocks_of_one_pass() -> None:
-    collection = simulate(SimOptions(hosts=48, hosts_per_leaf=8, seed=11), 1.0)
+    options = SimOptions(hosts=48, hosts_per_leaf=8, seed=11)
+    # rate 100: a second of probing with rows enough for five blocks
+    collection = simulate(duration_s=1.0, request=ScanRequest(sim=options, overrides=RATE_100))
     table = collection.table
     whole = solve(table)
     blocks = solve(table, block_rows=len(table) // 5)

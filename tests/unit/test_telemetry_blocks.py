@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 
 import cwctl.telemetry.blockwise as blockwise
-from cwctl.request import SimOptions
+from cwctl.request import ScanRequest, SimOptions
 from cwctl.session import analyse
 from cwctl.transport.sim import simulate
+
+RATE_100 = {"rate": 100.0}
 
 FAULTS = (
     ("link:leaf2-spine3:lossy=0.05", "switch:spine2:congested"),
@@ -20,7 +22,9 @@ FAULTS = (
 
 
 def _report(faults: tuple[str, ...], block_rows: int | None, monkeypatch: Any) -> dict:
-    collection = simulate(SimOptions(hosts=40, hosts_per_leaf=8, seed=5, faults=faults), 1.0)
+    options = SimOptions(hosts=40, hosts_per_leaf=8, seed=5, faults=faults)
+    # rate 100: a second of probing with rows enough for seven blocks
+    collection = simulate(duration_s=1.0, request=ScanRequest(sim=options, overrides=RATE_100))
     if block_rows is not None:
         monkeypatch.setattr(blockwise, "BLOCK_ROWS", block_rows)
     report = analyse(collection).to_json()

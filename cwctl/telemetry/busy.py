@@ -94,6 +94,7 @@ def agent_reports(collection: Collection, busy_rows: dict[str, int]) -> dict[str
             "probe_cpu_s": cost.get("probe_cpu_s"),
             "cpu_share": round(float(cost.get("probe_cpu_s", 0.0)) / wall, 6) if wall else None,
             "tx_kbit_s": round(float(cost.get("tx_bytes", 0)) * 0.008 / wall, 3) if wall else None,
+            "rx_kbit_s": round(float(cost.get("rx_bytes", 0)) * 0.008 / wall, 3) if wall else None,
             "tx_packets": cost.get("tx_packets"),
             "rx_packets": cost.get("rx_packets"),
             "late_max_ns": cost.get("late_max_ns"),

@@ -39,7 +39,9 @@ def env(slurm: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         f'[[host]]\nname = "{node}"\naddress = "{addr}"\n\n'
         for node, addr in slurm.addresses.items()
     )
-    inv.write_text(f'[scheduler]\nkind = "slurm"\n\n[probe]\nduration = 1.0\n\n{hosts}')
+    # rate 100 (not the default 2): the scan test counts records from a 1 s window
+    probe = "[probe]\nduration = 1.0\nrate = 100\n\n"
+    inv.write_text(f'[scheduler]\nkind = "slurm"\n\n{probe}{hosts}')
     return inv
 
 

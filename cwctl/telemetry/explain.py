@@ -23,6 +23,7 @@ sparse product for single-row flows, a grouped log-sum-exp for the mixtures.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -358,27 +359,29 @@ class _PlainIndex:
     def __init__(self, model: _Model) -> None:
         cc, mc, flow_of = model.cc, model.mc, model.rows.flow
         n_el = cc.shape[1]
+        self.model = model
         self.uneven = np.zeros(model.rows.n_flows, bool)
-        cert_el = np.repeat(np.arange(n_el), np.diff(cc.indptr))
-        mc_el = np.repeat(np.arange(n_el), np.diff(mc.indptr))
+        elements = np.arange(n_el, dtype=np.int32)
+        mc_el = np.repeat(elements, np.diff(mc.indptr))
         simple = ~model.multi[mc.indices]
         mixed = np.flatnonzero(~simple)
-        g_el, g_flow, g_c, g_w = self._groups(
+        groups = self._groups(
             model, mc_el[mixed], flow_of[mc.indices[mixed]], mc.indices[mixed], mc.data[mixed]
         )
-        el = np.concatenate([cert_el, mc_el[simple], g_el])
-        flow = np.concatenate([cc.indices, flow_of[mc.indices[simple]], g_flow]).astype(np.intp)
-        c = np.concatenate([cc.data, mc.data[simple], g_c]).astype(np.float64)
-        w = np.concatenate([np.ones(len(el) - len(g_el)), g_w])
-        mix = np.concatenate([np.zeros(len(el) - len(g_el)), np.ones(len(g_el))])
-        self.model = model
-        if not len(el):
-            self.keys, key = np.zeros((0, 4)), np.zeros(0, np.intp)
-        else:
-            self.keys, key = _unique_keys(model.count_class[flow], c, w, mix)
+        del mixed
+        parts = [  # (element, flow, crossings, weight or None): certain, single-row, mixtures
+            (np.repeat(elements, np.diff(cc.indptr)), cc.indices, cc.data, None),
+            (mc_el[simple], flow_of[mc.indices[simple]].astype(np.int32), mc.data[simple], None),
+            groups,
+        ]
+        del mc_el, simple
+        self.keys, key = _key_codes(model.count_class, parts)
+        el = np.concatenate([p[0] for p in parts])
         order = np.argsort(el, kind="stable")
-        self.flow, self.key = flow[order], key[order]
         self.ptr = np.searchsorted(el[order], np.arange(n_el + 1))
+        del el
+        self.flow = np.concatenate([p[1] for p in parts]).astype(np.int32)[order]
+        self.key = key[order]
 
     def _groups(
         self, model: _Model, j: I64, flow: I64, row: I64, c: F64
@@ -397,7 +400,7 @@ class _PlainIndex:
         weight[every] = 1.0  # every row crosses it: no rest (see _log_rest)
         uneven = np.minimum.reduceat(c, starts) != np.maximum.reduceat(c, starts)
         self.uneven[flow[starts][uneven]] = True
-        return j[starts], flow[starts], c[starts], weight
+        return j[starts], flow[starts].astype(np.int32), c[starts], weight
 
     def gains(
         self, elements: I64, plain: npt.NDArray[np.bool_], background: float, factors: F64
@@ -448,39 +451,60 @@ def _grouped(j: I64, flow: I64) -> bool:
     return bool(np.all((dj > 0) | ((dj == 0) & (df >= 0))))
 
 
-_KEY_TABLE_MAX = 1 << 26  # distinct-key table size above which a sort is used instead
-
-
-def _ids(rest_ids: npt.NDArray[np.intp], one: npt.NDArray[np.bool_]) -> npt.NDArray[np.intp]:
-    """Weight ids for every entry: the last of ``rest_ids`` is 1.0's (appended)."""
-    out = np.full(len(one), int(rest_ids[-1]), np.intp)
-    out[~one] = rest_ids[:-1]
-    return out
-
-
-def _unique_keys(cls: I64, c: F64, w: F64, mix: F64) -> tuple[F64, npt.NDArray[np.intp]]:
-    """``_unique_rows`` of (class, crossings, weight, mixture) without a sort: the
-    classes and crossings are small integers and a scan's weights few, so each row gets
-    an integer code and the codes present are read off a table."""
-    c_int = np.rint(c).astype(np.int64)
-    if not np.array_equal(c_int, c) or c_int.min() < 0:
-        return _unique_rows([cls.astype(np.float64), c, w, mix])
-    one = w == 1.0  # every certain or single-row crossing, most mixtures' too
-    weights, w_id = np.unique(np.append(w[~one], 1.0), return_inverse=True)
-    w_id = _ids(w_id.ravel(), one)
-    n_c, n_w = int(c_int.max()) + 1, len(weights)
-    code = ((cls.astype(np.int64) * n_c + c_int) * n_w + w_id) * 2 + (mix > 0)
-    size = (int(cls.max()) + 1) * n_c * n_w * 2
-    if size > max(_KEY_TABLE_MAX, 4 * len(code)):
-        return _unique_rows([cls.astype(np.float64), c, w, mix])
-    present = np.bincount(code, minlength=size) > 0
-    ids = np.cumsum(present) - 1
-    codes = np.flatnonzero(present)
+def _key_codes(
+    count_class: npt.NDArray[np.intp], parts: list[tuple[Any, Any, Any, Any]]
+) -> tuple[F64, npt.NDArray[np.int32]]:
+    """The distinct (class, crossings, weight, mixture) keys of the parts' entries (as
+    rows) and each entry's key, without a sort of the entries: the classes and
+    crossings are small integers and a scan's mixture weights few, so each entry gets an
+    integer code and the codes present are read off a table (or, for a table larger than
+    the entries, found by ``np.unique``). Non-integral crossings fall back to rows."""
+    cs = [np.asarray(p[2], np.float64) for p in parts]
+    flows = [np.asarray(p[1], np.intp) for p in parts]
+    weight_sets = [p[3] for p in parts if p[3] is not None]
+    n = sum(len(c) for c in cs)
+    if not n:
+        return np.zeros((0, 4)), np.zeros(0, np.int32)
+    whole = np.concatenate(cs)
+    if np.any(whole != np.rint(whole)) or whole.min() < 0:
+        return _key_rows(count_class, parts)
+    weights = np.unique(np.concatenate([*weight_sets, [1.0]]))
+    n_c, n_w = int(whole.max()) + 1, len(weights)
+    del whole
+    codes_parts = []
+    for c, flow, part in zip(cs, flows, parts, strict=True):
+        w_id = np.searchsorted(weights, part[3] if part[3] is not None else np.ones(len(c)))
+        mix = 0 if part[3] is None else 1
+        cls = count_class[flow].astype(np.int64)
+        codes_parts.append(((cls * n_c + c.astype(np.int64)) * n_w + w_id) * 2 + mix)
+    code = np.concatenate(codes_parts)
+    del codes_parts
+    size = (int(count_class.max()) + 1) * n_c * n_w * 2
+    if size <= 2 * len(code):  # a table no bigger than the entries
+        present = np.bincount(code, minlength=size) > 0
+        codes = np.flatnonzero(present)
+        inverse = (np.cumsum(present, dtype=np.int64) - 1)[code]
+    else:
+        codes, inverse = np.unique(code, return_inverse=True)
     mixture, rest = codes % 2, codes // 2
     keys = np.stack(
         [rest // n_w // n_c, rest // n_w % n_c, weights[rest % n_w], mixture], axis=1
     ).astype(np.float64)
-    return keys, ids[code]
+    return keys, inverse.ravel().astype(np.int32)
+
+
+def _key_rows(
+    count_class: npt.NDArray[np.intp], parts: list[tuple[Any, Any, Any, Any]]
+) -> tuple[F64, npt.NDArray[np.int32]]:
+    """``_key_codes`` by a sort of the entries' key rows (any crossings)."""
+    cols = [[], [], [], []]  # type: list[list[Any]]
+    for el, flow, c, w in parts:
+        cols[0].append(count_class[np.asarray(flow, np.intp)].astype(np.float64))
+        cols[1].append(np.asarray(c, np.float64))
+        cols[2].append(np.ones(len(el)) if w is None else w)
+        cols[3].append(np.full(len(el), 0.0 if w is None else 1.0))
+    keys, inverse = _unique_rows([np.concatenate(x) for x in cols])
+    return keys, inverse.astype(np.int32)
 
 
 def _unique_rows(cols: list[F64]) -> tuple[F64, npt.NDArray[np.intp]]:

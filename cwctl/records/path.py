@@ -189,6 +189,8 @@ def hop_switches(path: PathRecord, switch_of_address: Mapping[str, str]) -> list
 
 # (prober, answerer, probe source port): a probe flow, as a ProbeTable row names it
 FlowKey = tuple[str, str, int]
+# (tracing host, peer, role, the probe flow's source port): a traced tuple, less the NIC
+TupleKey = tuple[str, str, Role, int]
 
 
 @dataclass
@@ -202,55 +204,75 @@ class PathTable:
     reverse); without it, the path traced without a NIC name, else any NIC's.
     """
 
-    _by_key: dict[tuple[str, str, Role, int], dict[str | None, PathRecord]] = field(
-        default_factory=dict
-    )
+    # per (host, peer, role, flow port): the record, or per NIC its record where
+    # records of several NICs share the tuple (a dict per tuple would be 184 bytes more
+    # each: a million tuples at 10 000 hosts)
+    _by_key: dict[TupleKey, PathRecord | dict[str | None, PathRecord]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, paths: Iterable[PathRecord]) -> PathTable:
-        """The table of ``paths``: ``add`` each, in order (inlined: a million at scale)."""
+        """The table of ``paths``: ``add`` each, in order."""
         table = cls()
-        by_key = table._by_key
-        with paused_gc():  # a dict per traced tuple, no cycles: a million at scale
+        with paused_gc():  # records and tuples, no cycles: a million at scale
             for path in paths:
-                key = (path.host, path.peer, path.role, path.flow_port)
-                per_nic = by_key.get(key)
-                if per_nic is None:
-                    by_key[key] = {path.nic: path}
-                    continue
-                old = per_nic.get(path.nic)
-                if old is None or (old.t_ns, old.known) <= (path.t_ns, path.known):
-                    per_nic[path.nic] = path
+                table.add(path)
         return table
 
     def add(self, path: PathRecord) -> None:
         """Keep ``path`` unless a record of the same tuple is newer."""
-        per_nic = self._by_key.setdefault((path.host, path.peer, path.role, path.flow_port), {})
-        old = per_nic.get(path.nic)
-        if old is None or (old.t_ns, old.known) <= (path.t_ns, path.known):
-            per_nic[path.nic] = path
+        key = (path.host, path.peer, path.role, path.flow_port)
+        entry = self._by_key.get(key)
+        if entry is None:
+            self._by_key[key] = path
+            return
+        old = entry.get(path.nic) if isinstance(entry, dict) else entry
+        if (
+            old is not None
+            and old.nic == path.nic
+            and (old.t_ns, old.known) > (path.t_ns, path.known)
+        ):
+            return
+        self._put(key, entry, path)
 
     def replace(self, path: PathRecord) -> None:
         """Put ``path`` in place of any record of the same tuple, older or not."""
-        self._by_key.setdefault((path.host, path.peer, path.role, path.flow_port), {})[path.nic] = (
-            path
-        )
+        key = (path.host, path.peer, path.role, path.flow_port)
+        self._put(key, self._by_key.get(key), path)
+
+    def _put(
+        self,
+        key: TupleKey,
+        entry: PathRecord | dict[str | None, PathRecord] | None,
+        path: PathRecord,
+    ) -> None:
+        if entry is None or (isinstance(entry, PathRecord) and entry.nic == path.nic):
+            self._by_key[key] = path
+        elif isinstance(entry, PathRecord):
+            self._by_key[key] = {entry.nic: entry, path.nic: path}
+        else:
+            entry[path.nic] = path
 
     def __len__(self) -> int:
-        return sum(len(v) for v in self._by_key.values())
+        return sum(len(v) if isinstance(v, dict) else 1 for v in self._by_key.values())
 
     def __iter__(self) -> Iterator[PathRecord]:
-        for per_nic in self._by_key.values():
-            yield from per_nic.values()
+        for entry in self._by_key.values():
+            if isinstance(entry, dict):
+                yield from entry.values()
+            else:
+                yield entry
 
-    def _get(self, key: tuple[str, str, Role, int], nic: str | None) -> PathRecord | None:
-        per_nic = self._by_key.get(key)
-        if not per_nic:
+    def _get(self, key: TupleKey, nic: str | None) -> PathRecord | None:
+        entry = self._by_key.get(key)
+        if entry is None:
             return None
-        if nic in per_nic:
-            return per_nic[nic]
-        if nic is None or None in per_nic:
-            return per_nic.get(None) or next(iter(per_nic.values()))
+        if not isinstance(entry, dict):
+            # the one record: asked for its NIC, for none, or it names none
+            return entry if nic in (entry.nic, None) or entry.nic is None else None
+        if nic in entry:
+            return entry[nic]
+        if nic is None or None in entry:
+            return entry.get(None) or next(iter(entry.values()))
         return None
 
     def forward(

@@ -49,6 +49,7 @@ TRIES = 3  # times a trace packet is sent before its hop is recorded as unknown
 REVALIDATE = 0.1  # share of the known paths traced again each window (the oldest)
 HOP_COLUMNS = (3, 5, 7)  # leaf, spine, far leaf in a path's element row (window._direction)
 DEST_COLUMN = 10
+RECORD_CHUNK = 1 << 16  # path records made at a time (their field lists are temporary)
 
 
 def _hop_addresses(model: SimWorld, ls: I64, ld: I64, spine: I64) -> I64:
@@ -286,27 +287,37 @@ def _records(
     hop_sets = _objects([(None,), (None, None, None)] + [(None, t, None) for t in ip_texts(addrs)])
     hop_code = np.where(cross[rows], 1, 0)
     hop_code[said] = 2 + which.ravel()
-    flow_port = params.base_port + port[f]
-    answer = params.answer_port
+    # ports: the flow's source port or the answering port, shared int objects too
+    ports = _objects(
+        [*range(params.base_port, params.base_port + params.ports), params.answer_port]
+    )
+    flow_code = port[f]
+    answer_code = params.ports
     stamp = np.rint(t_ns[rows]).astype(np.int64) + params.epoch_ns
     hosts = _objects(fabric.hosts)
-    return [
-        PathRecord(host, peer, role, src, sport, dst, dport, hops, done, t, False, nic)
-        for host, peer, role, src, sport, dst, dport, hops, done, t, nic in zip(
-            hosts[h].tolist(),
-            hosts[q].tolist(),
-            _objects(["probe", "reply"])[rev.astype(np.intp)].tolist(),
-            nic_text[own_nic].tolist(),
-            np.where(rev, answer, flow_port).tolist(),
-            nic_text[far_nic].tolist(),
-            np.where(rev, flow_port, answer).tolist(),
-            hop_sets[hop_code].tolist(),
-            complete[rows].tolist(),
-            stamp.tolist(),
-            nic_names[nic_code].tolist(),
-            strict=True,
-        )
-    ]
+    roles = _objects(["probe", "reply"])
+    out: list[PathRecord] = []
+    for lo in range(0, len(rows), RECORD_CHUNK):  # the field lists of a chunk at a time
+        at = slice(lo, lo + RECORD_CHUNK)
+        back = rev[at]
+        out += [
+            PathRecord(host, peer, role, src, sport, dst, dport, hops, done, t, False, nic)
+            for host, peer, role, src, sport, dst, dport, hops, done, t, nic in zip(
+                hosts[h[at]].tolist(),
+                hosts[q[at]].tolist(),
+                roles[back.astype(np.intp)].tolist(),
+                nic_text[own_nic[at]].tolist(),
+                ports[np.where(back, answer_code, flow_code[at])].tolist(),
+                nic_text[far_nic[at]].tolist(),
+                ports[np.where(back, flow_code[at], answer_code)].tolist(),
+                hop_sets[hop_code[at]].tolist(),
+                complete[rows[at]].tolist(),
+                stamp[at].tolist(),
+                nic_names[nic_code[at]].tolist(),
+                strict=True,
+            )
+        ]
+    return out
 
 
 def _objects(values: Sequence[object]) -> npt.NDArray[np.object_]:

@@ -204,3 +204,58 @@ def test_the_record_stream_takes_a_hosts_own_paths_and_refuses_forged_ones() -> 
     bad = HostRun(HostInfo("gpu-001", "10.1.1.2"), collector)
     bad.handle(encode_line(record(hops=["x"])).encode())
     assert bad.status.status == "error" and "hops[0]" in (bad.status.error or "")
+
+
+class _Reference:
+    """The table as a dict per traced tuple of a dict per NIC (its first, plain form)."""
+
+    def __init__(self) -> None:
+        self.by: dict[tuple[str, str, str, int], dict[str | None, PathRecord]] = {}
+
+    def add(self, p: PathRecord, force: bool) -> None:
+        per = self.by.setdefault((p.host, p.peer, p.role, p.flow_port), {})
+        old = per.get(p.nic)
+        if force or old is None or (old.t_ns, old.known) <= (p.t_ns, p.known):
+            per[p.nic] = p
+
+    def get(self, key: tuple[str, str, str, int], nic: str | None) -> PathRecord | None:
+        per = self.by.get(key)
+        if not per:
+            return None
+        if nic in per:
+            return per[nic]
+        if nic is None or None in per:
+            return per.get(None) or next(iter(per.values()))
+        return None
+
+
+_TRACES = st.tuples(
+    st.sampled_from(["probe", "reply"]),
+    st.sampled_from([40001, 40002]),
+    st.sampled_from([None, "eth0", "eth1"]),
+    st.integers(1, 4),  # t_ns
+    st.booleans(),  # the spine answered
+    st.booleans(),  # replace (a path cache's remember) rather than add
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_TRACES, max_size=25))
+def test_path_table_keeps_what_a_table_per_nic_keeps(traces: list[Any]) -> None:
+    table, ref = PathTable(), _Reference()
+    for role, port, nic, t_ns, known, force in traces:
+        hops = (None, "10.0.0.2" if known else None, None)
+        p = PathRecord(
+            host="a", peer="b", role=role, src="10.1.0.1", sport=port if role == "probe" else 50000,
+            dst="10.1.0.2", dport=50000 if role == "probe" else port, hops=hops,
+            complete=True, t_ns=t_ns, nic=nic,
+        )  # fmt: skip
+        (table.replace if force else table.add)(p)
+        ref.add(p, force)
+    kept = [p for per in ref.by.values() for p in per.values()]
+    assert list(table) == kept  # in the same order, too
+    assert len(table) == sum(len(per) for per in ref.by.values())
+    for port in (40001, 40002):
+        for nic in (None, "eth0", "eth1", "eth9"):
+            assert table.forward("a", "b", port, nic) == ref.get(("a", "b", "probe", port), nic)
+            assert table.reverse("b", "a", port, nic) == ref.get(("a", "b", "reply", port), nic)

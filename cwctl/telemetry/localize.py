@@ -65,6 +65,10 @@ MIN_SCORE = 0.02  # a suspect whose bad flows all cross stronger suspects adds n
 MIN_LOSS_RATE = 0.004  # an element must drop at least this share of what crosses it
 MIN_DELAY_RATE = 0.12  # ...or delay at least this share beyond the threshold
 DELAY_SHIFT_OF_FLOOR = 0.2  # and move its flows' median delay by this share of the floor
+# A coded pair's two probes leave 20 us apart and meet the same queues: as evidence of
+# delay they are one trial, not two (counted as two, chance queueing on a flow of a few
+# pairs looks significant, and a healthy fabric grows spurious delay suspects).
+PROBES_PER_DELAY_TRIAL = 2.0
 
 
 def _incidences(
@@ -98,7 +102,8 @@ def _bad_flows(
 ) -> npt.NDArray[np.bool_]:
     """Flows whose failures are improbable (p < p_max) at the background rate."""
     # P(X >= failures) for X ~ Binomial(trials, background): the upper tail above failures-1
-    k, n = np.rint(failures).astype(np.int64), np.rint(trials).astype(np.int64)  # whole counts
+    # whole counts: a half trial (one probe of a pair delayed) is not a failure
+    k, n = np.floor(failures + 1e-9).astype(np.int64), np.rint(trials).astype(np.int64)
     p = bdtrc(k - 1, n, np.clip(background, 1e-7, 1 - 1e-7))
     return (failures > 0) & (p < p_max)
 
@@ -200,6 +205,18 @@ def _drop_immaterial_delays(res: SignalResult, counts: FlowCounts) -> None:
             res.fit.gains.pop(e, None)
 
 
+def _queued(delay: SignalResult) -> npt.NDArray[np.bool_]:
+    """Flows whose minimum delay says nothing of a ``slow`` element: significantly
+    delayed ones, and those crossing a delay suspect. A flow of a few probes that all
+    queued (a congested switch's) has its floor raised by the queue; with hundreds of
+    probes one of them finds the queue empty, with ten none may."""
+    queued = delay.bad.copy()
+    if delay.fit.rates:
+        chosen = list(delay.fit.rates)
+        queued |= np.asarray(delay.crossed[:, chosen].max(axis=1).toarray()).ravel() > 0.5
+    return queued
+
+
 def localise(
     counts: FlowCounts,
     topology: Topology | None,
@@ -211,11 +228,15 @@ def localise(
     inc = loss_inc
     results = [_localise_signal(loss_inc, counts.sent, counts.lost, "loss", MIN_LOSS_RATE)]
     if counts.samples.sum() > 0 and np.isfinite(counts.threshold_ns):
-        delay = _localise_signal(delay_inc, counts.samples, counts.delayed, "delay", MIN_DELAY_RATE)
+        per = PROBES_PER_DELAY_TRIAL
+        delay = _localise_signal(
+            delay_inc, counts.samples / per, counts.delayed / per, "delay", MIN_DELAY_RATE
+        )
         _drop_immaterial_delays(delay, counts)
         results.append(delay)
         leaf_of = dict(topology.leaf_of) if topology is not None else {}
         trials, raised, ratio = floor_trials(counts, leaf_of)
+        trials[_queued(delay)] = 0.0  # their floor is a queue's, not a fixed delay's
         if trials.sum() > 0:
             floor = _localise_signal(
                 delay_inc, trials, raised, "floor", FLOOR_MIN_RATE, one_trial=True
@@ -278,7 +299,9 @@ def unexplained(
             shift = max(DELAY_SHIFT_OF_FLOOR * counts.floor_ns, counts.threshold_ns)
             material = (share >= MIN_DELAY_RATE) & (counts.excess_p50_ns >= shift)
             # ...seen often enough that chance queueing cannot do it
-            material &= (n >= MIN_DELAY_SAMPLES) & _bad_flows(n, k, res.fit.background, 1e-6)
+            material &= (counts.samples >= MIN_DELAY_SAMPLES) & _bad_flows(
+                n, k, res.fit.background, 1e-6
+            )
         else:
             flows = counts.flows
             material = res.material if res.material is not None else np.ones(len(n), bool)
@@ -289,7 +312,7 @@ def unexplained(
             if res.signal == "loss":
                 words = f"lost {int(k[f])} of {int(n[f])} exchanges"
             elif res.signal == "delay":
-                words = f"{int(k[f])} of {int(n[f])} probes delayed"
+                words = f"{int(counts.delayed[f])} of {int(counts.samples[f])} probes delayed"
             else:
                 words = f"floor {fmt_ns(float(counts.flow_floor_ns[f]))}"
             a, b = flows.hosts[int(flows.src[f])], flows.hosts[int(flows.dst[f])]

@@ -1,6 +1,7 @@
 """Clock sync: cwctl vs pairwise-only vs an NTP-style baseline, against the simulator's truth.
 
-``python -m bench sync`` (default, under a minute): accuracy at 256 hosts, K=10, 2 s,
+``python -m bench sync`` (default, under a minute): accuracy at 256 hosts, K=10, 100 coded
+pairs/s for 2 s (and once at the defaults, settings.PROBE_RATE for PROBE_DURATION_S),
 load 0.4, hw and sw stamps; solve time for 100, 1 000 and 10 000 hosts.
 ``CWCTL_BENCH_FULL=1`` adds 100 000 hosts to the scale table (needs ~8 GB, minutes);
 ``CWCTL_BENCH_SEEDS=1,2,3`` picks the simulator seeds of the accuracy runs (default 1,2).
@@ -21,6 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from cwctl import settings
 from cwctl.records import ProbeTable
 from cwctl.sim import FabricModel, SimParams
 from cwctl.sync import ClockSolution, solve
@@ -69,10 +71,13 @@ def accuracy(
     seed: int = 1,
     asymmetry: float | None = None,
     window_s: float = 2.0,
+    rate: float = 100.0,  # the table in docs/sync.md; the defaults are settings.PROBE_*
 ) -> None:
-    params = SimParams(timestamps=ts, load=load, peers=10)
+    params = SimParams(timestamps=ts, load=load, peers=10, rate=rate)
     if asymmetry is not None:  # the fraction of links with a slower direction
-        params = SimParams(timestamps=ts, load=load, peers=10, asymmetric_fraction=asymmetry)
+        params = SimParams(
+            timestamps=ts, load=load, peers=10, rate=rate, asymmetric_fraction=asymmetry
+        )
     model = FabricModel.leaf_spine(hosts=hosts, params=params, seed=seed)
     window = model.probe(window_s)
     table = window.table
@@ -83,7 +88,8 @@ def accuracy(
         ("ntp-style", ntp_solve),
     ]
     print(
-        f"\naccuracy: --timestamps {ts}, {hosts} hosts, K=10, {window_s:g} s, load {load}, "
+        f"\naccuracy: --timestamps {ts}, {hosts} hosts, K=10, {rate:g} pairs/s for {window_s:g} s,"
+        f" load {load}, "
         f"seed {seed}: {len(table)} probe rows"
         + (f", asymmetric links {asymmetry:.0%}" if asymmetry is not None else "")
     )
@@ -174,7 +180,7 @@ def sliding(
     *, hosts: int = 256, ticks: int = 6, tick_s: float = 0.5, window_s: float = 2.0
 ) -> None:
     """The TUI's case: a window of ``window_s`` sliding by ``tick_s``, warm vs cold."""
-    params = SimParams(timestamps="hw", load=0.4, peers=10)
+    params = SimParams(timestamps="hw", load=0.4, peers=10, rate=100.0)
     model = FabricModel.leaf_spine(hosts=hosts, params=params, seed=1)
     solver = SlidingSolver(window_s=window_s)
     print(f"\nsliding window: {hosts} hosts, {window_s:g} s window, a tick every {tick_s:g} s")
@@ -203,6 +209,8 @@ def main() -> None:
     for ts in ("hw", "sw"):
         for seed in seeds:
             accuracy(ts, seed=seed)
+        # at the defaults: fifty times fewer pairs a second, five times as long
+        accuracy(ts, seed=seeds[0], rate=settings.PROBE_RATE, window_s=settings.PROBE_DURATION_S)
     # the same fabric with every link symmetric: what static asymmetry costs (a host's
     # own cable asymmetry biases all of its paths alike, which no loop can reveal)
     accuracy("hw", asymmetry=0.0)

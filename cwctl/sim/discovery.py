@@ -156,8 +156,9 @@ def discover(
     start_s: float,
     duration_s: float,
     rng: np.random.Generator,
-) -> list[PathRecord]:
-    """The path records of one window's flows (prober ``a``, peer ``b``, port number)."""
+) -> tuple[list[PathRecord], I64]:
+    """The path records of one window's flows (prober ``a``, peer ``b``, port number),
+    and each record's key in the path cache (``trace_keys``)."""
     fabric, params = model.fabric, model.params
     n_flows = len(a)
     # traces: every flow's probe tuple (traced by a) and reply tuple (traced by b)
@@ -172,9 +173,9 @@ def discover(
     ls, ld = fabric.host_leaf[tracer].astype(np.int64), fabric.host_leaf[far].astype(np.int64)
     cross = (ls != ld) & (spine >= 0)  # a spine to learn
     # known paths are not traced again, but for the oldest tenth (revalidated)
-    skip = np.zeros(n, bool)
-    if model.path_cache:
-        skip = _known(model, trace_keys(model, tracer, far, reverse, flow, port, paths))
+    own_nic = np.concatenate([paths.src_nic, paths.dst_nic]).astype(np.int64)
+    keys = trace_keys(model, own_nic, far, reverse, port[flow])
+    skip = _known(model, keys) if model.path_cache else np.zeros(n, bool)
     pace = cross & ~skip
     # the plan: each tracer's cross-leaf traces in a seeded order, paced to its spines'
     # budget (a burst of icmp_burst per spine, then one per spine per icmp_ratelimit_ms)
@@ -211,43 +212,37 @@ def discover(
     keep = (when < end) & reach
     when, which = when[keep], which[keep]
     # answers go to the tracing NIC's address: the per-destination buckets are per NIC
-    own_nic = np.concatenate([paths.src_nic, paths.dst_nic]).astype(np.int64)
     switch_id = fabric.n_leaves + np.maximum(spine, 0)
     answered = _answered(model, n, which, when, switch_id, own_nic)
     spine_addr = _hop_addresses(model, ls, ld, spine)[:, 1]
     keep_rows = np.flatnonzero(traced)
-    return _records(model, keep_rows, tracer, far, reverse, flow, port, paths, spine_addr,
-                    answered, cross, complete, t_ns)  # fmt: skip
-
-
-Key = tuple[str, str, str, int, str | None]  # host, peer, role, the probe flow's port, NIC
+    records = _records(model, keep_rows, tracer, far, reverse, flow, port, paths, spine_addr,
+                       answered, cross, complete, t_ns)  # fmt: skip
+    return records, keys[keep_rows]
 
 
 def trace_keys(
-    model: SimWorld, tracer: I64, far: I64, reverse: npt.NDArray[np.bool_], flow: I64,
-    port: I64, paths: FlowPaths,
-) -> list[Key]:  # fmt: skip
-    """Each trace's tuple as a path record names it (the key of the path cache)."""
-    fabric, params = model.fabric, model.params
-    nic_name = [n for ns in fabric.nics for n in ns]
-    multi = [len(ns) > 1 for ns in fabric.nics]
-    own_nic = np.where(reverse, paths.dst_nic[flow], paths.src_nic[flow]).tolist()
-    sport = (params.base_port + port[flow]).tolist()
-    hosts = fabric.hosts
-    return [
-        (hosts[t], hosts[f], "reply" if r else "probe", s, nic_name[o] if multi[t] else None)
-        for t, f, r, s, o in zip(
-            tracer.tolist(), far.tolist(), reverse.tolist(), sport, own_nic, strict=True
-        )
-    ]
+    model: SimWorld, own_nic: I64, far: I64, reverse: npt.NDArray[np.bool_], port: I64
+) -> I64:
+    """Each trace's tuple as one integer, the key of the path cache: the tracing NIC
+    (global index: the host, and the NIC a record names where the host has several),
+    the peer, the role and the probe flow's port number (0..ports-1)."""
+    n_hosts, n_ports = model.fabric.n_hosts, model.params.ports
+    return ((own_nic.astype(np.int64) * n_hosts + far) * 2 + reverse) * n_ports + port
 
 
-def _known(model: SimWorld, keys: list[Key]) -> npt.NDArray[np.bool_]:
+def _known(model: SimWorld, keys: I64) -> npt.NDArray[np.bool_]:
     """Traces whose path the cache knows, less the oldest tenth of them (revalidated)."""
-    known = np.array([k in model.path_cache for k in keys], bool)
+    cache = model.path_cache
+    cached = np.fromiter(cache.keys(), np.int64, len(cache))
+    stamps = np.fromiter((p.t_ns for p in cache.values()), np.int64, len(cache))
+    order = np.argsort(cached)
+    cached, stamps = cached[order], stamps[order]
+    pos = np.minimum(np.searchsorted(cached, keys), len(cached) - 1)
+    known = cached[pos] == keys
     idx = np.flatnonzero(known)
     if len(idx):
-        age = np.array([model.path_cache[keys[i]].t_ns for i in idx.tolist()])
+        age = stamps[pos[idx]]
         oldest = idx[np.argsort(age, kind="stable")[: int(np.ceil(REVALIDATE * len(idx)))]]
         known[oldest] = False
     return known

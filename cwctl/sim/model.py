@@ -40,6 +40,8 @@ from cwctl.sim.window import flow_paths, simulate_window
 from cwctl.sim.world import ModelState, ProbeWindow
 from cwctl.topology import Topology, assign_peers, leaf_spine
 
+I64 = npt.NDArray[np.int64]
+
 PATH_CACHE_S = 600.0  # a known path is traced again after this long (docs/paths.md)
 
 
@@ -129,8 +131,8 @@ class FabricModel:
         )  # an inventory's [probe] duration, when one gave it
         self.elapsed_s = 0.0  # where the next window starts, seconds after the origin
         self.windows = 0
-        # what the agents discovered, by traced tuple (host, peer, role, port, NIC)
-        self.path_cache: dict[tuple[str, str, str, int, str | None], PathRecord] = {}
+        # what the agents discovered, by traced tuple (tracing NIC, peer, role, port)
+        self.path_cache: dict[int, PathRecord] = {}  # by discovery.trace_keys
 
     @classmethod
     def leaf_spine(
@@ -235,20 +237,21 @@ class FabricModel:
         return np.array([index[h] for h in hosts], np.int32)
 
     # --- discovered paths, kept between windows (docs/paths.md, "Known paths") ------
-    def _with_cached(self, fresh: list[PathRecord], end_s: float) -> list[PathRecord]:
-        """This window's records, a known path standing in (``cached``) where the fresh
-        trace named no spine or the flow was not traced; known paths are kept for
-        ``PATH_CACHE_S`` seconds of simulated time and forgotten when the model changes."""
+    def _with_cached(self, fresh: list[PathRecord], keys: I64, end_s: float) -> list[PathRecord]:
+        """This window's records (``keys``: their path cache keys), a known path standing
+        in (``cached``) where the fresh trace named no spine or the flow was not traced;
+        known paths are kept for ``PATH_CACHE_S`` seconds of simulated time and forgotten
+        when the model changes."""
         horizon = self.params.epoch_ns + int((end_s - PATH_CACHE_S) * 1e9)
         cache = {k: p for k, p in self.path_cache.items() if p.t_ns >= horizon}
-        keys = [(p.host, p.peer, p.role, p.flow_port, p.nic) for p in fresh]
         out = list(fresh)
-        for i, (path, key) in enumerate(zip(fresh, keys, strict=True)):
+        order = keys.tolist()
+        for i, (path, key) in enumerate(zip(fresh, order, strict=True)):
             if path.known:
                 cache[key] = path
             elif key in cache:
                 out[i] = cache[key].as_cached()
-        seen = set(keys)
+        seen = set(order)
         out += [p.as_cached() for k, p in cache.items() if k not in seen]
         self.path_cache = cache
         return out
@@ -262,7 +265,9 @@ class FabricModel:
         rng = np.random.default_rng(self._window_seq.spawn(1)[0])
         with paused_gc():  # half a million path records at 10 000 hosts, no cycles
             window = simulate_window(self, self.elapsed_s, duration_s, rng)
-            window.paths = self._with_cached(window.paths, window.start_s + duration_s)
+            window.paths = self._with_cached(
+                window.paths, window.path_keys, window.start_s + duration_s
+            )
         self.elapsed_s += duration_s
         self.windows += 1
         return window

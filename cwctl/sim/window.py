@@ -17,7 +17,6 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.records import TS_CODE, ProbeTable
-from cwctl.records.path import PathRecord
 from cwctl.sim.delays import queue_rho, sample_queueing, stamp_error
 from cwctl.sim.discovery import discover
 from cwctl.sim.ecmp import documented_hash, host_id, tuple_hash
@@ -391,11 +390,11 @@ def simulate_window(
         owd_rev_ns=column("owd_rev"),
         rev_sent=column("rev_sent"),
     )
-    records: list[PathRecord] = []
+    window = ProbeWindow(table=table, truth=truth, start_s=start_s, duration_s=duration_s)
     if params.discovery:
         disc_rng = rng.spawn(1)[0]
         a, b = ea[fe].astype(np.int64), eb[fe].astype(np.int64)
-        records = discover(model, a, b, fj, paths, start_s, duration_s, disc_rng)
-    return ProbeWindow(
-        table=table, truth=truth, start_s=start_s, duration_s=duration_s, paths=records
-    )
+        window.paths, window.path_keys = discover(
+            model, a, b, fj, paths, start_s, duration_s, disc_rng
+        )
+    return window

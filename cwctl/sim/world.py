@@ -46,6 +46,8 @@ class ProbeWindow:
     start_s: float
     duration_s: float
     paths: list[PathRecord] = field(default_factory=list)  # what the agents discovered
+    # each path's key in the path cache (discovery.trace_keys)
+    path_keys: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 @dataclass
@@ -80,4 +82,4 @@ class SimWorld(Protocol):
     fixed: FixedDelays
     peers: dict[str, list[str]]
     state: ModelState
-    path_cache: dict[tuple[str, str, str, int, str | None], PathRecord]
+    path_cache: dict[int, PathRecord]  # by discovery.trace_keys

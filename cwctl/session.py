@@ -75,10 +75,14 @@ def open_source(request: ScanRequest) -> Source:
     return make(request)
 
 
-def analyse(collection: Collection, *, reference: str | None = None) -> FabricSnapshot:
-    """Solve the clocks, then measure the paths and localise faults: one scan's snapshot."""
+def analyse(
+    collection: Collection, *, reference: str | None = None, release: bool = False
+) -> FabricSnapshot:
+    """Solve the clocks, then measure the paths and localise faults: one scan's snapshot.
+    ``release``: the collection is the analysis's to consume (``build_snapshot``)."""
     _check_reference(collection, reference)
-    return build_snapshot(collection, solve(collection.table, reference=reference))
+    solution = solve(collection.table, reference=reference)
+    return build_snapshot(collection, solution, release=release)
 
 
 def _check_reference(collection: Collection, reference: str | None) -> None:
@@ -144,14 +148,15 @@ class ScanSession:
 
     def _analyse(self, collection: Collection) -> FabricSnapshot:
         reference = self.request.reference
+        # the collection is this scan's alone: its rows go once the paths are measured
         if not self.sliding:
-            return analyse(collection, reference=reference)
+            return analyse(collection, reference=reference, release=True)
         _check_reference(collection, reference)
         if self._solver is None:
             # The window is this scan's probes (offsets are reported at its middle, as
             # the truth is); the graph, the Huber weights and the offsets stay warm.
             self._solver = SlidingSolver(window_s=collection.duration_s, reference=reference)
-        return build_snapshot(collection, self._solver.update(collection.table))
+        return build_snapshot(collection, self._solver.update(collection.table), release=True)
 
     async def aclose(self) -> None:
         await self.source.aclose()

@@ -18,6 +18,7 @@ import numpy as np
 
 from cwctl.collection import Collection
 from cwctl.gpu import assess
+from cwctl.records import ProbeTable
 from cwctl.snapshot import FabricSnapshot, HostReport, Suspect
 from cwctl.sync import ClockSolution
 from cwctl.telemetry.blockwise import measure
@@ -66,9 +67,17 @@ def _assess_gpus(collection: Collection, hosts: list[HostReport]) -> None:
         report.gpus = list(health.gpus)
 
 
-def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSnapshot:
-    """Measure every path and localise faults: the scan's ``FabricSnapshot``."""
+def build_snapshot(
+    collection: Collection, solution: ClockSolution, *, release: bool = False
+) -> FabricSnapshot:
+    """Measure every path and localise faults: the scan's ``FabricSnapshot``.
+
+    With ``release`` the caller hands the collection over: once the paths are measured
+    its probe rows are dropped (``collection.table`` becomes an empty table of the same
+    hosts), so localisation does not run beside them (a 10 000-host scan's rows are a
+    quarter of a gigabyte). Rows kept for a replay are written before this."""
     table = collection.table
+    n_records, timestamp_source = len(table), table.timestamp_source
     hosts = _host_reports(collection, solution)
     _assess_gpus(collection, hosts)
     paths = []
@@ -77,10 +86,13 @@ def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSna
     busy_counts: dict[str, int] = {}
     lost: dict[str, Any] | None = None
     busy_exchanges = 0
-    if len(table):
+    if n_records:
         measured = measure(collection, solution, hosts)
         paths, counts, dead = measured.paths, measured.counts, measured.dead
         busy_counts, busy_exchanges = measured.busy_counts, measured.busy_exchanges
+        if release:
+            collection.table = ProbeTable.empty(table.hosts)
+            del table
         host_nics = {h.name: h.nics for h in collection.hosts if h.nics}
         if collection.topology is not None:
             host_nics = {**dict(collection.topology.nics), **host_nics}
@@ -116,10 +128,10 @@ def build_snapshot(collection: Collection, solution: ClockSolution) -> FabricSna
         paths=paths,
         suspects=suspects,
         unlocalised=lost,
-        timestamp_source=table.timestamp_source,
+        timestamp_source=timestamp_source,
         sync=dict(solution.quality),
         truth=collection.truth,
-        records=len(table),
+        records=n_records,
         telemetry=telemetry,
         t_ref_ns=solution.t_ref_ns if solution.reference is not None else None,
     )

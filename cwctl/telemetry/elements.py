@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -59,10 +60,10 @@ class Incidence:
     kinds: list[str]  # switch | link | nic | host
     rows: Rows
 
-    @property
+    @cached_property
     def matrix(self) -> sp.csr_matrix:
         """(flows x elements) 1 where the flow certainly crossed the element (whichever
-        alternative it took)."""
+        alternative it took). Built once per incidence."""
         rows = self.rows
         per_flow = np.bincount(rows.flow, minlength=rows.n_flows)
         tier = sp.csr_matrix(rows.flow_matrix() @ (rows.matrix > 0).astype(np.float64))
@@ -72,6 +73,11 @@ class Incidence:
         out = sp.csr_matrix(certain.maximum(tier))
         out.eliminate_zeros()
         return out
+
+    @cached_property
+    def by_element(self) -> sp.csc_matrix:
+        """``matrix`` column by column (the flows that certainly cross each element)."""
+        return self.matrix.tocsc()
 
 
 class _Names:

@@ -420,15 +420,20 @@ def _twins(inc: Incidence, e: int, usable: npt.NDArray[np.bool_], limit: int = 3
 
 
 def _twin_ids(inc: Incidence, e: int, usable: npt.NDArray[np.bool_]) -> list[int]:
-    crosses = (inc.matrix[usable] > 0).astype(np.float64).tocsc()
-    col = crosses[:, e]
-    size = col.nnz
-    if not size:
+    """Elements certainly crossed by exactly the usable flows that certainly cross e."""
+    by_element, matrix = inc.by_element, inc.matrix
+    flows = by_element.indices[by_element.indptr[e] : by_element.indptr[e + 1]]
+    flows = flows[usable[flows]]
+    if not len(flows):
         return []
-    overlap = np.asarray((crosses.T @ col).todense()).ravel()
-    sizes = np.diff(crosses.indptr)
-    same = np.flatnonzero((overlap == size) & (sizes == size))
-    return [int(j) for j in same if j != e]
+    # elements every one of e's flows crosses, then those crossed by no other usable flow
+    common = np.bincount(matrix[flows].indices, minlength=matrix.shape[1]) == len(flows)
+    out = []
+    for j in np.flatnonzero(common).tolist():
+        theirs = by_element.indices[by_element.indptr[j] : by_element.indptr[j + 1]]
+        if j != e and int(usable[theirs].sum()) == len(flows):
+            out.append(j)
+    return out
 
 
 def _pct(rate: float) -> str:

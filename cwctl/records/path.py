@@ -211,11 +211,19 @@ class PathTable:
 
     @classmethod
     def of(cls, paths: Iterable[PathRecord]) -> PathTable:
-        """The table of ``paths``: ``add`` each, in order."""
+        """The table of ``paths``: ``add`` each, in order (where no tuple comes twice,
+        one dict built at once: a simulated window's half a million)."""
         table = cls()
         with paused_gc():  # records and tuples, no cycles: a million at scale
-            for path in paths:
-                table.add(path)
+            paths = list(paths)
+            keys = [
+                (p.host, p.peer, p.role, p.sport if p.role == "probe" else p.dport) for p in paths
+            ]
+            table._by_key = dict(zip(keys, paths, strict=True))
+            if len(table._by_key) < len(paths):  # tuples traced twice: the newest of each
+                table._by_key = {}
+                for path in paths:
+                    table.add(path)
         return table
 
     def add(self, path: PathRecord) -> None:

@@ -60,11 +60,15 @@ def path_quantiles(
     sorted_ns = np.sort(owd_ns, axis=1)
     lo, p50, p99 = _quantiles(sorted_ns, received)
     key = src.astype(np.int64) * len(hosts) + dst
-    keys, first, count = np.unique(key, return_index=True, return_counts=True)
+    keys, first, inverse, count = np.unique(
+        key, return_index=True, return_inverse=True, return_counts=True
+    )
     got, n_sent = received[first].astype(np.int64), sent[first].astype(np.int64)
     stats = np.stack([lo[first], p50[first], p99[first]], axis=1)
-    for j in np.flatnonzero(count > 1):  # probed from both ends: pool the legs
-        legs = key == keys[j]
+    pooled = np.flatnonzero(count[inverse] > 1)  # the legs of pairs probed from both ends
+    pooled = pooled[np.argsort(inverse[pooled], kind="stable")]
+    groups = np.split(pooled, np.cumsum(count[count > 1])[:-1]) if len(pooled) else []
+    for j, legs in zip(np.flatnonzero(count > 1).tolist(), groups, strict=True):  # pool them
         pool = np.sort(owd_ns[legs].ravel())
         got[j], n_sent[j] = int((~np.isnan(pool)).sum()), int(sent[legs].sum())
         stats[j] = [float(x[0]) for x in _quantiles(pool[None, :], np.array([got[j]]))]

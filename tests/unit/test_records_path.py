@@ -259,3 +259,23 @@ def test_path_table_keeps_what_a_table_per_nic_keeps(traces: list[Any]) -> None:
         for nic in (None, "eth0", "eth1", "eth9"):
             assert table.forward("a", "b", port, nic) == ref.get(("a", "b", "probe", port), nic)
             assert table.reverse("b", "a", port, nic) == ref.get(("a", "b", "reply", port), nic)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_TRACES, max_size=25))
+def test_path_table_of_is_add_in_order(traces: list[Any]) -> None:
+    records = [_traced(role, port, nic, t_ns, known) for role, port, nic, t_ns, known, _ in traces]
+    added = PathTable()
+    for p in records:
+        added.add(p)
+    assert list(PathTable.of(records)) == list(added)
+    assert PathTable.of(records).flows() == added.flows()
+
+
+def _traced(role: str, port: int, nic: str | None, t_ns: int, known: bool) -> PathRecord:
+    return PathRecord(
+        host="a", peer="b", role=role, src="10.1.0.1",  # type: ignore[arg-type]
+        sport=port if role == "probe" else 50000, dst="10.1.0.2",
+        dport=50000 if role == "probe" else port, hops=(None, "10.0.0.2" if known else None, None),
+        complete=True, t_ns=t_ns, nic=nic,
+    )  # fmt: skip

@@ -59,7 +59,54 @@ class HostReport:
         return out
 
 
-@dataclass
+class PortColumns:
+    """The per-source-port statistics (the ECMP flows) of many paths, two arrays shared by
+    their ``PathReport``s: ``ints`` (n, 3) sport, sent, received; ``floats`` (n, 3) loss
+    (rounded to 6 places), owd_p50_ns, owd_p99_ns (NaN unknown). A path's ports are rows
+    ``lo:hi`` (``PathPorts``): no Python object per port until they are written out."""
+
+    __slots__ = ("floats", "ints")
+
+    def __init__(self, ints: Any, floats: Any) -> None:
+        self.ints = ints
+        self.floats = floats
+
+
+class PathPorts:
+    """One path's rows of a ``PortColumns``."""
+
+    __slots__ = ("columns", "hi", "lo")
+
+    def __init__(self, columns: PortColumns, lo: int, hi: int) -> None:
+        self.columns, self.lo, self.hi = columns, lo, hi
+
+    def __len__(self) -> int:
+        return self.hi - self.lo
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """The ``paths[].ports[]`` objects."""
+        ints = self.columns.ints[self.lo : self.hi].tolist()
+        floats = self.columns.floats[self.lo : self.hi].tolist()
+        return [
+            {
+                "sport": sport,
+                "sent": sent,
+                "received": received,
+                "loss": loss,
+                "owd_p50_ns": None if p50 != p50 else p50,  # NaN != NaN
+                "owd_p99_ns": None if p99 != p99 else p99,
+            }
+            for (sport, sent, received), (loss, p50, p99) in zip(ints, floats, strict=True)
+        ]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PathPorts) and self.to_json() == other.to_json()
+
+    def __repr__(self) -> str:
+        return f"PathPorts({self.to_json()!r})"
+
+
+@dataclass(slots=True)
 class PathReport:
     src: str
     dst: str
@@ -70,7 +117,9 @@ class PathReport:
     owd_p99_ns: float | None
     owd_max_ns: float | None = None
     jitter_ns: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # additions: per-port split, ...
+    ports: PathPorts | None = None  # the split by source port (the ECMP flows)
+    port_p50_spread_ns: float | None = None  # over the ports with a p50, where 2 or more
+    port_loss_spread: float | None = None  # over the ports, where 2 or more
 
     @property
     def loss(self) -> float:
@@ -82,6 +131,18 @@ class PathReport:
         if self.owd_p99_ns is None or self.owd_min_ns is None:
             return None
         return self.owd_p99_ns - self.owd_min_ns
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """The fields beyond the base path's, as ``to_json`` writes them."""
+        out: dict[str, Any] = {}
+        if self.ports is not None:
+            out["ports"] = self.ports.to_json()
+        if self.port_p50_spread_ns is not None:
+            out["port_p50_spread_ns"] = self.port_p50_spread_ns
+        if self.port_loss_spread is not None:
+            out["port_loss_spread"] = self.port_loss_spread
+        return out
 
     def to_json(self) -> dict[str, Any]:
         out = {

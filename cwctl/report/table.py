@@ -269,7 +269,7 @@ def _paths_table(snapshot: FabricSnapshot) -> Table:
 
 def _lossy_ports(p: PathReport) -> str:
     """How many of the path's source ports lost probes (one of four: one bad ECMP way)."""
-    ports = p.extra.get("ports") or []
+    ports = p.ports.to_json() if p.ports is not None else []
     if not ports:
         return "-"
     return f"{sum(1 for x in ports if x.get('loss', 0) > 0.01)}/{len(ports)}"

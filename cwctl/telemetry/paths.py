@@ -17,13 +17,12 @@ per probe; one per path only to build the reports.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from cwctl.records import ProbeTable
-from cwctl.snapshot import PathReport
+from cwctl.snapshot import PathPorts, PathReport, PortColumns
 from cwctl.telemetry.groups import (
     Runs,
     group_ids,
@@ -225,106 +224,51 @@ def path_table(obs: Observations, *, routes_only: bool = False) -> PathTable:
     )
 
 
-def _lists(stats: GroupStats, names: tuple[str, ...]) -> dict[str, list[Any]]:
-    """Columns as plain Python lists, NaN as None: no numpy scalar work per path."""
-    out: dict[str, list[Any]] = {}
-    for name in names:
-        col = getattr(stats, name)
-        if col.dtype.kind == "f":
-            out[name] = _none_for_nan(col)
-        else:
-            out[name] = col.tolist()
-    return out
-
-
 def path_reports(pt: PathTable) -> list[PathReport]:
-    """One ``PathReport`` per directed path, with the per-source-port split in ``extra``."""
+    """One ``PathReport`` per directed path, with its per-source-port split (``ports``,
+    rows of one ``PortColumns`` the paths share) and the spreads over its ports."""
     n_paths = len(pt.path_key)
     if not n_paths:
         return []
     by_path = np.argsort(pt.port_path, kind="stable")
     bounds = np.searchsorted(pt.port_path[by_path], np.arange(n_paths + 1))
     q_loss = np.round(pt.port.loss, 6)[by_path]
-    q = {name: getattr(pt.port, name)[by_path] for name in ("sent", "received", "owd_p99_ns")}
     q_p50 = pt.port.owd_p50_ns[by_path]
-    ports_all = [
-        {
-            "sport": sport,
-            "sent": sent,
-            "received": received,
-            "loss": loss,
-            "owd_p50_ns": p50,
-            "owd_p99_ns": p99,
-        }
-        for sport, sent, received, loss, p50, p99 in zip(
-            pt.port_key[by_path, 2].tolist(),
-            q["sent"].tolist(),
-            q["received"].tolist(),
-            q_loss.tolist(),
-            _none_for_nan(q_p50),
-            _none_for_nan(q["owd_p99_ns"]),
-            strict=True,
-        )
-    ]
+    ports = PortColumns(
+        np.column_stack([pt.port_key[:, 2], pt.port.sent, pt.port.received])[by_path],
+        np.column_stack([q_loss, q_p50, pt.port.owd_p99_ns[by_path]]),
+    )
     # per path over its ports: the spread of the p50s (those known) and of the losses
     n_ports = np.diff(bounds)
     starts = np.minimum(bounds[:-1], max(len(by_path) - 1, 0))
     with np.errstate(invalid="ignore"):
         known = np.add.reduceat(~np.isnan(q_p50), starts) if len(by_path) else n_ports
-        p50_spread = (np.fmax.reduceat(q_p50, starts) - np.fmin.reduceat(q_p50, starts)).tolist()
-        loss_spread = (
-            np.maximum.reduceat(q_loss, starts) - np.minimum.reduceat(q_loss, starts)
-        ).tolist()
-    known, n_ports_l, b = (
-        np.where(n_ports > 0, known, 0).tolist(),
-        n_ports.tolist(),
-        bounds.tolist(),
-    )
-    names = (
-        "sent",
-        "received",
-        "owd_min_ns",
-        "owd_p50_ns",
-        "owd_p99_ns",
-        "owd_max_ns",
-        "jitter_ns",
-    )
-    p = _lists(pt.path, names)
-    columns = [p[name] for name in names]
-    hosts = pt.hosts
-    out = []
-    for (s, d), lo, hi, n_known, n_here, p50_wide, loss_wide, *c in zip(
-        pt.path_key.tolist(),
-        b[:-1],
-        b[1:],
-        known,
-        n_ports_l,
-        p50_spread,
-        loss_spread,
-        *columns,
-        strict=True,
-    ):
-        extra: dict[str, Any] = {"ports": ports_all[lo:hi]}
-        if n_known > 1:
-            extra["port_p50_spread_ns"] = p50_wide
-        if n_here > 1:
-            extra["port_loss_spread"] = round(loss_wide, 6) if loss_wide else loss_wide
-        sent, received, owd_min, owd_p50, owd_p99, owd_max, jitter = c
-        out.append(
-            PathReport(
-                hosts[s],
-                hosts[d],
-                sent,
-                received,
-                owd_min,
-                owd_p50,
-                owd_p99,
-                owd_max,
-                jitter,
-                extra,
-            )
+        p50_wide = np.fmax.reduceat(q_p50, starts) - np.fmin.reduceat(q_p50, starts)
+        loss_wide = np.maximum.reduceat(q_loss, starts) - np.minimum.reduceat(q_loss, starts)
+    p50_spread = [
+        None if few else x
+        for x, few in zip(p50_wide.tolist(), ((n_ports == 0) | (known <= 1)).tolist(), strict=True)
+    ]
+    loss_spread = [
+        None if one else round(x, 6) if x else x
+        for x, one in zip(loss_wide.tolist(), (n_ports <= 1).tolist(), strict=True)
+    ]
+    stats, hosts, b = pt.path, pt.hosts, bounds.tolist()
+    nan_none = _none_for_nan
+    return [
+        PathReport(
+            hosts[s], hosts[d], sent, received, owd_min, owd_p50, owd_p99, owd_max, jitter,
+            PathPorts(ports, lo, hi), p50, loss,
         )
-    return out
+        for (s, d), lo, hi, p50, loss, sent, received, owd_min, owd_p50, owd_p99, owd_max, jitter
+        in zip(
+            pt.path_key.tolist(), b[:-1], b[1:], p50_spread, loss_spread,
+            stats.sent.tolist(), stats.received.tolist(), nan_none(stats.owd_min_ns),
+            nan_none(stats.owd_p50_ns), nan_none(stats.owd_p99_ns), nan_none(stats.owd_max_ns),
+            nan_none(stats.jitter_ns),
+            strict=True,
+        )
+    ]  # fmt: skip
 
 
 def _none_for_nan(col: F64) -> list[float | None]:

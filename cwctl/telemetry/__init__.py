@@ -23,7 +23,7 @@ from cwctl.snapshot import FabricSnapshot, HostReport, Suspect
 from cwctl.sync import ClockSolution
 from cwctl.telemetry.blockwise import measure
 from cwctl.telemetry.busy import agent_reports
-from cwctl.telemetry.localize import gpu_suspects, localise, unexplained
+from cwctl.telemetry.localize import gpu_suspects, localise, unclocked_hosts, unexplained
 from cwctl.telemetry.verdicts import unlocalised
 
 __all__ = ["build_snapshot"]
@@ -96,7 +96,10 @@ def build_snapshot(
         host_nics = {h.name: h.nics for h in collection.hosts if h.nics}
         if collection.topology is not None:
             host_nics = {**dict(collection.topology.nics), **host_nics}
-        suspects, inc, results = localise(counts, collection.topology, host_nics, collection.paths)
+        doubt = unclocked_hosts(solution.hosts, solution.uncertainty_ns)
+        suspects, inc, results = localise(
+            counts, collection.topology, host_nics, collection.paths, doubt
+        )
         suspects = dead + suspects
         lost = unlocalised(unexplained(counts, results, suspects))
         named = {s.element for s in suspects}

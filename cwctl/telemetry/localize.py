@@ -69,6 +69,7 @@ DELAY_SHIFT_OF_FLOOR = 0.2  # and move its flows' median delay by this share of 
 # delay they are one trial, not two (counted as two, chance queueing on a flow of a few
 # pairs looks significant, and a healthy fabric grows spurious delay suspects).
 PROBES_PER_DELAY_TRIAL = 2.0
+UNCLOCKED_FACTOR = 4.0  # a clock this many times less certain than the median: no timing
 
 
 def _incidences(
@@ -205,6 +206,19 @@ def _drop_immaterial_delays(res: SignalResult, counts: FlowCounts) -> None:
             res.fit.gains.pop(e, None)
 
 
+def unclocked_hosts(hosts: Sequence[str], uncertainty_ns: F64) -> list[str]:
+    """Hosts whose clock the solver knows ``UNCLOCKED_FACTOR`` times worse than the
+    median host's: a few probes through a congested switch can leave one host's drift
+    hundreds of ppb off (microseconds over the window), and its every flow would read
+    as delayed, or its floors raised, by the clock alone."""
+    u = np.asarray(uncertainty_ns, np.float64)
+    finite = np.isfinite(u) & (u > 0)
+    if not finite.any():
+        return []
+    limit = UNCLOCKED_FACTOR * float(np.median(u[finite]))
+    return [h for h, x in zip(hosts, u, strict=True) if np.isfinite(x) and x > limit]
+
+
 def _queued(delay: SignalResult) -> npt.NDArray[np.bool_]:
     """Flows whose minimum delay says nothing of a ``slow`` element: significantly
     delayed ones, and those crossing a delay suspect. A flow of a few probes that all
@@ -222,21 +236,27 @@ def localise(
     topology: Topology | None,
     host_nics: Mapping[str, Sequence[str]] | None = None,
     path_records: Iterable[PathRecord] = (),
+    unclocked: Iterable[str] = (),
 ) -> tuple[list[Suspect], Incidence, list[SignalResult]]:
-    """Suspects from both signals, strongest first (one entry per element)."""
+    """Suspects from both signals, strongest first (one entry per element). The flows
+    of ``unclocked`` hosts (``unclocked_hosts``) are no evidence of delay or floors."""
     loss_inc, delay_inc = _incidences(counts, topology, host_nics or {}, path_records)
     inc = loss_inc
     results = [_localise_signal(loss_inc, counts.sent, counts.lost, "loss", MIN_LOSS_RATE)]
-    if counts.samples.sum() > 0 and np.isfinite(counts.threshold_ns):
+    f = counts.flows
+    doubt = np.flatnonzero(np.isin(np.asarray(f.hosts, dtype=object), list(unclocked)))
+    timed = ~(np.isin(f.src, doubt) | np.isin(f.dst, doubt))
+    if counts.samples[timed].sum() > 0 and np.isfinite(counts.threshold_ns):
         per = PROBES_PER_DELAY_TRIAL
+        samples = np.where(timed, counts.samples, 0.0)
         delay = _localise_signal(
-            delay_inc, counts.samples / per, counts.delayed / per, "delay", MIN_DELAY_RATE
+            delay_inc, samples / per, counts.delayed / per, "delay", MIN_DELAY_RATE
         )
         _drop_immaterial_delays(delay, counts)
         results.append(delay)
         leaf_of = dict(topology.leaf_of) if topology is not None else {}
         trials, raised, ratio = floor_trials(counts, leaf_of)
-        trials[_queued(delay)] = 0.0  # their floor is a queue's, not a fixed delay's
+        trials[_queued(delay) | ~timed] = 0.0  # a queue's floor, or a clock's error
         if trials.sum() > 0:
             floor = _localise_signal(
                 delay_inc, trials, raised, "floor", FLOOR_MIN_RATE, one_trial=True

@@ -26,7 +26,7 @@ import contextlib
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from cwctl.errors import InputError
@@ -141,5 +141,17 @@ def write_text(
 def write_bytes(
     path: str | os.PathLike[str], data: bytes, *, mode: int = REPORT_MODE, option: str = "output"
 ) -> None:
-    with replacing(path, mode=mode, option=option) as tmp:
-        tmp.write_bytes(data)
+    write_chunks(path, (data,), mode=mode, option=option)
+
+
+def write_chunks(
+    path: str | os.PathLike[str],
+    chunks: Iterable[bytes],
+    *,
+    mode: int = REPORT_MODE,
+    option: str = "output",
+) -> None:
+    """``write_bytes`` of the pieces ``chunks`` yields, written as they come."""
+    with replacing(path, mode=mode, option=option) as tmp, open(tmp, "wb") as f:
+        for chunk in chunks:
+            f.write(chunk)

@@ -226,7 +226,9 @@ class FabricSnapshot:
             and not self.busy_with_loss
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, paths: bool = True) -> dict[str, Any]:
+        """The ``cwctl.scan/1`` object; without ``paths`` its ``paths`` list is left empty
+        (``report.jsonenc.encode_chunks`` writes it a slice at a time)."""
         out: dict[str, Any] = {
             "schema": SCAN_SCHEMA,
             "source": self.source,
@@ -236,7 +238,7 @@ class FabricSnapshot:
             "records": self.records,
             "sync": self.sync,
             "hosts": [h.to_json() for h in self.hosts],
-            "paths": [p.to_json() for p in self.paths],
+            "paths": [p.to_json() for p in self.paths] if paths else [],
             "suspects": [s.to_json() for s in self.suspects],
         }
         if self.unlocalised is not None:

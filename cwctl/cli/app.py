@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, NoReturn, TypeVar
@@ -122,13 +122,23 @@ def main_options(
     STATE.color = not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
 
 
-def write_output(text: str, out: Path | None) -> None:
-    """To stdout, or safely to ``out`` (``cwctl.atomic``: new files 0644)."""
+def write_output(text: str | Iterable[bytes], out: Path | None) -> None:
+    """To stdout, or safely to ``out`` (``cwctl.atomic``: new files 0644). ``text`` may
+    be pieces of UTF-8 (a large report), written as they come."""
     if out is None:
-        sys.stdout.write(text)
+        if isinstance(text, str):
+            sys.stdout.write(text)
+        else:
+            sys.stdout.flush()
+            for piece in text:
+                sys.stdout.buffer.write(piece)
+            sys.stdout.buffer.flush()
         sys.stdout.flush()
         return
     try:
-        atomic.write_text(out, text, option="--out")
+        if isinstance(text, str):
+            atomic.write_text(out, text, option="--out")
+        else:
+            atomic.write_chunks(out, text, option="--out")
     except OSError as exc:
         fail(f"cannot write {out}: {exc.strerror}")

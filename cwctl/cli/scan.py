@@ -114,7 +114,7 @@ def scan(
         request = build_request(replace(flags, save_records=checked["--save-records"]))
         import asyncio  # lazy: `cwctl --help` need not load it
 
-        from cwctl.report import render
+        from cwctl.report import BINARY, render, render_bytes
         from cwctl.session import scan as run_scan  # after every check: numpy, scipy, ...
 
         table = None
@@ -124,7 +124,9 @@ def scan(
             snapshot, table = asyncio.run(_scan_keeping_records(request))
         color = STATE.color and out_path is None and fmt is Format.table
         write_output(
-            render(snapshot, fmt.value, color=color, prom_paths=prom_paths, pretty=pretty),
+            render_bytes(snapshot, fmt.value, prom_paths=prom_paths, pretty=pretty)
+            if fmt.value in BINARY
+            else render(snapshot, fmt.value, color=color),
             out_path,
         )
         if heatmap_path is not None:

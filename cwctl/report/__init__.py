@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from cwctl.snapshot import FabricSnapshot
 
 FORMATS = ("table", "json", "prom")
@@ -18,14 +20,29 @@ def render(
 ) -> str:
     """The snapshot as text in one of ``FORMATS`` (``prom_paths``: per-path series too;
     ``json``: compact unless ``pretty``)."""
-    if fmt == "json":
-        from cwctl.report.jsonenc import encode
-
-        return encode(snapshot.to_json(), pretty=pretty)
-    if fmt == "prom":
-        from cwctl.report.prom import render_prom
-
-        return render_prom(snapshot, paths=prom_paths)
+    if fmt in BINARY:
+        return b"".join(render_bytes(snapshot, fmt, prom_paths=prom_paths, pretty=pretty)).decode()
     from cwctl.report.table import render_table
 
     return render_table(snapshot, color=color, width=width)
+
+
+BINARY = ("json", "prom")  # formats made as UTF-8 bytes, written as they are
+
+
+def render_bytes(
+    snapshot: FabricSnapshot, fmt: str, *, prom_paths: bool = False, pretty: bool = False
+) -> Iterator[bytes]:
+    """The snapshot in ``json`` or ``prom`` as UTF-8, in pieces to write one after another
+    (a large scan's JSON is never held whole, nor its paths' dicts)."""
+    if fmt == "json":
+        from cwctl.report.jsonenc import encode_chunks
+
+        paths = (p.to_json() for p in snapshot.paths)
+        yield from encode_chunks(snapshot.to_json(paths=False), "paths", paths, pretty=pretty)
+    elif fmt == "prom":
+        from cwctl.report.prom import prom_bytes
+
+        yield prom_bytes(snapshot, paths=prom_paths)
+    else:
+        raise ValueError(f"not a binary format: {fmt!r}")

@@ -271,9 +271,14 @@ def _fill(
     yield from (loss, queue)
 
 
-def render_prom(snapshot: FabricSnapshot, *, paths: bool = False) -> str:
-    """The snapshot in the Prometheus text format (version 0.0.4); per-path series only
-    with ``paths``."""
+def prom_bytes(snapshot: FabricSnapshot, *, paths: bool = False) -> bytes:
+    """The snapshot in the Prometheus text format (version 0.0.4), UTF-8; per-path series
+    only with ``paths``."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_SnapshotCollector(snapshot, paths=paths))
-    return generate_latest(registry).decode()
+    return generate_latest(registry)
+
+
+def render_prom(snapshot: FabricSnapshot, *, paths: bool = False) -> str:
+    """``prom_bytes`` as text."""
+    return prom_bytes(snapshot, paths=paths).decode()

@@ -160,3 +160,60 @@ def test_report_encoder_writes_what_the_stdlib_reads() -> None:
         "e": [None, True, "x"],
         "3": "int key",
     }
+
+
+@pytest.mark.parametrize("pretty", [False, True])
+@pytest.mark.parametrize("n", [0, 1, 2, 5])
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ({"a": 1, "s": {"x": [1, {}], "y": []}}, {"z": 'q\n"paths":[]', "e": {}}),
+        ({}, {"z": [1.5, None]}),
+        ({"a": "é"}, {}),
+        ({}, {}),
+    ],
+)
+def test_a_list_written_in_chunks_is_the_whole_objects_bytes(
+    pretty: bool, n: int, before: dict[str, Any], after: dict[str, Any], monkeypatch: Any
+) -> None:
+    import cwctl.report.jsonenc as jsonenc
+
+    monkeypatch.setattr(jsonenc, "CHUNK", 2)  # chunk edges inside the list, and at its end
+    items = [{"i": i, "l": [i, {"k": None}], "e": [], "f": i / 3} for i in range(n)]
+    pieces = list(jsonenc.encode_chunks({**before, "paths": [], **after}, "paths", items,
+                                        pretty=pretty))  # fmt: skip
+    whole = jsonenc.encode_bytes({**before, "paths": items, **after}, pretty=pretty)
+    assert b"".join(pieces) == whole
+    assert len(pieces) == 3 + (n + 1) // 2
+
+
+@pytest.mark.parametrize("pretty", [False, True])
+def test_a_scans_json_in_pieces_is_its_snapshots_whole_json(pretty: bool) -> None:
+    from cwctl.report import render_bytes
+    from cwctl.report.jsonenc import encode_bytes
+    from cwctl.request import SimOptions
+    from cwctl.session import analyse
+    from cwctl.transport.sim import simulate
+
+    snap = analyse(simulate(SimOptions(hosts=16, faults=("link:leaf1-spine2:lossy=0.1",)), 0.5))
+    assert len(snap.paths) > 100
+    pieces = list(render_bytes(snap, "json", pretty=pretty))
+    assert b"".join(pieces) == encode_bytes(snap.to_json(), pretty=pretty)
+    assert json.loads(b"".join(pieces))["paths"][0]["ports"]
+
+
+def test_json_to_out_is_what_stdout_gets(tmp_path: Path) -> None:
+    args = ["scan", "--sim", "--hosts", "8", "--duration", "0.3", "--format", "json"]
+    out_file = tmp_path / "scan.json"
+    printed = CliRunner().invoke(app, args)
+    written = CliRunner().invoke(app, [*args, "--out", str(out_file)])
+    assert printed.exit_code == written.exit_code == 0, printed.output + written.output
+    assert written.stdout == ""
+    assert out_file.stat().st_mode & 0o777 == 0o644
+    text = out_file.read_text()
+    assert text.count("\n") == 1 and text.endswith("}\n")
+    a, b = json.loads(printed.stdout), json.loads(text)
+    for report in (a, b):
+        report["sync"].pop("fit_s"), report["sync"].pop("solve_s")
+    assert a == b and a["paths"]
+    assert not list(tmp_path.glob(".scan.json.*"))  # no temporary file left

@@ -180,27 +180,40 @@ def run_quantiles(
     r: Runs, ordered: F64, qs: tuple[float, ...], offset: F64 | None = None
 ) -> list[F64]:
     """Linear-interpolated quantiles of each run of ``ordered`` (values in run order, no
-    NaNs): each run sorted, then read at ``q * (count - 1)`` (numpy's default method)."""
+    NaNs): each run sorted, then read at ``q * (count - 1)`` and interpolated as
+    ``np.quantile``'s default method does, to the bit (``lerp``)."""
     n_groups = len(r.counts)
     out = [np.full(n_groups, np.nan) for _ in qs]
-    # positions as in one flat group-sorted array, so that rounding matches that layout
-    last = r.starts + np.maximum(r.counts - 1, 0)
     for groups, at, real in r.blocks():
         block = ordered[at]
         if offset is not None:  # the quantiles of ordered - offset[group]
             block -= offset[groups][:, None]
         block[~real] = np.inf
         block.sort(axis=1)
-        start, end = r.starts[groups], last[groups]
-        span = np.maximum(r.counts[groups] - 1, 0)
+        # positions within the run, not in the whole array: a run's start added to a
+        # float position would take bits from its fraction as the runs grow
+        last = np.maximum(r.counts[groups] - 1, 0)
         row = np.arange(len(groups))
         for res, q in zip(out, qs, strict=True):
-            pos = start + q * span
+            pos = last * q
             lo = np.floor(pos).astype(np.int64)
-            hi = np.minimum(lo + 1, end)
-            frac = pos - lo
-            res[groups] = block[row, lo - start] * (1 - frac) + block[row, hi - start] * frac
+            hi = np.minimum(lo + 1, last)
+            res[groups] = lerp(block[row, lo], block[row, hi], pos - lo)
     return out
+
+
+def lerp(a: F64, b: F64, t: F64) -> F64:
+    """``a`` to ``b`` (``a <= b``) at ``t`` in [0, 1] as ``np.quantile`` interpolates
+    (``a + (b - a) t``, from ``b`` when ``t >= 0.5``): exact at the ends and where
+    ``a == b``, never outside ``[a, b]``, finite where ``b - a`` overflows."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        diff = b - a
+        res = np.where(t >= 0.5, b - diff * (1 - t), a + diff * t)
+    wide = np.isinf(diff) & np.isfinite(a) & np.isfinite(b)
+    if wide.any():  # a weighted sum of two finite values cannot overflow
+        res[wide] = a[wide] * (1 - t[wide]) + b[wide] * t[wide]
+    res = np.where(t == 0, a, res)  # an infinite neighbour at weight 0 is not read
+    return np.clip(res, a, b)
 
 
 def run_jitter(

@@ -189,3 +189,50 @@ def test_a_quantile_does_not_depend_on_how_many_rows_come_before() -> None:
     group = np.concatenate([np.zeros(ahead, np.int64), [1, 1]])
     (p99,) = group_quantiles(v, group, 2, (0.99,))
     assert p99[1] == np.quantile([0.0, 1e6], 0.99) == 990_000.0
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 5),
+            st.integers(-(2**62), 2**62) | st.integers(0, 3),  # times too wide to pack, or tied
+            wide_values,
+        ),
+        max_size=50,
+    )
+)
+def test_jitter_is_the_per_group_loop_for_any_times_and_values(
+    rows: list[tuple[int, int, float]],
+) -> None:
+    """Send times spanning most of int64 (no packed time key: the two-sort fallback)
+    and values of any size: the same steps, summed in the same order, as the loop."""
+    group = np.array([r[0] for r in rows], np.int64)
+    t = np.array([r[1] for r in rows], np.int64)
+    v = np.array([r[2] for r in rows], np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        got = group_jitter(v, t, group, 6)
+        for g in range(6):
+            rows_g = [i for i in range(len(group)) if group[i] == g and not np.isnan(v[i])]
+            rows_g.sort(key=lambda i: (t[i], i))
+            steps = [abs(v[b] - v[a]) for a, b in itertools.pairwise(rows_g)]
+            want = float(np.cumsum(steps)[-1] / len(steps)) if steps else float("nan")
+            assert _same(got[g], want), (g, got[g], want)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(-(2**62), 2**62), st.integers(0, 3), st.integers(-(2**31), 2**31 - 1)
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_group_ids_are_np_unique_s_for_wide_columns(rows: list[tuple[int, int, int]]) -> None:
+    cols = [np.array([r[i] for r in rows], np.int64) for i in range(3)]
+    ids, keys = group_ids(*cols)
+    want, inverse = np.unique(np.stack(cols, 1), axis=0, return_inverse=True)
+    assert np.array_equal(keys, want)
+    assert np.array_equal(ids, inverse.reshape(-1))

@@ -94,6 +94,32 @@ class Rows:
             sp.csr_matrix(matrix), sp.csr_matrix((n, e)), np.arange(n, dtype=np.int64), np.zeros(n)
         )
 
+    def by_flow(self, weights: F64 | None = None) -> sp.csr_matrix:
+        """(flows x elements): per flow, the summed ``weights`` (default 1 each) of its
+        rows that cross each element: ``flow_matrix() @ diag(weights) @ (matrix > 0)``,
+        merged in place when a flow's rows are contiguous and in flow order (they are
+        as built) instead of through two sparse products."""
+        crossing = (self.matrix > 0).astype(np.float64).tocsr()
+        rows = np.repeat(np.arange(crossing.shape[0]), np.diff(crossing.indptr))
+        if weights is not None:
+            crossing.data *= weights[rows]
+        flow = self.flow
+        if len(flow) and (
+            flow[0] != 0 or np.any(np.diff(flow) < 0) or flow[-1] != self.n_flows - 1
+        ):
+            w = sp.diags(np.ones(len(flow)) if weights is None else weights)
+            return sp.csr_matrix(self.flow_matrix() @ w @ (self.matrix > 0).astype(np.float64))
+        first = np.flatnonzero(np.diff(flow, prepend=-1) != 0)
+        if len(first) != self.n_flows:  # a flow without rows: not as built
+            w = sp.diags(np.ones(len(flow)) if weights is None else weights)
+            return sp.csr_matrix(self.flow_matrix() @ w @ (self.matrix > 0).astype(np.float64))
+        indptr = np.append(crossing.indptr[first], crossing.nnz)
+        out = sp.csr_matrix(
+            (crossing.data, crossing.indices, indptr), shape=(self.n_flows, crossing.shape[1])
+        )
+        out.sum_duplicates()
+        return out
+
     def flow_matrix(self) -> sp.csr_matrix:
         """(flows x rows) 0/1: which rows are a flow's."""
         r = len(self.flow)
@@ -112,6 +138,30 @@ class Explanation:
 
     def success(self) -> F64:
         return (1.0 - self.background) * np.exp(self.log_success)
+
+
+def mixture_ll(table: Rows, rows: npt.NDArray[np.intp], row_ll: F64) -> tuple[F64, I64, I64]:
+    """Per flow of ``rows`` (complete flows, contiguous): the log of the prior-weighted
+    mixture of ``row_ll`` (rows x columns, or rows). Returns (per flow, the flows, each
+    row's group)."""
+    flow = table.flow[rows]
+    new = np.ones(len(rows), bool)
+    new[1:] = flow[1:] != flow[:-1]
+    starts = np.flatnonzero(new)
+    group = np.cumsum(new) - 1
+    if not len(rows):
+        return np.zeros((0, *row_ll.shape[1:])), flow, group
+    prior = table.log_prior[rows]
+    if row_ll.ndim == 1:
+        v = prior + row_ll
+        top = np.maximum.reduceat(v, starts)
+        total = np.add.reduceat(np.exp(v - top[group]), starts)
+        return top + np.log(total), flow[starts], group
+    vt = np.ascontiguousarray(row_ll.T) + prior  # columns as rows: reduceat runs along rows
+    top = np.maximum.reduceat(vt, starts, axis=1)
+    vt -= top[:, group]
+    np.exp(vt, out=vt)
+    return (top + np.log(np.add.reduceat(vt, starts, axis=1))).T, flow[starts], group
 
 
 class _Model:
@@ -152,27 +202,8 @@ class _Model:
         return np.flatnonzero(flows[self.rows.flow])
 
     def subset_flow_ll(self, rows: npt.NDArray[np.intp], row_ll: F64) -> tuple[F64, I64, I64]:
-        """Per flow of ``rows`` (complete flows, contiguous): the log of the prior-weighted
-        mixture of ``row_ll`` (rows x columns, or rows). Returns (per flow, the flows, each
-        row's group)."""
-        flow = self.rows.flow[rows]
-        new = np.ones(len(rows), bool)
-        new[1:] = flow[1:] != flow[:-1]
-        starts = np.flatnonzero(new)
-        group = np.cumsum(new) - 1
-        if not len(rows):
-            return np.zeros((0, *row_ll.shape[1:])), flow, group
-        prior = self.rows.log_prior[rows]
-        if row_ll.ndim == 1:
-            v = prior + row_ll
-            top = np.maximum.reduceat(v, starts)
-            total = np.add.reduceat(np.exp(v - top[group]), starts)
-            return top + np.log(total), flow[starts], group
-        vt = np.ascontiguousarray(row_ll.T) + prior  # columns as rows: reduceat runs along rows
-        top = np.maximum.reduceat(vt, starts, axis=1)
-        vt -= top[:, group]
-        np.exp(vt, out=vt)
-        return (top + np.log(np.add.reduceat(vt, starts, axis=1))).T, flow[starts], group
+        """``mixture_ll`` over some of the model's rows."""
+        return mixture_ll(self.rows, rows, row_ll)
 
     def touched(self, fit: Explanation) -> npt.NDArray[np.bool_]:
         """Flows some chosen element crosses (their rows' success is not the background's)."""
@@ -247,9 +278,11 @@ class _Model:
             return out
         factors = 1.0 - rates
         plain = self.plain_index()
-        crossing = self.flows_crossing(elements)
+        entries = plain.entries(elements)
+        crossing = plain.flows(entries, self.rows.n_flows)
         slow = (self.touched(fit) | plain.uneven) & crossing
-        out += plain.gains(elements, ~slow, fit.background, factors)
+        out += plain.gains(elements, entries, ~slow, fit.background, factors)
+        del entries
         if not slow.any():
             return out
         sub = self.mc[:, elements].tocoo()
@@ -359,7 +392,8 @@ class _PlainIndex:
     def __init__(self, model: _Model) -> None:
         cc, mc, flow_of = model.cc, model.mc, model.rows.flow
         n_el = cc.shape[1]
-        self.model = model
+        # the classes' counts, not the model: no cycle keeping the model's matrices alive
+        self.class_n, self.class_k = model.class_n, model.class_k
         self.uneven = np.zeros(model.rows.n_flows, bool)
         elements = np.arange(n_el, dtype=np.int32)
         mc_el = np.repeat(elements, np.diff(mc.indptr))
@@ -402,26 +436,42 @@ class _PlainIndex:
         self.uneven[flow[starts][uneven]] = True
         return j[starts], flow[starts].astype(np.int32), c[starts], weight
 
-    def gains(
-        self, elements: I64, plain: npt.NDArray[np.bool_], background: float, factors: F64
-    ) -> F64:
-        """(elements x rates): the gains over the flows marked ``plain`` only."""
+    def entries(self, elements: I64) -> npt.NDArray[np.intp]:
+        """The positions of ``elements``' crossings, element after element."""
         lo, hi = self.ptr[elements], self.ptr[elements + 1]
         sizes = hi - lo
-        idx = np.repeat(lo - (np.cumsum(sizes) - sizes), sizes) + np.arange(int(sizes.sum()))
-        owner = np.repeat(np.arange(len(elements)), sizes)
-        keep = plain[self.flow[idx]]
-        counts = sp.csr_matrix(
-            (np.ones(int(keep.sum())), (owner[keep], self.key[idx[keep]])),
-            shape=(len(elements), len(self.keys)),
-        )
-        return np.asarray(counts @ self._values(background, factors))
+        return np.repeat(lo - (np.cumsum(sizes) - sizes), sizes) + np.arange(int(sizes.sum()))
+
+    def flows(self, entries: npt.NDArray[np.intp], n_flows: int) -> npt.NDArray[np.bool_]:
+        """The flows those crossings are on (every flow crossing the elements)."""
+        out = np.zeros(n_flows, bool)
+        out[self.flow[entries]] = True
+        return out
+
+    def gains(
+        self,
+        elements: I64,
+        entries: npt.NDArray[np.intp],
+        plain: npt.NDArray[np.bool_],
+        background: float,
+        factors: F64,
+    ) -> F64:
+        """(elements x rates): the gains over the flows marked ``plain`` only; ``entries``
+        from ``entries(elements)``. Keys are few: counted per element in one bincount."""
+        sizes = self.ptr[elements + 1] - self.ptr[elements]
+        owner = np.repeat(np.arange(len(elements), dtype=np.int64), sizes)
+        keep = plain[self.flow[entries]]
+        n_keys = len(self.keys)
+        cell = owner[keep] * n_keys + self.key[entries[keep]]
+        del owner, keep
+        counts = np.bincount(cell, minlength=len(elements) * n_keys).reshape(-1, n_keys)
+        return counts @ self._values(background, factors)
 
     def _values(self, background: float, factors: F64) -> F64:
         """(keys x rates): each key's gain at each rate (the class docstring)."""
-        model, s, keys = self.model, 1.0 - background, self.keys
-        n = model.class_n[keys[:, 0].astype(np.intp)][:, None]
-        k = model.class_k[keys[:, 0].astype(np.intp)][:, None]
+        s, keys = 1.0 - background, self.keys
+        n = self.class_n[keys[:, 0].astype(np.intp)][:, None]
+        k = self.class_k[keys[:, 0].astype(np.intp)][:, None]
         power, weight, mixture = keys[:, 1:2], keys[:, 2], keys[:, 3] > 0
         delta = log_likelihood(n, k, s * factors[None, :] ** power) - log_likelihood(
             n, k, np.full_like(n, s)
@@ -459,26 +509,28 @@ def _key_codes(
     crossings are small integers and a scan's mixture weights few, so each entry gets an
     integer code and the codes present are read off a table (or, for a table larger than
     the entries, found by ``np.unique``). Non-integral crossings fall back to rows."""
-    cs = [np.asarray(p[2], np.float64) for p in parts]
-    flows = [np.asarray(p[1], np.intp) for p in parts]
-    weight_sets = [p[3] for p in parts if p[3] is not None]
-    n = sum(len(c) for c in cs)
+    n = sum(len(p[2]) for p in parts)
     if not n:
         return np.zeros((0, 4)), np.zeros(0, np.int32)
-    whole = np.concatenate(cs)
-    if np.any(whole != np.rint(whole)) or whole.min() < 0:
-        return _key_rows(count_class, parts)
-    weights = np.unique(np.concatenate([*weight_sets, [1.0]]))
-    n_c, n_w = int(whole.max()) + 1, len(weights)
-    del whole
-    codes_parts = []
-    for c, flow, part in zip(cs, flows, parts, strict=True):
-        w_id = np.searchsorted(weights, part[3] if part[3] is not None else np.ones(len(c)))
-        mix = 0 if part[3] is None else 1
-        cls = count_class[flow].astype(np.int64)
-        codes_parts.append(((cls * n_c + c.astype(np.int64)) * n_w + w_id) * 2 + mix)
-    code = np.concatenate(codes_parts)
-    del codes_parts
+    for part in parts:
+        c = np.asarray(part[2])
+        if len(c) and (np.any(c != np.rint(c)) or c.min() < 0):
+            return _key_rows(count_class, parts)
+    weights = np.unique(np.concatenate([*(p[3] for p in parts if p[3] is not None), [1.0]]))
+    n_c = 1 + max((int(np.max(p[2])) for p in parts if len(p[2])), default=0)
+    n_w = len(weights)
+    one = int(np.searchsorted(weights, 1.0))
+    code = np.empty(n, np.int64)
+    at = 0
+    for _, flow, c, w in parts:  # each part's codes straight into their slice
+        piece = code[at : at + len(c)]
+        np.multiply(count_class[flow], n_c, out=piece)
+        piece += np.asarray(c, np.int64)
+        piece *= n_w
+        piece += one if w is None else np.searchsorted(weights, w)
+        piece *= 2
+        piece += 0 if w is None else 1
+        at += len(c)
     size = (int(count_class.max()) + 1) * n_c * n_w * 2
     if size <= 2 * len(code):  # a table no bigger than the entries
         present = np.bincount(code, minlength=size) > 0
@@ -560,9 +612,7 @@ def explain(
     allowed = np.ones(n_el, bool) if candidates is None else candidates.copy()
     # each element's own yardstick: the failure rate of the flows that never cross it
     touches = (rows.certain > 0).astype(np.float64)
-    touches = ((touches + rows.flow_matrix() @ (rows.matrix > 0).astype(np.float64)) > 0).astype(
-        np.float64
-    )
+    touches = ((touches + rows.by_flow()) > 0).astype(np.float64)
     out_n = total - touches.T @ n
     out_k = k.sum() - touches.T @ k
     rate_elsewhere = np.where(out_n > 0, out_k / np.maximum(out_n, 1), 0.0)
@@ -644,11 +694,11 @@ def _prune(fit: Explanation, model: _Model, min_gain: float, floor: float) -> No
 def posterior(fit: Explanation, rows: Rows, trials: F64, failures: F64) -> sp.csr_matrix:
     """(flows x elements): the probability, under the fit, that flow f crossed element e
     (1 or 0 where its path is known; the weight of its alternatives that cross e else)."""
-    model = _Model(rows, trials, failures)
-    row_ll = log_likelihood(model.n, model.k, fit.success())
-    flow_ll, _, group = model.subset_flow_ll(np.arange(len(rows.flow)), row_ll)
+    n = np.asarray(trials, np.float64)[rows.flow]
+    k = np.asarray(failures, np.float64)[rows.flow]
+    row_ll = log_likelihood(n, k, fit.success())
+    flow_ll, _, group = mixture_ll(rows, np.arange(len(rows.flow)), row_ll)
     w = np.exp(rows.log_prior + row_ll - flow_ll[group])
-    crosses = (rows.matrix > 0).astype(np.float64)
-    tier = rows.flow_matrix() @ sp.diags(w) @ crosses
+    tier = rows.by_flow(w)
     certain = (rows.certain > 0).astype(np.float64)
     return sp.csr_matrix(certain.maximum(tier))

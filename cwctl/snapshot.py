@@ -202,6 +202,16 @@ class FabricSnapshot:
     telemetry: dict[str, Any] = field(default_factory=dict)  # thresholds and baselines used
     t_ref_ns: int | None = None  # the instant (reference time) the offsets hold at
 
+    def __repr__(self) -> str:
+        """A summary, not every path: asyncio's runner formats the scan task (and so its
+        result) when it puts back the SIGINT handler, and the full repr of a 10 000-host
+        snapshot is hundreds of megabytes (seconds of CPU at the end of every scan)."""
+        return (
+            f"FabricSnapshot(source={self.source!r}, hosts={len(self.hosts)}, "
+            f"paths={len(self.paths)}, suspects={[s.element for s in self.suspects[:5]]!r}, "
+            f"records={self.records})"
+        )
+
     @property
     def unreachable(self) -> list[HostReport]:
         return [h for h in self.hosts if h.status != "ok"]

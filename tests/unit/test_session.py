@@ -113,3 +113,12 @@ async def test_sources_report_only_the_declared_progress_events() -> None:
         await ScanSession(request, progress=lambda e, _f, seen=events: seen.append(e)).collect()
         assert events and set(events) <= set(PROGRESS_EVENTS), events
         assert events[-1] == "done"
+
+
+async def test_a_snapshots_repr_is_a_summary_not_every_path() -> None:
+    # asyncio.run formats the scan task, and so its result, when it puts SIGINT back
+    snapshot = await ScanSession(ScanRequest(sim=SMALL, duration_s=0.2)).scan()
+    assert len(snapshot.paths) > 10
+    text = repr(snapshot)
+    assert f"hosts={len(snapshot.hosts)}" in text and f"paths={len(snapshot.paths)}" in text
+    assert len(text) < 300

@@ -7,6 +7,7 @@ are hidden; ``--format json`` lists everything.
 
 from __future__ import annotations
 
+import heapq
 import io
 import math
 
@@ -54,18 +55,20 @@ def median_queueing_ns(p: PathReport) -> float | None:
 
 
 def path_badness(p: PathReport) -> tuple[float, float, float]:
-    """Sort key of the worst paths: loss, then median queueing, then p99 queueing."""
-    median = median_queueing_ns(p)
-    excess = p.excess_ns
+    """Sort key of the worst paths: loss, then median queueing, then p99 queueing
+    (``median_queueing_ns`` and ``excess_ns``, -1 where unknown; written out here: it is
+    the key of every path of a scan)."""
+    floor, p50, p99 = p.owd_min_ns, p.owd_p50_ns, p.owd_p99_ns
     return (
-        round(p.loss, 3),
-        median if median is not None else -1.0,
-        excess if excess is not None else -1.0,
+        round(1.0 - p.received / p.sent if p.sent else 0.0, 3),
+        p50 - floor if p50 is not None and floor is not None else -1.0,
+        p99 - floor if p99 is not None and floor is not None else -1.0,
     )
 
 
 def worst_paths(snapshot: FabricSnapshot, n: int) -> list[PathReport]:
-    return sorted(snapshot.paths, key=path_badness, reverse=True)[:n]
+    """The ``n`` worst, in ``path_badness`` order (ties in the snapshot's order)."""
+    return heapq.nlargest(n, snapshot.paths, key=path_badness)
 
 
 def _suspect_hosts(snapshot: FabricSnapshot) -> set[str]:
@@ -119,16 +122,12 @@ def refused_datagrams(snapshot: FabricSnapshot) -> str:
 def silent_hosts(snapshot: FabricSnapshot) -> list[str]:
     """Hosts reached (status ok) whose every probed path, in and out, lost everything:
     up for SSH, dead on the fabric. Read off the paths, not off any suspect's words."""
-    sent: dict[str, int] = {}
-    got: dict[str, int] = {}
-    for p in snapshot.paths:
-        for h in (p.src, p.dst):
-            sent[h] = sent.get(h, 0) + p.sent
-            got[h] = got.get(h, 0) + p.received
+    probed = {h for p in snapshot.paths if p.sent for h in (p.src, p.dst)}
+    heard = {h for p in snapshot.paths if p.received for h in (p.src, p.dst)}
     return [
         h.name
         for h in snapshot.hosts
-        if h.status == "ok" and sent.get(h.name, 0) > 0 and got.get(h.name, 0) == 0
+        if h.status == "ok" and h.name in probed and h.name not in heard
     ]
 
 

@@ -16,6 +16,7 @@ F64 = npt.NDArray[np.float64]
 IntP = npt.NDArray[np.intp]
 
 MAD_TO_SIGMA: Final = 1.4826
+_KEY_BITS = 62  # bits of an int64 sort key for a group id above a position
 
 
 def median_per_group(values: F64, group: IntP, n_groups: int) -> F64:
@@ -41,7 +42,7 @@ def median_per_group(values: F64, group: IntP, n_groups: int) -> F64:
     ranked = values[by_value]
     counts = np.bincount(group, minlength=n_groups)
     bits = max(int(n - 1).bit_length(), 1)
-    if (n_groups - 1) >> (62 - bits):  # too many groups to pack beside a position
+    if (n_groups - 1) >> (_KEY_BITS - bits):  # too many groups to pack: a stable sort
         pos = np.argsort(group[by_value], kind="stable")
     else:
         pos = np.left_shift(group[by_value].astype(np.int64), bits)

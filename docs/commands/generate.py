@@ -63,11 +63,11 @@ PAGES: list[tuple[str, str, list[tuple[str, list[str]]]]] = [
         [
             (
                 "A simulated fabric with a congested spine, as a table:",
-                ["scan", "--sim", "--fault", "switch:spine2:congested", "--duration", "1"],
+                ["scan", "--sim", "--fault", "switch:spine2:congested"],
             ),
             (
                 "Real agents on this machine's loopback (one kernel clock: offsets near zero):",
-                ["scan", "--local", "4", "--duration", "1"],
+                ["scan", "--local", "4"],
             ),
             (
                 "Prometheus text, bounded per host (per-path series with --prom-paths):",
@@ -130,7 +130,7 @@ PAGES: list[tuple[str, str, list[tuple[str, list[str]]]]] = [
             (
                 "A dry run on the simulator (it has no chronyd: the first host is the "
                 "reference; offsets beyond 1 ms are not fed without --step):",
-                ["sync", "--sim", "--hosts", "8", "--count", "1", "--duration", "1"],
+                ["sync", "--sim", "--hosts", "8", "--count", "1"],
             ),
             (
                 "Each host's chronyd, over the scan's transport (here: no chronyd running):",

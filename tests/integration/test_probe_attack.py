@@ -34,7 +34,8 @@ async def test_forged_and_replayed_datagrams_change_neither_offsets_nor_loss(
         plan, "scan_auth", lambda: {"key": secrets.token_hex(32), "nonce": nonce.hex()}
     )
     with Attacker(skew_ns=5_000_000, nonce=nonce) as attacker:
-        snapshot = await scan(ScanRequest(local=3, duration_s=1.5))
+        # rate 100: over a hundred datagrams of each forgery in 1.5 s
+        snapshot = await scan(ScanRequest(local=3, duration_s=1.5, overrides={"rate": 100.0}))
     assert attacker.sent.get("forged_follow", 0) > 100, attacker.sent
     assert attacker.sent.get("forged_reply", 0) > 100 and attacker.sent.get("replay", 0) > 100
     offsets = {h.name: h.offset_ns for h in snapshot.hosts}

@@ -38,10 +38,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -67,30 +68,50 @@ def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, labels=labels)
 
 
-@dataclass
-class _Tally:
-    """Paths summed up for one host direction or one leaf pair."""
+Tally = tuple[tuple[str, str], int, int, float]  # labels, sent, received, worst queueing_ns
 
-    sent: int = 0
-    received: int = 0
-    queueing_ns: float = -math.inf  # the worst p99 over the floor seen
 
-    def add(self, p: PathReport) -> None:
-        self.sent += p.sent
-        self.received += p.received
-        q = p.excess_ns
-        if q is not None and math.isfinite(q):
-            self.queueing_ns = max(self.queueing_ns, q)
+class _PathColumns:
+    """What the tallies read of every path, as arrays made once (a scan has 200 000
+    paths at 10 000 hosts: no Python object per path and tally)."""
 
-    @property
-    def loss(self) -> float:
-        return 1.0 - self.received / self.sent if self.sent else 0.0
+    def __init__(self, paths: list[PathReport]) -> None:
+        n = len(paths)
+        self.sent = np.fromiter((p.sent for p in paths), np.int64, n)
+        self.received = np.fromiter((p.received for p in paths), np.int64, n)
+        excess = np.array([p.excess_ns for p in paths], np.float64)  # None: NaN
+        excess[~np.isfinite(excess)] = np.nan
+        self.excess = excess
+
+    def tally(self, labels: list[tuple[str, str]], *groups: npt.NDArray[np.int64]) -> list[Tally]:
+        """Sums per label that has paths (sent, received, the worst finite queueing, -inf
+        for none): ``groups`` give each path's label (an index into ``labels``, -1 for
+        none), a path counting once per grouping."""
+        n = len(labels)
+        paths, sent, received = np.zeros(n, np.int64), np.zeros(n), np.zeros(n)
+        worst = np.full(n, -np.inf)
+        for group in groups:
+            ok = group >= 0
+            g = group[ok]
+            paths += np.bincount(g, minlength=n)
+            sent += np.bincount(g, weights=self.sent[ok], minlength=n)  # exact below 2**53
+            received += np.bincount(g, weights=self.received[ok], minlength=n)
+            np.fmax.at(worst, g, self.excess[ok])
+        rows = zip(
+            labels,
+            sent.astype(np.int64).tolist(),
+            received.astype(np.int64).tolist(),
+            worst.tolist(),
+            strict=True,
+        )
+        return [row for row, here in zip(rows, paths.tolist(), strict=True) if here]
 
 
 class _SnapshotCollector(Collector):
     def __init__(self, snapshot: FabricSnapshot, *, paths: bool) -> None:
         self.snapshot = snapshot
         self.paths = paths
+        self.columns = _PathColumns(snapshot.paths)
         threshold = snapshot.telemetry.get("delay_threshold_ns")
         self.delayed = (
             f" This scan calls a path delayed above {fmt_ns(threshold)} of queueing."
@@ -147,31 +168,35 @@ class _SnapshotCollector(Collector):
         yield from (up, off, drift, unc)
 
     def _host_paths(self) -> Iterator[Metric]:
-        tallies: dict[tuple[str, str], _Tally] = {}
-        for p in self.snapshot.paths:
-            tallies.setdefault((p.src, "out"), _Tally()).add(p)
-            tallies.setdefault((p.dst, "in"), _Tally()).add(p)
+        index: dict[str, int] = {}
+        paths = self.snapshot.paths
+        src = np.fromiter((index.setdefault(p.src, len(index)) for p in paths), np.int64)
+        dst = np.fromiter((index.setdefault(p.dst, len(index)) for p in paths), np.int64)
+        labels = [(h, "out") for h in index] + [(h, "in") for h in index]
         yield from self._tallied(
             "host",
             ["host", "direction"],
-            tallies,
+            self.columns.tally(labels, src, dst + len(index)),
             over="the paths a host sends on (out) or receives on (in)",
             among="among the host's paths",
         )
 
     def _leaf_pairs(self) -> Iterator[Metric]:
         leaf = {h.name: h.leaf for h in self.snapshot.hosts if h.leaf}
-        tallies: dict[tuple[str, str], _Tally] = {}
-        for p in self.snapshot.paths:
-            a, b = leaf.get(p.src), leaf.get(p.dst)
-            if a and b:
-                tallies.setdefault((a, b), _Tally()).add(p)
-        if not tallies:
+        pairs: dict[tuple[str, str], int] = {}
+        group = np.fromiter(
+            (
+                pairs.setdefault((a, b), len(pairs)) if a and b else -1
+                for a, b in ((leaf.get(p.src), leaf.get(p.dst)) for p in self.snapshot.paths)
+            ),
+            np.int64,
+        )
+        if not pairs:
             return
         yield from self._tallied(
             "leaf_pair",
             ["src_leaf", "dst_leaf"],
-            tallies,
+            self.columns.tally(list(pairs), group),
             over="the paths from hosts on one leaf to hosts on another",
             among="between two leaves",
         )
@@ -180,7 +205,7 @@ class _SnapshotCollector(Collector):
         self,
         name: str,
         labels: list[str],
-        tallies: dict[tuple[str, str], _Tally],
+        tallies: list[Tally],
         *,
         over: str,
         among: str,
@@ -192,7 +217,7 @@ class _SnapshotCollector(Collector):
             f"Worst queueing (p99 one-way delay over the path's floor) {among}." + self.delayed,
             labels,
         )
-        yield from _fill(tallies.items(), loss, queue)
+        yield from _fill(tallies, loss, queue)
 
     def _paths(self) -> Iterator[Metric]:
         owd = {
@@ -259,15 +284,13 @@ class _SnapshotCollector(Collector):
 
 
 def _fill(
-    tallies: Iterable[tuple[tuple[str, str], _Tally]],
-    loss: GaugeMetricFamily,
-    queue: GaugeMetricFamily,
+    tallies: list[Tally], loss: GaugeMetricFamily, queue: GaugeMetricFamily
 ) -> Iterator[Metric]:
-    for labels, tally in sorted(tallies, key=lambda kv: kv[0]):
-        if tally.sent:
-            loss.add_metric(list(labels), tally.loss)
-        if math.isfinite(tally.queueing_ns):
-            queue.add_metric(list(labels), tally.queueing_ns * 1e-9)
+    for labels, sent, received, queueing_ns in sorted(tallies, key=lambda t: t[0]):
+        if sent:
+            loss.add_metric(list(labels), 1.0 - received / sent)
+        if math.isfinite(queueing_ns):
+            queue.add_metric(list(labels), queueing_ns * 1e-9)
     yield from (loss, queue)
 
 

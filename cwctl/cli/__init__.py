@@ -15,11 +15,13 @@ from cwctl.cli import sim  # noqa: F401
 from cwctl.cli import sync  # noqa: F401
 
 # isort: on
+from cwctl.allocator import tune
 from cwctl.cli.app import app, run_guarded
 
 __all__ = ["app", "main", "run_guarded"]
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point (the allocator tuned first: ``cwctl.allocator``)."""
+    tune()
     app()

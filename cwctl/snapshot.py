@@ -132,18 +132,6 @@ class PathReport:
             return None
         return self.owd_p99_ns - self.owd_min_ns
 
-    @property
-    def extra(self) -> dict[str, Any]:
-        """The fields beyond the base path's, as ``to_json`` writes them."""
-        out: dict[str, Any] = {}
-        if self.ports is not None:
-            out["ports"] = self.ports.to_json()
-        if self.port_p50_spread_ns is not None:
-            out["port_p50_spread_ns"] = self.port_p50_spread_ns
-        if self.port_loss_spread is not None:
-            out["port_loss_spread"] = self.port_loss_spread
-        return out
-
     def to_json(self) -> dict[str, Any]:
         out = {
             "src": self.src,
@@ -158,7 +146,12 @@ class PathReport:
             "jitter_ns": _num(self.jitter_ns),
             "excess_ns": _num(self.excess_ns),
         }
-        out.update(self.extra)
+        if self.ports is not None:
+            out["ports"] = self.ports.to_json()
+        if self.port_p50_spread_ns is not None:
+            out["port_p50_spread_ns"] = self.port_p50_spread_ns
+        if self.port_loss_spread is not None:
+            out["port_loss_spread"] = self.port_loss_spread
         return out
 
 

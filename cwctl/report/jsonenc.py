@@ -18,6 +18,8 @@ from typing import Any
 
 import orjson
 
+from cwctl.gcpause import paused_gc
+
 _OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 CHUNK = 4096  # list items encoded at a time
 
@@ -50,9 +52,13 @@ def encode_chunks(
     colon = b": " if pretty else b":"
     yield b"{" + (before + b"," if before else b"") + space + orjson.dumps(key) + colon + b"["
     it, first = iter(items), True
-    while chunk := list(islice(it, CHUNK)):
-        text = _dumps(chunk, pretty)[1:-cut]  # the items only
-        del chunk
+    while True:
+        with paused_gc():  # a chunk's dicts: many objects, no cycles
+            chunk = list(islice(it, CHUNK))
+            if not chunk:
+                break
+            text = _dumps(chunk, pretty)[1:-cut]  # the items only
+            del chunk
         if pretty:  # one level deeper than alone
             text = text.replace(b"\n", b"\n  ")
         yield text if first else b"," + text

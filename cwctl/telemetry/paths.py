@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from cwctl.gcpause import paused_gc
 from cwctl.records import ProbeTable
 from cwctl.snapshot import PathPorts, PathReport, PortColumns
 from cwctl.telemetry.groups import (
@@ -253,22 +254,23 @@ def path_reports(pt: PathTable) -> list[PathReport]:
         None if one else round(x, 6) if x else x
         for x, one in zip(loss_wide.tolist(), (n_ports <= 1).tolist(), strict=True)
     ]
-    stats, hosts, b = pt.path, pt.hosts, bounds.tolist()
-    nan_none = _none_for_nan
-    return [
-        PathReport(
-            hosts[s], hosts[d], sent, received, owd_min, owd_p50, owd_p99, owd_max, jitter,
-            PathPorts(ports, lo, hi), p50, loss,
-        )
-        for (s, d), lo, hi, p50, loss, sent, received, owd_min, owd_p50, owd_p99, owd_max, jitter
-        in zip(
-            pt.path_key.tolist(), b[:-1], b[1:], p50_spread, loss_spread,
-            stats.sent.tolist(), stats.received.tolist(), nan_none(stats.owd_min_ns),
-            nan_none(stats.owd_p50_ns), nan_none(stats.owd_p99_ns), nan_none(stats.owd_max_ns),
-            nan_none(stats.jitter_ns),
-            strict=True,
-        )
-    ]  # fmt: skip
+    with paused_gc():  # 200 000 reports at 10 000 hosts, and no cycles among them
+        stats, hosts, b = pt.path, pt.hosts, bounds.tolist()
+        nan_none = _none_for_nan
+        return [
+            PathReport(
+                hosts[s], hosts[d], sent, received, owd_min, owd_p50, owd_p99, owd_max, jitter,
+                PathPorts(ports, lo, hi), p50, loss,
+            )
+            for (s, d), lo, hi, p50, loss, sent, received, owd_min, owd_p50, owd_p99, owd_max,
+            jitter in zip(
+                pt.path_key.tolist(), b[:-1], b[1:], p50_spread, loss_spread,
+                stats.sent.tolist(), stats.received.tolist(), nan_none(stats.owd_min_ns),
+                nan_none(stats.owd_p50_ns), nan_none(stats.owd_p99_ns), nan_none(stats.owd_max_ns),
+                nan_none(stats.jitter_ns),
+                strict=True,
+            )
+        ]  # fmt: skip
 
 
 def _none_for_nan(col: F64) -> list[float | None]:

@@ -94,7 +94,8 @@ def test_loss_semantics_forward_reverse_and_unknown_delays() -> None:
     assert (ab.sent, ab.received) == (4, 3)  # t2 == 0: the probe was lost
     assert (ba.sent, ba.received) == (3, 2)  # t2 != 0, t4 == 0: the reply was lost
     assert ab.owd_min_ns == 1000.0 and ba.owd_p50_ns == 1500.0
-    ports = {p["sport"]: p for p in ab.extra["ports"]}
+    assert ab.ports is not None
+    ports = {p["sport"]: p for p in ab.ports.to_json()}
     assert ports[40000]["sent"] == 3 and ports[40000]["received"] == 2
     assert ports[40001]["loss"] == 0.0
 
@@ -125,10 +126,11 @@ def test_synthetic_fabric_delays_and_loss_are_recovered() -> None:
     # path a->b pools two 5-tuples of equal size (a's probes from that port, and the
     # replies to b's probes from that port), which this model's leaves hash apart: each
     # is lost whole or not at all, so a port loses none, half or all of its probes.
-    split = [p for p in reports if 0 < p.loss < 1 and len(p.extra["ports"]) == 4]
+    split = [p for p in reports if 0 < p.loss < 1 and p.ports is not None and len(p.ports) == 4]
     assert split
     for p in split:
-        losses = sorted(x["loss"] for x in p.extra["ports"])
+        assert p.ports is not None
+        losses = sorted(x["loss"] for x in p.ports.to_json())
         assert set(losses) <= {0.0, 0.5, 1.0}
         assert losses[0] == 0.0 and losses[-1] > 0.0
-        assert p.extra["port_loss_spread"] == losses[-1] - losses[0]
+        assert p.port_loss_spread == losses[-1] - losses[0]

@@ -6,7 +6,9 @@ Host h reads, at true time ``t`` (ns since the simulation's origin)::
 
 ``wander_h`` is a random walk sampled every ``wander_step_s`` and interpolated linearly;
 it starts at 0 at the origin and grows on demand, so later windows continue the same
-clocks (a rescan sees the drift accumulate).
+clocks (a rescan sees the drift accumulate). The grid before the current window is let
+go (``forget_before``): a long session at 30 000 hosts would otherwise hold 60 MB more
+for every 25.6 s simulated.
 """
 
 from __future__ import annotations
@@ -30,15 +32,24 @@ class Clocks:
         self._wander_seq = seed_seq.spawn(1)[0]
         self._blocks = 0
         self._grid: F64 = np.zeros((n_hosts, 1))
+        self._first = 0  # the grid point ``_grid[:, 0]`` is (those before were let go)
 
     def _ensure(self, t_max_ns: float) -> None:
         need = int(t_max_ns // self._step_ns) + 2
-        while self._grid.shape[1] < need:
+        while self._first + self._grid.shape[1] < need:
             rng = np.random.default_rng(self._wander_seq.spawn(1)[0])
             steps = rng.normal(0.0, self._sigma, (self._grid.shape[0], _WANDER_BLOCK))
             block = self._grid[:, -1:] + np.cumsum(steps, axis=1)
             self._grid = np.concatenate([self._grid, block], axis=1)
             self._blocks += 1
+
+    def forget_before(self, t_ns: float) -> None:
+        """Let go of the wander grid before true time ``t_ns`` (keeping the point at or
+        before it, and always the last point, which the next block continues from)."""
+        drop = min(int(max(t_ns, 0.0) // self._step_ns) - self._first, self._grid.shape[1] - 1)
+        if drop > 0:
+            self._grid = self._grid[:, drop:].copy()
+            self._first += drop
 
     def wander_ns(self, host: npt.NDArray[np.intp], t_ns: F64) -> F64:
         """The wander term of each host at each true time (both arrays alike in shape)."""
@@ -48,6 +59,9 @@ class Clocks:
         pos = np.maximum(t_ns, 0.0) / self._step_ns
         k = pos.astype(np.intp)
         frac = pos - k
+        k -= self._first
+        if self._first and int(k.min()) < 0:
+            raise ValueError("the clocks' wander was let go before this time")
         grid = self._grid
         return grid[host, k] * (1.0 - frac) + grid[host, k + 1] * frac
 

@@ -264,6 +264,7 @@ class FabricModel:
             raise InputError(f"--duration must be > 0 seconds, got {duration_s}")
         rng = np.random.default_rng(self._window_seq.spawn(1)[0])
         with paused_gc():  # half a million path records at 10 000 hosts, no cycles
+            self.clocks.forget_before(self.elapsed_s * 1e9)  # no window reads before its own
             window = simulate_window(self, self.elapsed_s, duration_s, rng)
             window.paths = self._with_cached(
                 window.paths, window.path_keys, window.start_s + duration_s

@@ -133,3 +133,17 @@ def test_changes_naming_unknown_elements_are_input_errors(change, needle):
     model = FabricModel.leaf_spine(8, 4, 2)
     with pytest.raises(InputError, match=needle):
         model.apply(change)
+
+
+def test_clocks_let_go_of_past_wander_and_read_the_same() -> None:
+    def windows(forget: bool) -> tuple[list[np.ndarray], int]:
+        model = FabricModel.leaf_spine(16, 8, 2, seed=4)
+        if not forget:
+            model.clocks.forget_before = lambda t_ns: None  # type: ignore[method-assign]
+        stamps = [model.probe(9.0).table.t2.copy() for _ in range(8)]
+        return stamps, model.clocks._grid.shape[1]
+
+    kept, grid_kept = windows(forget=False)
+    let_go, grid_let_go = windows(forget=True)
+    assert all((a == b).all() for a, b in zip(kept, let_go, strict=True))
+    assert grid_let_go < 350 < grid_kept  # a block and a window, not the whole session

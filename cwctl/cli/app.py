@@ -126,14 +126,18 @@ def write_output(text: str | Iterable[bytes], out: Path | None) -> None:
     """To stdout, or safely to ``out`` (``cwctl.atomic``: new files 0644). ``text`` may
     be pieces of UTF-8 (a large report), written as they come."""
     if out is None:
-        if isinstance(text, str):
-            sys.stdout.write(text)
-        else:
+        try:
+            if isinstance(text, str):
+                sys.stdout.write(text)
+            else:
+                sys.stdout.flush()
+                for piece in text:
+                    sys.stdout.buffer.write(piece)
             sys.stdout.flush()
-            for piece in text:
-                sys.stdout.buffer.write(piece)
-            sys.stdout.buffer.flush()
-        sys.stdout.flush()
+        except BrokenPipeError:  # the reader left (`| head`): the rest is not wanted
+            devnull = os.open(os.devnull, os.O_WRONLY)  # nor an error at exit's flush
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
         return
     try:
         if isinstance(text, str):

@@ -217,3 +217,21 @@ def test_json_to_out_is_what_stdout_gets(tmp_path: Path) -> None:
         report["sync"].pop("fit_s"), report["sync"].pop("solve_s")
     assert a == b and a["paths"]
     assert not list(tmp_path.glob(".scan.json.*"))  # no temporary file left
+
+
+def test_a_reader_that_leaves_early_is_no_error() -> None:
+    import subprocess
+    import sys
+
+    # more paths than one chunk (4 096), so the writes go on after the reader has left
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cwctl", "--quiet", "scan", "--sim", "--hosts", "256",
+         "--duration", "1", "--format", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(20) == b'{"schema":"cwctl.sca'
+    proc.stdout.close()  # as `| head -c 20` does
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) in (0, 3), err
+    assert err == b""

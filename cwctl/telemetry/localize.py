@@ -60,6 +60,7 @@ I64 = npt.NDArray[np.int64]
 
 BAD_FLOW_P = 1e-3  # a flow is bad when its failures are this improbable under the background
 VOTE_P = 1e-2  # ...and votes (picks the candidates) when they are this improbable
+CHANCE_VOTERS = 100.0  # ...or rarer, so that chance alone makes about this many voters
 MIN_GAIN_NATS = 15.0  # log-likelihood an element must add to the explanation
 MIN_SCORE = 0.02  # a suspect whose bad flows all cross stronger suspects adds nothing
 MIN_LOSS_RATE = 0.004  # an element must drop at least this share of what crosses it
@@ -167,7 +168,10 @@ def _localise_signal(
     failure is already a significant finding (a raised floor): every failed flow votes."""
     usable = trials > 0
     b0 = _background(trials[usable], failures[usable])
-    voting = failures > 0 if one_trial else _bad_flows(trials, failures, b0, VOTE_P)
+    # 1 % of a 10 000-host scan's 800 000 delay flows is 8 000 voters by chance alone,
+    # each element they touch a candidate the explanation must weigh, and some chosen
+    vote_p = min(VOTE_P, CHANCE_VOTERS / max(1, int(usable.sum())))
+    voting = failures > 0 if one_trial else _bad_flows(trials, failures, b0, vote_p)
     votes = _votes(inc, voting & usable)
     fit = explain(
         inc.rows,

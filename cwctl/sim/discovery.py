@@ -101,9 +101,10 @@ def _answered(
     Per (switch, destination) a bucket of tokens in ns, ``icmp_burst`` answers deep,
     earning one every ``icmp_ratelimit_ms``; then per switch a credit of
     ``icmp_msgs_burst`` answers earning ``icmp_msgs_per_sec``. One Python step per
-    packet (a million at 10 000 hosts), so the loop holds plain lists of floats; a
-    bucket starts full at its first packet (``min(full + 0, full)`` is what Linux's
-    new inet_peer gives, to the bit)."""
+    packet (a million at 10 000 hosts), so the loop holds plain lists of floats. A
+    bucket starts full, as a new inet_peer does: its last refill is set to its first
+    packet's time, so the first refill adds 0 (the same float arithmetic as making the
+    bucket at that packet)."""
     p = model.params
     timeout = p.icmp_ratelimit_ms * 1e6
     cap = p.icmp_burst * timeout
@@ -114,7 +115,7 @@ def _answered(
     sw = switch[rows]
     # buckets numbered densely; each starts full, as of its first packet
     pair_of = np.unique(
-        sw * (int(dest.max()) + 1) + dest[rows], return_index=True, return_inverse=True
+        sw * (int(dest.max(initial=0)) + 1) + dest[rows], return_index=True, return_inverse=True
     )
     switch_of = np.unique(sw, return_index=True, return_inverse=True)
     tokens = [cap] * len(pair_of[0])  # per (switch, destination): tokens (ns), last

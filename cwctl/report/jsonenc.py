@@ -47,7 +47,6 @@ def encode_chunks(
     at = keys.index(key)
     cut = 2 if pretty else 1  # "}" and, indented, the newline before it
     before = _dumps({k: obj[k] for k in keys[:at]}, pretty)[1:-cut]  # the members only
-    after = _dumps({k: obj[k] for k in keys[at + 1 :]}, pretty)[1:-cut]
     space = b"\n  " if pretty else b""
     colon = b": " if pretty else b":"
     yield b"{" + (before + b"," if before else b"") + space + orjson.dumps(key) + colon + b"["
@@ -63,5 +62,6 @@ def encode_chunks(
             text = text.replace(b"\n", b"\n  ")
         yield text if first else b"," + text
         first = False
+    after = _dumps({k: obj[k] for k in keys[at + 1 :]}, pretty)[1:-cut]  # made when due
     yield (b"" if first else space) + b"]" + (b"," + after if after else b"")
     yield (b"\n}" if pretty else b"}") + b"\n"

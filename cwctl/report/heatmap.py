@@ -37,6 +37,7 @@ from cwctl.units import fmt_ns
 
 F64 = npt.NDArray[np.float64]
 U8 = npt.NDArray[np.uint8]
+IP = npt.NDArray[np.intp]
 
 BACKGROUND = (255, 255, 255)
 INK = (20, 20, 20)
@@ -61,20 +62,36 @@ def host_order(snapshot: FabricSnapshot) -> list[tuple[str, str]]:
     return sorted(hosts, key=lambda hl: (hl[1] == "", _natural(hl[1]), _natural(hl[0])))
 
 
-def matrices(snapshot: FabricSnapshot, order: list[str]) -> tuple[F64, F64]:
-    """(median queueing ns, loss ratio) per (src, dst) in ``order``; NaN: never probed."""
+def cells(snapshot: FabricSnapshot, order: list[str]) -> tuple[IP, IP, F64, F64]:
+    """The probed paths as cells: (row, column) in ``order``, median queueing ns (NaN
+    unknown) and loss ratio, one entry per path (no n x n matrix: 10 000 hosts would
+    make 800 MB of one)."""
     index = {h: i for i, h in enumerate(order)}
-    n = len(order)
-    excess = np.full((n, n), np.nan)
-    loss = np.full((n, n), np.nan)
+    rows, cols, excess, loss = [], [], [], []
     for p in snapshot.paths:
         i, j = index.get(p.src), index.get(p.dst)
         if i is None or j is None or not p.sent:
             continue
-        loss[i, j] = p.loss
+        rows.append(i)
+        cols.append(j)
+        loss.append(p.loss)
         lo, mid = p.owd_min_ns, p.owd_p50_ns
         ok = lo is not None and mid is not None and math.isfinite(lo) and math.isfinite(mid)
-        excess[i, j] = mid - lo if ok else np.nan  # type: ignore[operator]
+        excess.append(mid - lo if ok else math.nan)  # type: ignore[operator]
+    return (
+        np.array(rows, np.intp),
+        np.array(cols, np.intp),
+        np.array(excess, np.float64),
+        np.array(loss, np.float64),
+    )
+
+
+def matrices(snapshot: FabricSnapshot, order: list[str]) -> tuple[F64, F64]:
+    """(median queueing ns, loss ratio) per (src, dst) in ``order``; NaN: never probed."""
+    n = len(order)
+    excess, loss = np.full((n, n), np.nan), np.full((n, n), np.nan)
+    i, j, queueing, lost = cells(snapshot, order)
+    excess[i, j], loss[i, j] = queueing, lost
     return excess, loss
 
 
@@ -204,16 +221,6 @@ def draw_heatmap(
     order = [h for h, _ in placed]
     n = max(len(order), 1)
     cell = int(max(1, min(16, max_side_px // n)))
-    excess, loss = matrices(snapshot, order)
-
-    colors = np.empty((n, n, 3), np.uint8)
-    colors[:] = UNPROBED
-    probed = np.isfinite(excess)
-    colors[probed] = _colormap(scale_position(excess[probed], max_ns))
-    lossy = np.isfinite(loss) & (loss >= LOSS_MIN)
-    colors[lossy] = _lossmap(loss[lossy])
-    colors[np.eye(n, dtype=bool)] = DIAGONAL
-
     leaves = [leaf for _, leaf in placed]
     label_w = max((text_width(leaf) for leaf in set(leaves) if leaf), default=0) + 8
     top, side = 34, 10
@@ -224,8 +231,7 @@ def draw_heatmap(
     height = max(top + grid + side, top + 250 + 10 * len(names))
     img = np.empty((height, width, 3), np.uint8)
     img[:] = BACKGROUND
-    big = np.repeat(np.repeat(colors, cell, axis=0), cell, axis=1)
-    img[top : top + grid, label_w : label_w + grid] = big
+    _draw_cells(img[top : top + grid, label_w : label_w + grid], snapshot, order, cell, max_ns)
 
     # leaf boundaries and names
     for k in range(1, len(leaves)):
@@ -248,6 +254,23 @@ def draw_heatmap(
     draw_text(img, 4, 16, f"{len(order)} hosts by leaf, red: lost probes", INK)
     _legend(img, label_w + grid + side, top, max_ns, names)
     return Picture(img, order, label_w, top, cell)
+
+
+def _draw_cells(
+    grid: U8, snapshot: FabricSnapshot, order: list[str], cell: int, max_ns: float
+) -> None:
+    """Each path's colour into ``grid`` (its ``cell`` x ``cell`` squares), in place."""
+    n = len(order)
+    colors = grid if cell == 1 else np.empty((n, n, 3), np.uint8)  # at scale: no copy
+    colors[:] = UNPROBED
+    i, j, excess, loss = cells(snapshot, order)
+    probed = np.isfinite(excess)
+    colors[i[probed], j[probed]] = _colormap(scale_position(excess[probed], max_ns))
+    lossy = np.isfinite(loss) & (loss >= LOSS_MIN)
+    colors[i[lossy], j[lossy]] = _lossmap(loss[lossy])
+    colors[np.arange(n), np.arange(n)] = DIAGONAL
+    if cell > 1:
+        grid[:] = np.repeat(np.repeat(colors, cell, axis=0), cell, axis=1)
 
 
 def _mark_suspects(

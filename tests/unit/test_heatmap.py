@@ -136,3 +136,34 @@ def test_cli_heatmap_max(tmp_path: Path) -> None:
                                     "--heatmap-max", "2ms"])  # fmt: skip
     assert good.exit_code in (0, 3), good.output
     assert (tmp_path / "b.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_fabric_wider_than_the_picture_gets_one_pixel_a_path() -> None:
+    """Past 720 hosts a cell is one pixel, coloured in place (no n x n matrices): each
+    probed path its colour, unprobed grey, the diagonal light grey."""
+    from cwctl.report.heatmap import DIAGONAL, UNPROBED
+
+    hosts = [f"h{i:04d}" for i in range(800)]
+    paths = [PathReport(a, b, 100, 100, 1_000.0, 2_000.0, 2_000.0)  # 1 us: mid-scale
+             for k, a in enumerate(hosts) for b in hosts[k + 1 : k + 3]]  # fmt: skip
+    paths.append(PathReport(hosts[5], hosts[0], 100, 50, 1_000.0, 1_000.0, 1_000.0))  # lossy
+    snap = FabricSnapshot("ssh", hosts[0], 1.0, [HostReport(h) for h in hosts], paths)
+    pic = draw_heatmap(snap)
+    assert pic.cell == 1 and pic.rgb.shape[0] >= 800
+    assert _cell(pic, hosts[10], hosts[11]) == (63, 173, 119)  # as test_the_scale_is_fixed
+    assert _cell(pic, hosts[11], hosts[10]) == UNPROBED
+    assert _cell(pic, hosts[7], hosts[7]) == DIAGONAL
+    red = _cell(pic, hosts[5], hosts[0])
+    assert red[0] > 150 and red[1] < 100  # 50 % loss: a dark red
+
+
+def test_png_rows_compressed_in_blocks_are_one_deflate_stream() -> None:
+    import zlib
+
+    from cwctl.report.png import encode_png
+
+    rgb = np.random.default_rng(1).integers(0, 256, (2500, 700, 3), np.uint8)  # two blocks
+    raw = np.zeros((2500, 1 + 3 * 700), np.uint8)
+    raw[:, 1:] = rgb.reshape(2500, -1)
+    data = encode_png(rgb)
+    assert zlib.compress(raw.tobytes(), 6) in data  # the one-shot stream, byte for byte

@@ -167,7 +167,8 @@ def _localise_signal(
     """One signal's explanation. With ``one_trial`` each flow is a single trial whose
     failure is already a significant finding (a raised floor): every failed flow votes."""
     usable = trials > 0
-    b0 = _background(trials[usable], failures[usable])
+    # a background as high as a fault's own rate would hide every fault: it is no background
+    b0 = min(_background(trials[usable], failures[usable]), min_rate)
     # 1 % of a 10 000-host scan's 800 000 delay flows is 8 000 voters by chance alone,
     # each element they touch a candidate the explanation must weigh, and some chosen
     vote_p = min(VOTE_P, CHANCE_VOTERS / max(1, int(usable.sum())))

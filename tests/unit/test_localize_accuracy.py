@@ -176,3 +176,14 @@ def test_a_kept_model_learns_more_paths_each_window_and_retraces_after_a_change(
             assert topo.switch_of_address[p.hops[1]] in leg
     model.apply(SetEcmpWeight("spine2", 0))
     assert not any(p.cached for p in model.probe(2.0).paths)
+
+
+@pytest.mark.parametrize("seed", [3, 8])
+def test_a_dead_spine_is_named_in_a_short_scan_at_the_default_rate(seed: int) -> None:
+    """2 s at 2 pairs/s per peer: one exchange or two a flow, too few for any flow's loss
+    to be improbable at the overall loss rate. That rate (a quarter of the cross-leaf
+    flows lost) is no background: the spine is named, and the scan is not healthy."""
+    collection = run_model(_model(["switch:spine2:down"], seed), 2.0)
+    snap = build_snapshot(collection, solve(collection.table))
+    assert [s.element for s in snap.suspects[:1]] == ["spine2"]
+    assert not snap.healthy

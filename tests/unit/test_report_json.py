@@ -179,7 +179,7 @@ def test_a_list_written_in_chunks_is_the_whole_objects_bytes(
     import cwctl.report.jsonenc as jsonenc
 
     monkeypatch.setattr(jsonenc, "CHUNK", 2)  # chunk edges inside the list, and at its end
-    items = [{"i": i, "l": [i, {"k": None}], "e": [], "f": i / 3} for i in range(n)]
+    items = [{"i": i, "l": [i, {"k": None}], "e": [], "f": i / 3, "s": "a\n é"} for i in range(n)]
     pieces = list(jsonenc.encode_chunks({**before, "paths": [], **after}, "paths", items,
                                         pretty=pretty))  # fmt: skip
     whole = jsonenc.encode_bytes({**before, "paths": items, **after}, pretty=pretty)

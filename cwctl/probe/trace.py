@@ -22,6 +22,7 @@ a TTL that gets no answer is tried again (up to ``tries`` times) and then record
 """
 
 import errno
+import random
 import socket
 import struct
 
@@ -106,7 +107,11 @@ class Tracer:
         self.done = 0
         self.emitted = set()
         self._plan(plan)
-        self.next_ns = start_ns - (self.burst - 1) * self.interval_ns
+        # the burst at once, then one per interval; a crowd's plan (a burst of one: many
+        # agents share each router, traceplan.py) starts at a random phase of its
+        # interval instead, so agents that start together do not ask in step
+        phase = int(random.random() * self.interval_ns) if self.burst == 1 else 0
+        self.next_ns = start_ns - (self.burst - 1) * self.interval_ns + phase
 
     def _ttls(self, spec):
         """(TTLs, completion check). ``{"ttls": [2], "hops": 3}``: the TTLs that can reveal

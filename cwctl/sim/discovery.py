@@ -193,11 +193,15 @@ def discover(
     period_ns = 1e9 / (per_router_s * n_up)
     t0 = start_s * 1e9
     end = (start_s + duration_s) * 1e9
-    burst = params.icmp_burst * n_up
-    # the burst goes out back to back (a millisecond apart), then the paced ones
-    # and agents start a few milliseconds apart
-    t_ns = t0 + rng.uniform(0, 1e7, fabric.n_hosts)[tracer]
-    t_ns += np.where(rank < burst, rank * 1e6, (rank - burst) * period_ns + burst * 1e6)
+    # the burst is the tracer's share of a router's switch-wide one too (traceplan.py)
+    share = min(params.icmp_burst, params.icmp_msgs_burst // fabric.n_hosts)
+    burst = np.maximum(1, share * n_up)
+    # as the agent paces them (probe/trace.py): the burst back to back (a millisecond
+    # apart), then one per interval; a crowd's burst of one at a random phase of the
+    # interval; agents start a few milliseconds apart
+    phase = rng.uniform(0, 1, fabric.n_hosts)[tracer] * period_ns * (burst == 1)
+    t_ns = t0 + rng.uniform(0, 1e7, fabric.n_hosts)[tracer] + phase
+    t_ns += np.where(rank < burst, rank * 1e6, (rank - burst + 1) * period_ns)
     traced = ~cross | (pace & (t_ns < end))
     survive = _survival(model, elements, t_ns)
     survive[dark] = 0.0

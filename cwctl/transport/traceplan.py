@@ -14,7 +14,9 @@ six), so the plan asks for as few answers as the topology allows:
 
 The pace: the routers that can answer at the choice TTL (the leaf's uplinks) each
 answer ``rate_per_router`` per second after a first burst, so that is what one agent
-asks for. A fabric with the limit off (``icmp_ratelimit = 0``) can be traced as fast as
+asks for; when many agents trace at once, each asks for its share of a router's
+switch-wide rate and burst, and starts at a random phase of its interval. A fabric
+with the limit off (``icmp_ratelimit = 0``) can be traced as fast as
 ``rate_per_router`` is set.
 """
 
@@ -37,6 +39,7 @@ class TraceSettings:
     tries: int = 3  # then its hop is recorded as unknown (null)
     max_ttl: int = 8  # TTLs tried where the topology says nothing
     router_per_s: float = 1000.0  # ICMP a router sends in all (net.ipv4.icmp_msgs_per_sec)
+    router_burst: int = 50  # and at once (net.ipv4.icmp_msgs_burst)
 
     @classmethod
     def for_ratelimit(cls, icmp_ratelimit_ms: int) -> TraceSettings:
@@ -85,9 +88,14 @@ def trace_plan(
     leaf = topology.leaf_of.get(host) if topology is not None else None
     routers = max(1, len(topology.uplinks.get(leaf, ()))) if topology and leaf else 1
     per_router = min(settings.rate_per_router, settings.router_per_s / max(1, tracers))
+    # the first burst too is a share of what a router answers at once: thousands of
+    # agents starting together would otherwise spend every router's bucket in the
+    # first milliseconds and be refused for the rest (each agent then starts its paced
+    # traces at a random phase of its interval, probe/trace.py)
+    per_router_burst = min(settings.burst, settings.router_burst // max(1, tracers))
     return {
         "rate": per_router * routers,
-        "burst": settings.burst * routers,
+        "burst": max(1, per_router_burst * routers),
         "timeout_s": settings.timeout_s,
         "tries": settings.tries,
         "max_ttl": settings.max_ttl,

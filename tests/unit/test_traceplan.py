@@ -39,6 +39,9 @@ def test_plan_paces_to_the_routers_that_answer() -> None:
     # 4 000 hosts tracing at once: a router's 1 000 answers a second are shared
     crowd = trace_plan(names[0], [names[5]], {}, topo, TraceSettings(), tracers=4000)
     assert crowd["rate"] == 3 * 0.25
+    # ... and so is a router's burst of 50: one trace at once, not six per router
+    assert crowd["burst"] == 1
+    assert trace_plan(names[0], [names[5]], {}, topo, TraceSettings(), tracers=10)["burst"] == 15
 
 
 def test_probers_are_the_inverse_of_the_peer_assignment() -> None:
@@ -58,3 +61,17 @@ def test_icmp_answers_are_read_from_the_extended_error() -> None:
     assert icmp_error(_cmsg(SO_EE_ORIGIN_ICMP, 3, None)) == (3, None)
     assert icmp_error(_cmsg(4, 0, None)) is None  # a TX timestamp, not an ICMP answer
     assert icmp_error([(socket.SOL_SOCKET, 37, bytes(48))]) is None
+
+
+def test_a_large_simulated_fleet_learns_its_share_of_the_spines_budget() -> None:
+    """10 000 agents tracing at once share each spine's 1 000 answers a second: paced
+    from random phases with a burst of one, a 10 s window learns close to 4 spines x
+    1 000/s x 10 s of cross-leaf paths (in step, with the old bursts of 24 each, the
+    spines' buckets were spent in the first milliseconds and 3 120 were learnt)."""
+    from cwctl.request import SimOptions
+    from cwctl.transport.sim import simulate
+
+    paths = simulate(SimOptions(hosts=10_000)).paths
+    cross = [r for r in paths if len(r.hops) > 2]
+    learnt = sum(r.hops[1] is not None for r in cross)
+    assert learnt > 0.8 * 4 * 1000 * 10

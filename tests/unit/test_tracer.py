@@ -134,3 +134,13 @@ def test_pacing_sends_a_burst_then_rate_per_second(agent: Any) -> None:
     assert len(sent) == 3
     t.send_due(T0 + 3 * 10**8)
     assert len(sent) == 5
+
+
+def test_a_crowds_plan_starts_at_a_random_phase_of_its_interval(agent: Any) -> None:
+    """A burst of one (thousands of agents share each router): the first trace waits a
+    random part of the interval, so agents started together do not ask in step."""
+    firsts = set()
+    for _ in range(20):
+        t = Tracer(agent, {"rate": 10.0, "burst": 1, "max_ttl": 2}, T0, T0 + 10**9)
+        firsts.add(t.next_due_ns())
+    assert all(T0 <= f < T0 + 10**8 for f in firsts) and len(firsts) > 10

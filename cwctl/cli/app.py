@@ -131,8 +131,12 @@ def write_output(text: str | Iterable[bytes], out: Path | None) -> None:
                 sys.stdout.write(text)
             else:
                 sys.stdout.flush()
+                binary = getattr(sys.stdout, "buffer", None)
                 for piece in text:
-                    sys.stdout.buffer.write(piece)
+                    if binary is not None:
+                        binary.write(piece)
+                    else:  # a text-only stream; each piece is whole UTF-8 (cut at ASCII)
+                        sys.stdout.write(piece.decode())
             sys.stdout.flush()
         except BrokenPipeError:  # the reader left (`| head`): the rest is not wanted
             devnull = os.open(os.devnull, os.O_WRONLY)  # nor an error at exit's flush

@@ -235,3 +235,15 @@ def test_a_reader_that_leaves_early_is_no_error() -> None:
     err = proc.stderr.read()
     assert proc.wait(timeout=120) in (0, 3), err
     assert err == b""
+
+
+def test_json_pieces_reach_a_text_only_stdout() -> None:
+    import contextlib
+    import io
+
+    from cwctl.cli.app import write_output
+
+    out = io.StringIO()  # no .buffer, as under contextlib.redirect_stdout
+    with contextlib.redirect_stdout(out):
+        write_output(iter([b'{"a":', '"é"'.encode(), b"}\n"]), None)
+    assert out.getvalue() == '{"a":"é"}\n'

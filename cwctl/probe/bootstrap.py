@@ -1,11 +1,15 @@
 """How the agent gets onto a host: its bundle and the one-line command that runs it.
 
-The command is ``python3 -c CODE``; CODE reads a decimal length line from stdin, then
-exactly that many bytes (``assembler.py``), and execs them. The reads go straight to
-file descriptor 0, unbuffered, so nothing past them is consumed. The assembler reads the
-module frames that follow the same way, creates each module of ``AGENT_MODULES`` under
-its real dotted name and calls ``AGENT_MAIN``'s ``main()``; the params line comes next,
-and stdin stays the agent's control channel. Nothing is written to the remote disk.
+The command is ``python3 -c CODE [LIFETIME]``. CODE first arms ``signal.alarm(LIFETIME)``
+when it is given: the agent's hard lifetime, counted from its first instruction, enforced
+by the kernel (SIGALRM's default action ends the process, whatever Python is doing), so it
+holds where ``timeout(1)`` is missing and whatever cwctl does. Then CODE reads a decimal
+length line from stdin, then exactly that many bytes (``assembler.py``), and execs them.
+The reads go straight to file descriptor 0, unbuffered, so nothing past them is
+consumed. The assembler reads the module frames that follow the same way, creates each
+module of ``AGENT_MODULES`` under its real dotted name and calls ``AGENT_MAIN``'s
+``main()``; the params line comes next, and stdin stays the agent's control channel.
+Nothing is written to the remote disk.
 """
 
 from __future__ import annotations
@@ -52,7 +56,8 @@ _ASSEMBLER = Path(__file__).resolve().with_name("assembler.py")
 # One line: read the length (byte by byte, so nothing more is taken), then the assembler.
 # "cwctl-agent" in it is how ps (and tests/integration/test_sshd.py) spot an agent.
 BOOTSTRAP_CODE = (
-    "import os,sys;f=os.fdopen(0,'rb',0,closefd=False);n=int(f.readline());b=bytearray();"
+    "import os,sys,signal;sys.argv[1:] and signal.alarm(int(sys.argv[1]));"
+    "f=os.fdopen(0,'rb',0,closefd=False);n=int(f.readline());b=bytearray();"
     "any(b.extend(c) or len(b)>=n for c in iter(lambda:f.read(n-len(b)),b''));"
     "len(b)==n or sys.exit(3);"
     "exec(compile(bytes(b),'cwctl-agent','exec'),{'__name__':'__cwctl_assembler__'})"
@@ -87,30 +92,42 @@ def agent_bundle() -> bytes:
 KILL_AFTER_S = 5  # timeout(1)'s -k: SIGKILL this long after its SIGTERM
 
 
-def bootstrap_command(python: str = "python3", *, lifetime_s: float | None = None) -> str:
-    """The shell command line that starts an agent: ``python -c CODE``.
+def lifetime_arg(lifetime_s: float) -> str:
+    """A hard lifetime as the bootstrap's argument: whole seconds, at least 1."""
+    return str(max(1, math.ceil(lifetime_s)))
 
-    With ``lifetime_s`` the remote command has a hard lifetime the agent cannot outlive,
-    whatever happens to it or to us: ``timeout(1)`` (coreutils, busybox) runs it, sends
-    SIGTERM (and SIGCONT, so a stopped agent gets it) at the lifetime and SIGKILL
-    ``KILL_AFTER_S`` later. A hung interpreter that never reads its stdin, or an agent
-    stopped with SIGSTOP and never continued, is gone then; SSH itself would leave both
-    running (closing a channel without a terminal signals nothing). Where ``timeout`` is
-    missing the plain command runs (the agent's own deadline and stdin EOF still end it).
+
+def bootstrap_argv(python: str, *, lifetime_s: float | None = None) -> list[str]:
+    """The agent's command as an argument vector (local subprocesses, the srun step).
+
+    With ``lifetime_s`` the agent cannot outlive it, whatever happens to it or to us: the
+    bootstrap arms ``signal.alarm`` before it reads anything, and SIGALRM, left at its
+    default action, ends the process (a hung cwctl that never closes the agent's stdin,
+    an agent stuck in a blocking write). Every launcher passes the same lifetime, one per
+    scan (``transport.base.hard_lifetime_s``): the agent's own deadline plus slack, so a
+    healthy agent always ends first, on its deadline, on ``stop`` or on stdin EOF.
     """
-    plain = shlex.join([python, "-c", BOOTSTRAP_CODE])
+    tail = [] if lifetime_s is None else [lifetime_arg(lifetime_s)]
+    return [python, "-c", BOOTSTRAP_CODE, *tail]
+
+
+def bootstrap_command(python: str = "python3", *, lifetime_s: float | None = None) -> str:
+    """The same as one shell command line (over SSH), with ``timeout(1)`` as outer guard.
+
+    With ``lifetime_s``, ``timeout(1)`` (coreutils, busybox) runs the agent too, sends
+    SIGTERM (and SIGCONT, so a stopped agent gets it) at the lifetime and SIGKILL
+    ``KILL_AFTER_S`` later: an agent stopped with SIGSTOP and never continued cannot take
+    its own alarm, and SSH would leave it running (closing a channel without a terminal
+    signals nothing). Where ``timeout`` is missing the plain command runs, its alarm armed.
+    """
+    plain = shlex.join(bootstrap_argv(python, lifetime_s=lifetime_s))
     if lifetime_s is None:
         return plain
-    seconds = str(max(1, math.ceil(lifetime_s)))
     bounded = shlex.join(
-        ["timeout", "-k", str(KILL_AFTER_S), seconds, python, "-c", BOOTSTRAP_CODE]
-    )
+        ["timeout", "-k", str(KILL_AFTER_S), lifetime_arg(lifetime_s),
+         *bootstrap_argv(python, lifetime_s=lifetime_s)]
+    )  # fmt: skip
     return f"command -v timeout >/dev/null 2>&1 && exec {bounded}; exec {plain}"
-
-
-def bootstrap_argv(python: str) -> list[str]:
-    """The same, as an argument vector (for local subprocesses, no shell)."""
-    return [python, "-c", BOOTSTRAP_CODE]
 
 
 def agent_payload(params: dict[str, Any]) -> bytes:

@@ -43,9 +43,11 @@ It prints ``hello`` (after checking the socket), one ``sample`` record per datag
 sent (``round``, ``tv_ns``, ``offset_s``, ``steered_ns``), ``error`` records (a send
 that failed), and a ``summary`` last. It exits on stdin EOF, on SIGTERM/SIGHUP, or
 after ``idle_exit_s`` without any control line: when cwctl stops, nothing stays behind
-on the host.
+on the host. Its hard lifetime is a lease (``arm_lease``): ``signal.alarm`` re-armed by
+every control line, so a feeder stuck in anything dies soon after cwctl falls silent.
 """
 
+import math
 import os
 import select
 import signal
@@ -160,9 +162,20 @@ class Feeder:
         return True
 
 
+LEASE_SLACK_S = 10  # the hard lifetime's margin past idle_exit_s
+
+
+def arm_lease(idle_s):
+    """The feeder's hard lifetime, renewed by every word from cwctl: SIGALRM (its default
+    action ends the process) ``LEASE_SLACK_S`` after the soft idle exit would have."""
+    signal.alarm(math.ceil(min(idle_s, 1e7)) + LEASE_SLACK_S)
+
+
 def feed(params, control, out):
     """The feeder's life: check the socket, hello, samples until EOF or idle; summary."""
     stop = {"reason": None}
+    idle_s = float(params.get("idle_exit_s", 120.0))
+    arm_lease(idle_s)  # a feeder lives between scans: a lease, not the scan's lifetime
 
     def on_signal(signum, _frame):
         stop["reason"] = f"signal {signum}"
@@ -176,7 +189,6 @@ def feed(params, control, out):
         out.finish()
         return 2
     feeder = Feeder(params, out)
-    idle_s = float(params.get("idle_exit_s", 120.0))
     hello = {"type": "hello", "v": RECORD_VERSION, "host": out.host, "pid": os.getpid()}
     hello.update(mode="chrony", socket=path, sample_size=SOCK_SAMPLE.size)
     out.record(hello)
@@ -196,6 +208,7 @@ def feed(params, control, out):
             msgs = control.read_lines()
             if msgs:
                 last_heard = time.monotonic()
+                arm_lease(idle_s)
             for msg in msgs:
                 had = feeder.estimate is not None
                 feeder.on_control(msg)

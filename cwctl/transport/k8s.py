@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from cwctl.probe.bootstrap import BOOTSTRAP_CODE
+from cwctl.probe.bootstrap import bootstrap_argv
 
 if TYPE_CHECKING:  # the CLI reads the defaults below at start-up: keep this module light
     from cwctl.inventory import Inventory
@@ -77,7 +77,8 @@ def agent_pod(
                 {
                     "name": "agent",
                     "image": image,
-                    "command": [python, "-c", BOOTSTRAP_CODE],
+                    # the agent's own alarm too: the pod's deadline holds inside it
+                    "command": bootstrap_argv(python, lifetime_s=deadline_s),
                     "stdin": True,
                     "stdinOnce": True,
                     "tty": False,

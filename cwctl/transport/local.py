@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import signal
 import sys
+from functools import partial
 
 from cwctl import settings
 from cwctl.collection import Collection, HostInfo
@@ -20,7 +21,7 @@ from cwctl.inventory import ProbeSettings
 from cwctl.names import local_host_names
 from cwctl.probe.bootstrap import bootstrap_argv
 from cwctl.request import Progress, ScanRequest
-from cwctl.transport.base import run_scan
+from cwctl.transport.base import hard_lifetime_s, run_scan
 from cwctl.transport.hostrun import HostFailure, end_process, read_tail
 from cwctl.transport.plan import probe_settings, request_plan
 
@@ -75,10 +76,13 @@ class LocalSession:
             await asyncio.wait_for(asyncio.shield(self._stderr), 1.0)
 
 
-async def launch_local(info: HostInfo, python: str = sys.executable) -> LocalSession:
+async def launch_local(
+    info: HostInfo, python: str = sys.executable, *, lifetime_s: float | None = None
+) -> LocalSession:
+    """Start one agent; ``lifetime_s``: its hard lifetime (``bootstrap_argv``)."""
     try:
         proc = await asyncio.create_subprocess_exec(
-            *bootstrap_argv(python),
+            *bootstrap_argv(python, lifetime_s=lifetime_s),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -102,7 +106,8 @@ class LocalSource:
         """Run the agents and bring their records home."""
         settings = probe_settings(ProbeSettings(), request.overrides)
         plan = request_plan(request, self.hosts, settings, "local")
-        return await run_scan(plan, launch_local, progress)
+        launch = partial(launch_local, lifetime_s=hard_lifetime_s(plan))
+        return await run_scan(plan, launch, progress)
 
     async def aclose(self) -> None:
         """Nothing outlives a scan: its agents exit with it."""

@@ -33,17 +33,23 @@ from pathlib import Path
 from cwctl.collection import Collection, HostInfo
 from cwctl.inventory import load_inventory
 from cwctl.pathcache import PathCache
-from cwctl.probe.bootstrap import BOOTSTRAP_CODE
+from cwctl.probe.bootstrap import bootstrap_argv
 from cwctl.request import Progress, ScanRequest
-from cwctl.transport.base import run_scan
+from cwctl.transport.base import hard_lifetime_s, run_scan
 from cwctl.transport.hostrun import STDERR_KEEP, HostFailure, end_process
 from cwctl.transport.plan import inventory_plan
 
 STUB = Path(__file__).resolve().parents[1] / "probe" / "srunstub.py"
 
 
-def srun_argv(nodes: Sequence[str], python: str = "python3", srun: str = "srun") -> list[str]:
-    """The one srun command of a scan: one task per node, labelled output, no buffering."""
+def srun_argv(
+    nodes: Sequence[str],
+    python: str = "python3",
+    srun: str = "srun",
+    lifetime_s: float | None = None,
+) -> list[str]:
+    """The one srun command of a scan: one task per node, labelled output, no buffering;
+    every task the bootstrap with the scan's hard lifetime (``bootstrap_argv``)."""
     return [
         srun,
         f"--nodes={len(nodes)}",
@@ -55,9 +61,7 @@ def srun_argv(nodes: Sequence[str], python: str = "python3", srun: str = "srun")
         "--unbuffered",
         "--kill-on-bad-exit=0",  # one agent's failure never ends the others
         "--immediate=30",  # a node drained or down: fail, do not queue forever
-        python,
-        "-c",
-        BOOTSTRAP_CODE,
+        *bootstrap_argv(python, lifetime_s=lifetime_s),
     ]
 
 
@@ -151,10 +155,11 @@ class SrunStep:
         python: str = "python3",
         srun: str = "srun",
         unusable: dict[str, str] | None = None,
+        lifetime_s: float | None = None,
     ):
         self.unusable = dict(unusable or {})  # node -> why Slurm cannot run on it now
         usable = [h.name for h in hosts if h.name not in self.unusable]
-        self.argv = srun_argv(usable, python, srun)
+        self.argv = srun_argv(usable, python, srun, lifetime_s)
         self.sessions = {name: SrunHostSession(self, name) for name in usable}
         self.proc: asyncio.subprocess.Process | None = None
         self._lock = asyncio.Lock()
@@ -272,7 +277,10 @@ async def collect_slurm(
     inventory = load_inventory(request.inventory)
     plan = inventory_plan(inventory, request, source="slurm", hello_margin_s=30.0, cache=paths)
     step = SrunStep(
-        plan.hosts, python=inventory.ssh.python, unusable=await unusable_nodes(plan.hosts)
+        plan.hosts,
+        python=inventory.ssh.python,
+        unusable=await unusable_nodes(plan.hosts),
+        lifetime_s=hard_lifetime_s(plan),  # nothing outlives the scan on a node
     )
     try:
         return await run_scan(plan, step.launch, progress)

@@ -36,6 +36,29 @@ def pid_alive(pid: int) -> bool:
     return state != "Z"
 
 
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` (children, their children...), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+def cmdline(pid: int) -> str:
+    """``pid``'s command line, arguments joined by spaces ("" once it is gone)."""
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return ""
+
+
 async def wait_gone(pids: Iterable[int], timeout_s: float = 8.0) -> list[int]:
     """The PIDs still alive after waiting up to ``timeout_s``."""
     deadline = time.monotonic() + timeout_s

@@ -20,31 +20,10 @@ import pytest
 
 from cwctl.probe.bootstrap import KILL_AFTER_S, agent_payload, bootstrap_command
 from tests.integration.realsshd import ADDRESSES, Sshd, needs_sshd, sshd
-from tests.integration.sshfleet import wait_gone
+from tests.integration.sshfleet import cmdline, descendants, wait_gone
 
 __all__ = ["sshd"]
 pytestmark = needs_sshd
-
-
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo += children.get(pid, [])
-    return out
-
-
-def _cmdline(pid: int) -> str:
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    return ""
 
 
 def _state(pid: int) -> str:
@@ -56,7 +35,7 @@ def _state(pid: int) -> str:
 async def _find(sshd: Sshd, needle: str, timeout_s: float = 10.0) -> list[int]:
     """PIDs under sshd whose command line holds ``needle`` (waiting for them to appear)."""
     for _ in range(int(timeout_s / 0.05)):
-        pids = [p for p in _descendants(sshd.proc.pid) if needle in _cmdline(p)]
+        pids = [p for p in descendants(sshd.proc.pid) if needle in cmdline(p)]
         if pids:
             return pids
         await asyncio.sleep(0.05)
@@ -118,8 +97,8 @@ async def _start_agent(
     proc.stdin.write(agent_payload(params))
     hello = await asyncio.wait_for(proc.stdout.readline(), 30)
     assert b"hello" in hello, (hello, await proc.stderr.read(2000))  # the agent runs
-    agents = [p for p in await _find(sshd, "cwctl-agent") if _cmdline(p).startswith(python)]
-    assert len(agents) == 1, [_cmdline(p) for p in agents]
+    agents = [p for p in await _find(sshd, "cwctl-agent") if cmdline(p).startswith(python)]
+    assert len(agents) == 1, [cmdline(p) for p in agents]
     return conn, agents[0]
 
 
@@ -150,3 +129,5 @@ def test_lifetime_is_whole_seconds_and_keeps_a_fallback(lifetime: float) -> None
     assert f"exec timeout -k {KILL_AFTER_S} {max(1, -(-lifetime // 1)):.0f} python3 -c " in command
     assert command.startswith("command -v timeout >/dev/null 2>&1 && ")
     assert "; exec python3 -c " in command  # a host without timeout(1) still runs the agent
+    # ... with the same lifetime as its own alarm (the last argument of the bootstrap)
+    assert command.endswith(f" {max(1, -(-lifetime // 1)):.0f}")

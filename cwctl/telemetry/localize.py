@@ -308,13 +308,18 @@ def unexplained(
     named = sorted(
         {index[m] for s in suspects for m in (s.candidates or [s.element]) if m in index}
     )
+    # a flow is explained if, under any signal's fit over the same flows (delay and
+    # floor share theirs), it likely crossed a named suspect: where its path is unknown,
+    # the slow queue's delays say which way it went better than its raised floor does
+    likely: dict[int, npt.NDArray[np.float64]] = {}
+    for res in results:
+        space = id(res.incidence)
+        p = np.asarray(res.crossed[:, named].sum(axis=1)).ravel() if named else 0.0
+        likely[space] = np.maximum(likely.get(space, 0.0), p)
     for res in results:
         n, k = res.trials, res.failures
         share = k / np.maximum(n, 1)
-        if named:
-            covered = np.asarray(res.crossed[:, named].sum(axis=1)).ravel() >= 0.5
-        else:
-            covered = np.zeros(len(n), bool)
+        covered = np.broadcast_to(likely[id(res.incidence)] >= 0.5, n.shape)
         if res.signal == "loss":
             flows = counts.exchanges
             material = share >= MIN_LOSS_RATE

@@ -234,8 +234,9 @@ def agent_deadline_s(plan: ScanPlan) -> float:
 
 
 def hard_lifetime_s(plan: ScanPlan) -> float:
-    """When the remote command is killed from outside the agent (``bootstrap_command``'s
-    ``lifetime_s``): its deadline plus slack, so a healthy agent always ends first."""
+    """The hard lifetime every launcher gives its agents (``bootstrap_argv``'s
+    ``lifetime_s``: the agent's own alarm, and timeout(1) over SSH): its deadline plus
+    slack, so a healthy agent always ends first."""
     return agent_deadline_s(plan) + 10.0
 
 

@@ -21,8 +21,14 @@ from cwctl import settings
 from cwctl.chrony.rules import FeedDecision
 from cwctl.collection import HostInfo
 from cwctl.probe.bootstrap import agent_payload
+from cwctl.probe.chronysock import LEASE_SLACK_S
 from cwctl.transport.hostrun import AgentSession, HostFailure, last_line
 from cwctl.transport.plan import HELLO_TIMEOUT_S
+
+# A feeder's hard lifetime from its start until its params arrive (cwctl gives up on it
+# after HELLO_TIMEOUT_S); from then on its lease, re-armed by every control line
+# (``chronysock.arm_lease``). Every feeder launcher passes it (``fleet.fleet_for``).
+BOOT_LIFETIME_S = HELLO_TIMEOUT_S + LEASE_SLACK_S
 
 
 @dataclass

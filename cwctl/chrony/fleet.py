@@ -50,11 +50,16 @@ def fleet_for(request: Any, *, client_options: Mapping[str, Any] | None = None) 
         sim = request.sim
         names, _ = leaf_spine(sim.hosts, sim.hosts_per_leaf, sim.spines)
         return Fleet("sim", [HostInfo(name=n, address=n) for n in names])
+    from cwctl.chrony.feeders import BOOT_LIFETIME_S
+
     if request.local is not None:
+        from functools import partial
+
         from cwctl.actions.runners import LocalRunner
         from cwctl.transport.local import launch_local, local_hosts
 
-        return Fleet("local", local_hosts(request.local), launch_local, LocalRunner(30.0))
+        launch = partial(launch_local, lifetime_s=BOOT_LIFETIME_S)
+        return Fleet("local", local_hosts(request.local), launch, LocalRunner(30.0))
     from cwctl.actions.runners import SSHRunner
     from cwctl.inventory import load_inventory
     from cwctl.transport.plan import inventory_hosts
@@ -62,6 +67,8 @@ def fleet_for(request: Any, *, client_options: Mapping[str, Any] | None = None) 
 
     inventory = load_inventory(request.inventory)
     launcher = SSHLauncher.for_request(inventory, request, client_options=client_options)
+    # a feeder outlives any fixed lifetime: its alarm only, re-armed as its lease
+    launcher.lifetime_s, launcher.outer_guard = BOOT_LIFETIME_S, False
     runner = SSHRunner(
         inventory,
         client_options=client_options,

@@ -111,7 +111,9 @@ def bootstrap_argv(python: str, *, lifetime_s: float | None = None) -> list[str]
     return [python, "-c", BOOTSTRAP_CODE, *tail]
 
 
-def bootstrap_command(python: str = "python3", *, lifetime_s: float | None = None) -> str:
+def bootstrap_command(
+    python: str = "python3", *, lifetime_s: float | None = None, outer_guard: bool = True
+) -> str:
     """The same as one shell command line (over SSH), with ``timeout(1)`` as outer guard.
 
     With ``lifetime_s``, ``timeout(1)`` (coreutils, busybox) runs the agent too, sends
@@ -119,9 +121,11 @@ def bootstrap_command(python: str = "python3", *, lifetime_s: float | None = Non
     ``KILL_AFTER_S`` later: an agent stopped with SIGSTOP and never continued cannot take
     its own alarm, and SSH would leave it running (closing a channel without a terminal
     signals nothing). Where ``timeout`` is missing the plain command runs, its alarm armed.
+    Without ``outer_guard`` only the alarm: an agent that re-arms it (a feeder's lease)
+    may live past ``lifetime_s``.
     """
     plain = shlex.join(bootstrap_argv(python, lifetime_s=lifetime_s))
-    if lifetime_s is None:
+    if lifetime_s is None or not outer_guard:
         return plain
     bounded = shlex.join(
         ["timeout", "-k", str(KILL_AFTER_S), lifetime_arg(lifetime_s),

@@ -117,6 +117,7 @@ class SSHLauncher:
         self.inventory = inventory
         ssh = inventory.ssh
         self.lifetime_s: float | None = None  # the remote command's hard lifetime, per scan
+        self.outer_guard = True  # timeout(1) enforces it too (not for a feeder's lease)
         self.accept_new = accept_new_host_keys
         self.semaphore = asyncio.Semaphore(concurrency or ssh.concurrency)
         self.known_hosts_path = Path(ssh.known_hosts or "~/.ssh/known_hosts").expanduser()
@@ -212,7 +213,9 @@ class SSHLauncher:
         async with self.semaphore:
             conn = await self.connect(ep, self._explicit_port(info))
         try:
-            command = bootstrap_command(ep.python, lifetime_s=self.lifetime_s)
+            command = bootstrap_command(
+                ep.python, lifetime_s=self.lifetime_s, outer_guard=self.outer_guard
+            )
             proc = await conn.create_process(command, encoding=None)
         except (OSError, asyncssh.Error) as exc:
             conn.close()

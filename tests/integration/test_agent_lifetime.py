@@ -19,15 +19,18 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cwctl.chrony.feeders import FeederSettings, close_feeder, open_feeder
+from cwctl.chrony.feeders import BOOT_LIFETIME_S, FeederSettings, close_feeder, open_feeder
+from cwctl.chrony.fleet import fleet_for
 from cwctl.collection import HostInfo
 from cwctl.probe.bootstrap import agent_bundle, agent_payload
 from cwctl.probe.chronysock import LEASE_SLACK_S
+from cwctl.request import ScanRequest
 from cwctl.transport.local import LocalSession, launch_local, local_hosts
 from cwctl.transport.slurm import SrunStep
 from tests.integration.sshfleet import cmdline, descendants, pid_alive, wait_gone
@@ -76,6 +79,11 @@ def _params(info: HostInfo, **extra: Any) -> dict[str, Any]:
     return {"host": info.name, "bind": info.address, "port": 0, "deadline_s": LONG_S, **extra}
 
 
+async def _status(proc: asyncio.subprocess.Process) -> int:
+    """The exit status of an agent already gone (reaped by now, or within a few seconds)."""
+    return await asyncio.wait_for(proc.wait(), 10.0)
+
+
 async def _hello(session: LocalSession) -> dict[str, Any]:
     line = b""
     while not line.endswith(b"\n"):
@@ -120,12 +128,12 @@ async def test_a_local_agent_whose_cwctl_hangs_mid_bundle_ends_at_its_lifetime()
         await s.send(half)  # ... and then nothing, the pipe held open: cwctl hangs
     try:
         assert await wait_gone([bounded.pid], 2 + 15.0) == []
-        assert bounded.proc.returncode == -signal.SIGALRM
+        assert await _status(bounded.proc) == -signal.SIGALRM
         assert pid_alive(unbounded.pid)  # without a lifetime it would wait for ever
         assert unbounded.proc.stdin is not None
         unbounded.proc.stdin.close()  # ... until its stdin closes: EOF ends it too
         assert await wait_gone([unbounded.pid], 15.0) == []
-        assert unbounded.proc.returncode not in (0, None)  # a truncated bundle
+        assert await _status(unbounded.proc) not in (0, None)  # a truncated bundle
     finally:
         for s in (bounded, unbounded):
             await s.close()
@@ -138,7 +146,7 @@ async def test_a_running_local_agent_whose_cwctl_hangs_ends_at_its_lifetime() ->
         await session.send(agent_payload(_params(info)))  # its own deadline: 600 s
         await _hello(session)  # bound and answering; no start ever comes, stdin stays open
         assert await wait_gone([session.pid], 3 + 15.0) == []
-        assert session.proc.returncode == -signal.SIGALRM
+        assert await _status(session.proc) == -signal.SIGALRM
     finally:
         await session.close()
 
@@ -152,7 +160,7 @@ async def test_a_running_local_agent_ends_at_once_on_eof() -> None:
         assert session.proc.stdin is not None
         session.proc.stdin.close()
         assert await wait_gone([session.pid], 15.0) == []
-        assert session.proc.returncode == 0  # its own way out, with a summary
+        assert await _status(session.proc) == 0  # its own way out, with a summary
     finally:
         await session.close()
 
@@ -209,8 +217,7 @@ async def test_a_feeder_that_cannot_run_dies_at_its_lease(tmp_path: Path, past_l
         await asyncio.sleep(idle_s + (LEASE_SLACK_S + 2.0 if past_lease else 1.0))
         os.kill(proc.pid, signal.SIGCONT)
         assert await wait_gone([proc.pid], 15.0) == []
-        await asyncio.wait_for(proc.wait(), 5.0)
-        assert proc.returncode == (-signal.SIGALRM if past_lease else 0)
+        assert await _status(proc) == (-signal.SIGALRM if past_lease else 0)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGCONT)
@@ -218,6 +225,34 @@ async def test_a_feeder_that_cannot_run_dies_at_its_lease(tmp_path: Path, past_l
         listener.close()
     if not past_lease:
         assert feeder.summary is not None and feeder.summary["reason"] == "no word from cwctl"
+
+
+async def test_a_local_feeder_starts_with_the_boot_lifetime_and_lives_on_its_lease(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "cwc.sock"
+    listener = _listen(path)
+    info = local_hosts(2)[1]
+    fleet = fleet_for(ScanRequest(local=2))
+    params = FeederSettings(period_s=0.05, idle_exit_s=30).params(info.name, str(path))
+    feeder = await open_feeder(fleet.launch, info, params)  # as cwctl sync starts one
+    proc = feeder.session.proc  # type: ignore[attr-defined]
+    try:
+        assert _lifetime_of(proc.pid) == BOOT_LIFETIME_S
+    finally:
+        await close_feeder(feeder)
+    assert await _status(proc) == 0  # EOF
+    # the lease replaces the boot lifetime: a feeder booted with 2 s lives on past them
+    feeder = await open_feeder(partial(launch_local, lifetime_s=2), info, params)
+    proc = feeder.session.proc  # type: ignore[attr-defined]
+    try:
+        await asyncio.sleep(3.5)
+        assert feeder.alive and proc.returncode is None
+    finally:
+        await close_feeder(feeder)
+        listener.close()
+    assert await _status(proc) == 0 and feeder.summary is not None
+    assert feeder.summary["reason"] == "stdin closed"
 
 
 # --- the srun step (a real Slurm) -----------------------------------------------------

@@ -13,14 +13,16 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 from pathlib import Path
 
 import asyncssh
 import pytest
 
+from cwctl.chrony.feeders import FeederSettings
 from cwctl.probe.bootstrap import KILL_AFTER_S, agent_payload, bootstrap_command
 from tests.integration.realsshd import ADDRESSES, Sshd, needs_sshd, sshd
-from tests.integration.sshfleet import cmdline, descendants, wait_gone
+from tests.integration.sshfleet import cmdline, descendants, pid_alive, wait_gone
 
 __all__ = ["sshd"]
 pytestmark = needs_sshd
@@ -123,6 +125,34 @@ async def test_a_stopped_then_continued_agent_exits_on_its_closed_channel(sshd: 
     assert await wait_gone([agent], 5.0) == []  # continued: stdin EOF ends it at once
 
 
+@pytest.mark.parametrize("outer_guard", [False, True])
+async def test_a_feeder_lives_on_its_lease_past_its_boot_lifetime(
+    sshd: Sshd, tmp_path: Path, outer_guard: bool
+) -> None:
+    """A feeder (cwctl sync) gets a short lifetime for its start, then re-arms its own
+    alarm as a lease: over SSH it must run without timeout(1) (fleet_for says so), or
+    timeout(1) ends it at the boot lifetime (the counter-check)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(str(tmp_path / "cwc.sock"))  # where chronyd's refclock would listen
+    python = sshd.inventory().ssh.python
+    conn = await _connect(sshd)
+    command = bootstrap_command(python, lifetime_s=2, outer_guard=outer_guard)
+    proc = await conn.create_process(command, encoding=None)
+    params = FeederSettings(idle_exit_s=30).params("sshd-1", str(tmp_path / "cwc.sock"))
+    proc.stdin.write(agent_payload(params))
+    hello = await asyncio.wait_for(proc.stdout.readline(), 30)
+    assert b"hello" in hello, (hello, await proc.stderr.read(2000))
+    feeder = [p for p in await _find(sshd, "cwctl-agent") if cmdline(p).startswith(python)]
+    try:
+        await asyncio.sleep(2 + (KILL_AFTER_S if outer_guard else 0) + 1.5)
+        assert [p for p in feeder if pid_alive(p)] == ([] if outer_guard else feeder)
+    finally:
+        conn.close()
+        await conn.wait_closed()
+        listener.close()
+    assert await wait_gone(feeder, 15.0) == []  # its channel closed: EOF ends it
+
+
 @pytest.mark.parametrize("lifetime", [0.2, 2.4, 59.5])
 def test_lifetime_is_whole_seconds_and_keeps_a_fallback(lifetime: float) -> None:
     command = bootstrap_command("python3", lifetime_s=lifetime)
@@ -131,3 +161,6 @@ def test_lifetime_is_whole_seconds_and_keeps_a_fallback(lifetime: float) -> None
     assert "; exec python3 -c " in command  # a host without timeout(1) still runs the agent
     # ... with the same lifetime as its own alarm (the last argument of the bootstrap)
     assert command.endswith(f" {max(1, -(-lifetime // 1)):.0f}")
+    alarm_only = bootstrap_command("python3", lifetime_s=lifetime, outer_guard=False)
+    assert alarm_only.startswith("python3 -c ") and "timeout" not in alarm_only
+    assert alarm_only.endswith(f" {max(1, -(-lifetime // 1)):.0f}")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from cwctl.chrony.feeders import BOOT_LIFETIME_S
 from cwctl.chrony.fleet import fleet_for
 from cwctl.collection import HostInfo
 from cwctl.inventory import ProbeSettings, load_inventory
@@ -76,6 +77,8 @@ async def test_the_sync_fleet_is_the_scan_s_hosts(inventory_file: Path) -> None:
         assert fleet.hosts == EXPECTED
         assert isinstance(fleet.launch, SSHLauncher)
         assert fleet.launch.accept_new is True
+        # a feeder's boot lifetime as its own alarm, never timeout(1): it lives on a lease
+        assert (fleet.launch.lifetime_s, fleet.launch.outer_guard) == (BOOT_LIFETIME_S, False)
         for _ in range(3):  # the request's concurrency, not the inventory's 7
             await fleet.launch.semaphore.acquire()
         assert fleet.launch.semaphore.locked()

@@ -23,6 +23,7 @@ sparse product for single-row flows, a grouped log-sum-exp for the mixtures.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -396,19 +397,28 @@ class _PlainIndex:
         self.class_n, self.class_k = model.class_n, model.class_k
         self.uneven = np.zeros(model.rows.n_flows, bool)
         elements = np.arange(n_el, dtype=np.int32)
-        mc_el = np.repeat(elements, np.diff(mc.indptr))
-        simple = ~model.multi[mc.indices]
-        mixed = np.flatnonzero(~simple)
-        groups = self._groups(
-            model, mc_el[mixed], flow_of[mc.indices[mixed]], mc.indices[mixed], mc.data[mixed]
-        )
-        del mixed
-        parts = [  # (element, flow, crossings, weight or None): certain, single-row, mixtures
+        singles, mixtures = [], []
+        # the alternatives' crossings a slice of elements at a time: their temporaries
+        # (a few arrays the length of the slice) stay bounded however many rows there are
+        for lo, hi in _column_slices(mc.indptr, _INDEX_SLICE):
+            a, b = mc.indptr[lo], mc.indptr[hi]
+            el = np.repeat(elements[lo:hi], np.diff(mc.indptr[lo : hi + 1]))
+            row, c = mc.indices[a:b], mc.data[a:b]
+            simple = ~model.multi[row]
+            singles.append((el[simple], flow_of[row[simple]].astype(np.int32), c[simple]))
+            mixed = ~simple
+            mixtures.append(
+                self._groups(model, el[mixed], flow_of[row[mixed]], row[mixed], c[mixed])
+            )
+            del el, row, c, simple, mixed
+        s_el, s_flow, s_c = _joined(singles, 3)
+        g_el, g_flow, g_c, g_w = _joined(mixtures, 4)
+        parts: list[tuple[Any, Any, Any, Any]] = [  # certain, single-row, mixtures
             (np.repeat(elements, np.diff(cc.indptr)), cc.indices, cc.data, None),
-            (mc_el[simple], flow_of[mc.indices[simple]].astype(np.int32), mc.data[simple], None),
-            groups,
+            (s_el, s_flow, s_c, None),
+            (g_el, g_flow, g_c, g_w),
         ]
-        del mc_el, simple
+        del singles, mixtures
         self.keys, key = _key_codes(model.count_class, parts)
         el = np.concatenate([p[0] for p in parts])
         order = np.argsort(el, kind="stable")
@@ -490,6 +500,26 @@ def _log_rest(weight: F64, every: npt.NDArray[np.bool_]) -> F64:
     rest = np.log(np.clip(1.0 - weight, 0.0, 1.0) + 1e-300)
     rest[every] = -np.inf
     return rest
+
+
+_INDEX_SLICE = 2_000_000  # alternatives' crossings the index takes at a time
+
+
+def _joined(parts: list[tuple[Any, ...]], width: int) -> list[Any]:
+    """The slices' arrays joined column by column (empty ones if there were none)."""
+    if not parts:
+        return [np.zeros(0, np.int32), np.zeros(0, np.int32)] + [np.zeros(0)] * (width - 2)
+    return [np.concatenate(x) for x in zip(*parts, strict=True)]
+
+
+def _column_slices(indptr: npt.NDArray[np.integer], size: int) -> list[tuple[int, int]]:
+    """Runs of columns (lo, hi) holding about ``size`` entries each (a column whole)."""
+    n = len(indptr) - 1
+    if n <= 0:
+        return []
+    cuts = np.searchsorted(indptr, np.arange(size, int(indptr[-1]), size), side="right") - 1
+    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 1, n), [n]]))
+    return [(int(a), int(b)) for a, b in pairwise(bounds.tolist()) if b > a]
 
 
 def _grouped(j: I64, flow: I64) -> bool:

@@ -177,6 +177,13 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
             f"refused datagrams: {refused}: forged, replayed or stray packets at the probe "
             "ports (signed probes); the figures exclude them"
         )
+    few = snapshot.telemetry.get("few_probes")
+    if few:
+        lines.append(
+            f"few probes: {few['pairs_per_peer']:g} coded pairs per peer ({few['rate']:g}/s for "
+            f"{few['duration_s']:g} s), under {few['needed']}: clocks and localisation have "
+            f"little to go on; probe for {few['needed'] / few['rate']:g} s or more"
+        )
     worst = worst_paths(snapshot, 1)
     if worst:
         p = worst[0]

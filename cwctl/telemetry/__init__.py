@@ -119,6 +119,9 @@ def build_snapshot(
             telemetry["background_delayed"] = round(results[1].fit.background, 8)
         if busy_exchanges:
             telemetry["busy_exchanges"] = busy_exchanges
+    few = _few_probes(collection)
+    if few is not None:
+        telemetry["few_probes"] = few
     agents = agent_reports(collection, busy_counts)
     for report in hosts:
         report.agent = agents.get(report.name)
@@ -150,6 +153,28 @@ def _with_gpu_suspects(hosts: list[HostReport], suspects: list[Suspect]) -> list
         if also is not None:
             s.evidence = f"{s.evidence}; {also.evidence}"
     return gpu_bad + [s for s in suspects if s.element in network]
+
+
+# coded pairs each host sent each peer in a window below which neither the clocks nor the
+# localiser have much to go on (at 2 pairs/s: 4 s); docs/scale.md "Agent cost"
+FEW_PAIRS_PER_PEER = 8
+
+
+def _few_probes(collection: Collection) -> dict[str, Any] | None:
+    """The window was too short for its rate: what the report says instead of a quiet
+    "no suspects" (None when it was long enough, or the rate is unknown)."""
+    rate = collection.params.get("rate")
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool) or rate <= 0:
+        return None
+    pairs = float(rate) * collection.duration_s
+    if pairs >= FEW_PAIRS_PER_PEER:
+        return None
+    return {
+        "pairs_per_peer": round(pairs, 2),
+        "rate": float(rate),
+        "duration_s": collection.duration_s,
+        "needed": FEW_PAIRS_PER_PEER,
+    }
 
 
 def _finite(x: float) -> float | None:

@@ -6,7 +6,8 @@ Public API: ``build_snapshot(collection, solution) -> FabricSnapshot``.
 per-path (and per source port) statistics; ``routes.py`` reads which spine each flow
 crossed off the discovered paths; ``elements.py`` maps flows onto the fabric's elements
 (with alternatives where a path is unknown); ``explain.py`` is the sparse likelihood
-explanation; ``localize.py`` turns the signals (loss, delay, raised floors) into ranked
+explanation (its likelihood in ``likelihood.py``, its gains in ``gains.py`` over the
+``crossings.py`` index); ``localize.py`` turns the signals (loss, delay, raised floors) into ranked
 ``Suspect``s with evidence in words; ``verdicts.py`` adds dead hosts and unlocalised loss.
 """
 

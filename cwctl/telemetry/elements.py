@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from cwctl.telemetry.explain import Rows
+from cwctl.telemetry.likelihood import Rows
 from cwctl.telemetry.paths import group_ids
 from cwctl.topology import Topology
 

@@ -44,8 +44,9 @@ from cwctl.records.path import PathRecord
 from cwctl.snapshot import Suspect
 from cwctl.telemetry.counts import FlowCounts
 from cwctl.telemetry.elements import Incidence, incidences
-from cwctl.telemetry.explain import Explanation, explain, posterior
+from cwctl.telemetry.explain import explain, posterior
 from cwctl.telemetry.floors import FLOOR_MIN_RATE, floor_trials
+from cwctl.telemetry.likelihood import Explanation
 from cwctl.telemetry.routes import known_spines, route_index
 from cwctl.telemetry.verdicts import (
     FLOOR_UNLOCALISED_RATIO,

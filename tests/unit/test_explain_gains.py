@@ -1,6 +1,6 @@
 """The explanation's gains are log-likelihood differences, however they are computed.
 
-``_Model.gains`` scores flows no chosen element touches once per distinct key and the
+``Model.gains`` scores flows no chosen element touches once per distinct key and the
 rest row by row; either way, where the model is exact (an element certainly crossed by
 single-row flows, or crossed on a mixture's alternatives) a gain must equal the change
 of the total log-likelihood, computed here by brute force from the definition.
@@ -13,7 +13,8 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cwctl.telemetry.explain import Explanation, Rows, _Model, log_likelihood
+from cwctl.telemetry.gains import Model
+from cwctl.telemetry.likelihood import Explanation, Rows, log_likelihood
 
 RATES = np.array([0.001, 0.01, 0.1, 0.5, 0.9])
 
@@ -62,7 +63,7 @@ def _total(rows: Rows, n: np.ndarray, k: np.ndarray, log_success: np.ndarray, b:
 @given(st.integers(0, 2**31), st.integers(0, 2), st.floats(1e-4, 0.2))
 def test_gains_are_likelihood_differences(seed: int, chosen: int, background: float) -> None:
     rows, n, k, n_el = _case(seed)
-    model = _Model(rows, n, k)
+    model = Model(rows, n, k)
     crossings = (rows.certain.toarray()[rows.flow] + rows.matrix.toarray()).astype(np.float64)
     rng = np.random.default_rng(seed + 1)
     fit = Explanation(background=background, log_success=np.zeros(len(rows.flow)))

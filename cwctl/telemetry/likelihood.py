@@ -1,0 +1,164 @@
+"""The likelihood the explanation (``explain.py``) maximises, and the rows it is over.
+
+A trial on a flow succeeds with probability ``(1 - b) * prod(1 - r_e)`` over the elements
+its path crosses; a flow with several alternatives (``Rows``) is the prior-weighted
+mixture of its rows' binomials (``mixture_ll``). ``Explanation`` is a fit: the background
+``b``, the chosen elements' rates, and each row's log success from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+_EPS = 1e-12
+
+
+def log_likelihood(n: F64, k: F64, success: F64) -> F64:
+    """Binomial log-likelihood (without the constant) of k failures in n trials, per flow."""
+    s = np.clip(success, _EPS, 1.0 - _EPS)
+    return (n - k) * np.log(s) + k * np.log1p(-s)
+
+
+def grid_log_likelihood(n: F64, k: F64, s: F64, factors: F64, power: F64 | None = None) -> F64:
+    """``log_likelihood(n, k, s * factors ** power)`` per row and factor (columns).
+
+    Rows share few distinct (trials, failures, success, power) tuples, so the logs are
+    taken once per distinct tuple and gathered back per row.
+    """
+    if not len(n):
+        return np.zeros((0, len(factors)))
+    if len(factors) <= 2:  # too few columns to repay the sort
+        exponent = 1.0 if power is None else power[:, None]
+        return log_likelihood(n[:, None], k[:, None], s[:, None] * factors[None, :] ** exponent)
+    unique, inverse = unique_rows([n, k, s] if power is None else [n, k, s, power])
+    if power is None:
+        trial = unique[:, 2:3] * factors[None, :]
+    else:
+        trial = unique[:, 2:3] * factors[None, :] ** unique[:, 3:4]
+    return log_likelihood(unique[:, 0:1], unique[:, 1:2], trial)[inverse]
+
+
+@dataclass(frozen=True)
+class Rows:
+    """What each flow crossed: ``certain[f, e]`` counts how often every trial of flow f
+    crosses element e whichever way it went; ``matrix[r, e]`` what alternative row r adds
+    (the spine and its links). ``flow[r]`` is the row's flow (a flow's rows contiguous,
+    every flow has at least one), ``log_prior[r]`` its prior (a flow's sum to 1)."""
+
+    certain: sp.csr_matrix
+    matrix: sp.csr_matrix
+    flow: I64
+    log_prior: F64
+
+    @property
+    def n_flows(self) -> int:
+        return int(self.certain.shape[0])
+
+    @classmethod
+    def single(cls, matrix: sp.csr_matrix) -> Rows:
+        """One row per flow: every path known."""
+        n, e = matrix.shape
+        return cls(
+            sp.csr_matrix(matrix), sp.csr_matrix((n, e)), np.arange(n, dtype=np.int64), np.zeros(n)
+        )
+
+    def by_flow(self, weights: F64 | None = None) -> sp.csr_matrix:
+        """(flows x elements): per flow, the summed ``weights`` (default 1 each) of its
+        rows that cross each element: ``flow_matrix() @ diag(weights) @ (matrix > 0)``,
+        merged in place when a flow's rows are contiguous and in flow order (they are
+        as built) instead of through two sparse products."""
+        crossing = (self.matrix > 0).astype(np.float64).tocsr()
+        rows = np.repeat(np.arange(crossing.shape[0]), np.diff(crossing.indptr))
+        if weights is not None:
+            crossing.data *= weights[rows]
+        flow = self.flow
+        if len(flow) and (
+            flow[0] != 0 or np.any(np.diff(flow) < 0) or flow[-1] != self.n_flows - 1
+        ):
+            w = sp.diags(np.ones(len(flow)) if weights is None else weights)
+            return sp.csr_matrix(self.flow_matrix() @ w @ (self.matrix > 0).astype(np.float64))
+        first = np.flatnonzero(np.diff(flow, prepend=-1) != 0)
+        if len(first) != self.n_flows:  # a flow without rows: not as built
+            w = sp.diags(np.ones(len(flow)) if weights is None else weights)
+            return sp.csr_matrix(self.flow_matrix() @ w @ (self.matrix > 0).astype(np.float64))
+        indptr = np.append(crossing.indptr[first], crossing.nnz)
+        out = sp.csr_matrix(
+            (crossing.data, crossing.indices, indptr), shape=(self.n_flows, crossing.shape[1])
+        )
+        out.sum_duplicates()
+        return out
+
+    def flow_matrix(self) -> sp.csr_matrix:
+        """(flows x rows) 0/1: which rows are a flow's."""
+        r = len(self.flow)
+        return sp.csr_matrix((np.ones(r), (self.flow, np.arange(r))), shape=(self.n_flows, r))
+
+
+@dataclass
+class Explanation:
+    """The fitted model: background rate, and the chosen elements with rates and gains."""
+
+    background: float
+    rates: dict[int, float] = field(default_factory=dict)  # element -> failure rate
+    gains: dict[int, float] = field(default_factory=dict)  # element -> nats lost without it
+    ties: dict[int, list[int]] = field(default_factory=dict)  # element -> indistinguishable
+    log_success: F64 = field(default_factory=lambda: np.zeros(0))  # per row, chosen only
+
+    def success(self) -> F64:
+        return (1.0 - self.background) * np.exp(self.log_success)
+
+
+def mixture_ll(table: Rows, rows: npt.NDArray[np.intp], row_ll: F64) -> tuple[F64, I64, I64]:
+    """Per flow of ``rows`` (complete flows, contiguous): the log of the prior-weighted
+    mixture of ``row_ll`` (rows x columns, or rows). Returns (per flow, the flows, each
+    row's group)."""
+    flow = table.flow[rows]
+    new = np.ones(len(rows), bool)
+    new[1:] = flow[1:] != flow[:-1]
+    starts = np.flatnonzero(new)
+    group = np.cumsum(new) - 1
+    if not len(rows):
+        return np.zeros((0, *row_ll.shape[1:])), flow, group
+    prior = table.log_prior[rows]
+    if row_ll.ndim == 1:
+        v = prior + row_ll
+        top = np.maximum.reduceat(v, starts)
+        total = np.add.reduceat(np.exp(v - top[group]), starts)
+        return top + np.log(total), flow[starts], group
+    vt = np.ascontiguousarray(row_ll.T) + prior  # columns as rows: reduceat runs along rows
+    top = np.maximum.reduceat(vt, starts, axis=1)
+    vt -= top[:, group]
+    np.exp(vt, out=vt)
+    return (top + np.log(np.add.reduceat(vt, starts, axis=1))).T, flow[starts], group
+
+
+def log_rest(weight: F64, every: npt.NDArray[np.bool_]) -> F64:
+    """``log(1 - W)``: the weight of a flow's rows that do not cross the element; none
+    (-inf) where ``every`` row crosses it (``1 - W`` is then a rounding error, not a
+    weight: taken as one it would floor the gain of a deadly rate at about -37 nats)."""
+    rest = np.log(np.clip(1.0 - weight, 0.0, 1.0) + 1e-300)
+    rest[every] = -np.inf
+    return rest
+
+
+def unique_rows(cols: list[F64]) -> tuple[F64, npt.NDArray[np.intp]]:
+    """The distinct rows of the columns (as a (rows x columns) array) and each row's
+    index among them: a lexsort, not ``np.unique(axis=0)``'s slow byte-wise sort."""
+    order = np.lexsort(cols[::-1])
+    key = np.stack(cols, axis=1)[order]
+    new = np.ones(len(order), bool)
+    new[1:] = np.any(key[1:] != key[:-1], axis=1)
+    inverse = np.empty(len(order), np.intp)
+    inverse[order] = np.cumsum(new) - 1
+    return key[new], inverse
+
+
+def gather(j: npt.NDArray[np.integer], n: int) -> sp.csr_matrix:
+    """(n x len(j)) 0/1: sums entries into their element's row."""
+    return sp.csr_matrix((np.ones(len(j)), (j, np.arange(len(j)))), shape=(n, len(j)))

@@ -107,16 +107,11 @@ class ProbeTableBuilder:
             self._recent = []
 
     def build(self) -> ProbeTable:
-        """The table; the builder gives its chunks up (build once). Column by column,
-        each column's chunk parts are dropped as soon as they are joined, so the peak is
-        about one table plus one column, not two tables."""
+        """The table; the builder gives its chunks up (build once), so the peak is about
+        one table plus one column, not two tables (``concat_chunks``)."""
         self._seal_rows()
         chunks, self._chunks, self._recent = [*self._chunks, *self._recent], [], []
-        columns: dict[str, np.ndarray] = {}
-        for name in COLUMNS:
-            parts = [np.asarray(c.pop(name), DTYPES[name]) for c in chunks]
-            columns[name] = np.concatenate(parts) if parts else np.zeros(0, DTYPES[name])
-            del parts
+        columns = concat_chunks(chunks)
         return ProbeTable(hosts=list(self.hosts), nics=list(self.nics), **columns)
 
 

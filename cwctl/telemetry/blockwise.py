@@ -24,7 +24,7 @@ from cwctl.snapshot import HostReport, PathReport, Suspect
 from cwctl.sync import ClockSolution, one_way_delays
 from cwctl.sync.blocks import pair_blocks
 from cwctl.telemetry.busy import busy_mask, starved_spans
-from cwctl.telemetry.counts import FlowCounts, flow_counts, route_medians
+from cwctl.telemetry.counts import FlowCounts, flow_counts, median_or_nan, route_medians
 from cwctl.telemetry.elements import Flows
 from cwctl.telemetry.paths import Observations, PathTable, observations, path_reports, path_table
 from cwctl.telemetry.verdicts import dead_hosts
@@ -112,8 +112,7 @@ def measure(
             floors.append(f)
             del block, obs, pt
         all_excess, all_floors = np.concatenate(excess), np.concatenate(floors)
-        typical = float(np.median(all_excess)) if len(all_excess) else float("nan")
-        floor = float(np.median(all_floors)) if len(all_floors) else float("nan")
+        typical, floor = median_or_nan(all_excess), median_or_nan(all_floors)
         parts = []
         for rows in blocks:  # pass 2: flow counts against the whole scan's medians
             block = table.select(rows)

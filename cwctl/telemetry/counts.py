@@ -65,7 +65,7 @@ def flow_counts(
     as grouping by the full tuple, over much smaller keys. ``typical_ns`` (the median
     route's p90 excess) and ``floor_ns`` (the median route's floor) come from these
     routes unless given: a table taken a block of pairs at a time passes the whole
-    scan's (``fleet_medians``).
+    scan's (``route_medians``).
     """
     port_id = pt.port_id if pt.port_id is not None else group_ids(obs.src, obs.dst, obs.sport)[0]
     u = usable_obs
@@ -101,15 +101,14 @@ def flow_counts(
     # the floor is per route (path and source port): ECMP siblings differ in cable length
     qid = keys[:, 0]
     port = pt.port
-    excess_p90 = port.owd_p90_ns - port.owd_min_ns
-    enough = (port.received >= 10) & ~np.isnan(excess_p90)
+    route_excess, route_floors = route_medians(pt)  # the medians of these routes, unless given
     if typical_ns is None:
-        typical = np.median(excess_p90[enough]) if enough.any() else np.nan
-    else:
-        typical = typical_ns
+        typical_ns = median_or_nan(route_excess)
+    if floor_ns is None:
+        floor_ns = median_or_nan(route_floors)
     floor = port.owd_min_ns[qid]
     excess = owd - floor[fid]
-    threshold = float(DELAY_FACTOR * typical) if np.isfinite(typical) else float("nan")
+    threshold = float(DELAY_FACTOR * typical_ns) if np.isfinite(typical_ns) else float("nan")
     has = ~np.isnan(excess)
     samples = _count(fid, has, n)
     delayed = _count(fid, excess > threshold, n)  # (NaN > x is False)
@@ -124,9 +123,6 @@ def flow_counts(
         nic=keys[:, 1],
         reverse=keys[:, 2].astype(bool),
     )
-    if floor_ns is None:
-        floors = port.owd_min_ns[enough]
-        floor_ns = float(np.median(floors)) if len(floors) else float("nan")
     return FlowCounts(
         exchanges, sent, lost, flows, samples, delayed, p50, threshold, floor_ns, floor
     )
@@ -139,6 +135,11 @@ def route_medians(pt: PathTable) -> tuple[F64, F64]:
     excess_p90 = port.owd_p90_ns - port.owd_min_ns
     enough = (port.received >= 10) & ~np.isnan(excess_p90)
     return excess_p90[enough], port.owd_min_ns[enough]
+
+
+def median_or_nan(values: F64) -> float:
+    """The median of ``values``, NaN when there are none."""
+    return float(np.median(values)) if len(values) else float("nan")
 
 
 def _derived_ids(

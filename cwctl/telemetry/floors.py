@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
-from cwctl.sync.robust import median_per_group
+from cwctl.sync.robust import MAD_TO_SIGMA, median_per_group
 from cwctl.telemetry.counts import FlowCounts
 
 F64 = npt.NDArray[np.float64]
@@ -52,7 +52,7 @@ def floor_trials(counts: FlowCounts, leaf_of: Mapping[str, str]) -> tuple[F64, F
         if int(sel.sum()) < MIN_FLOWS_PER_KIND:
             continue
         median = float(np.median(floor[sel]))
-        sigma = 1.4826 * float(np.median(np.abs(floor[sel] - median)))
+        sigma = MAD_TO_SIGMA * float(np.median(np.abs(floor[sel] - median)))
         above[sel] = floor[sel] - median
         limit[sel] = FLOOR_SIGMAS * max(sigma, MIN_SIGMA_OF_FLOOR * median, 1.0)
         trials[sel] = 1.0

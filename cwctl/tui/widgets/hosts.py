@@ -50,9 +50,11 @@ class HostsTable(SortableTable[HostReport]):
 
     snapshot: FabricSnapshot | None = None
     host_filter: str = ""
+    silent: frozenset[str] = frozenset()  # the snapshot's hosts SSH reached, every probe lost
 
     def update_snapshot(self, snapshot: FabricSnapshot) -> None:
         self.snapshot = snapshot
+        self.silent = frozenset(silent_hosts(snapshot))  # once a scan, not a keystroke
         self._refill()
 
     def set_filter(self, needle: str) -> None:
@@ -62,10 +64,9 @@ class HostsTable(SortableTable[HostReport]):
     def _refill(self) -> None:
         if self.snapshot is None:
             return
-        silent = set(silent_hosts(self.snapshot))  # SSH fine, every probe lost
         self.set_rows(
             [
-                (h.name, replace(h, status="no fabric") if h.name in silent else h)
+                (h.name, replace(h, status="no fabric") if h.name in self.silent else h)
                 for h in self.snapshot.hosts
                 if host_matches(h, self.host_filter)
             ]

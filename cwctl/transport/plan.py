@@ -13,7 +13,7 @@ from cwctl.inventory import Inventory, ProbeSettings
 from cwctl.pathcache import PathCache
 from cwctl.request import ScanRequest
 from cwctl.topology import Topology
-from cwctl.transport.traceplan import TraceSettings, fabric_plan
+from cwctl.transport.traceplan import TraceSettings
 
 HELLO_TIMEOUT_S = 20.0  # from session open to hello (python start-up, bind)
 
@@ -86,9 +86,12 @@ def inventory_plan(
     cache: PathCache | None,
 ) -> ScanPlan:
     """The plan of a scan of an inventory's hosts (ssh, slurm): the request's probe
-    settings over the inventory's, the topology, the fabric's binds, rails and tracing,
-    and ``hello_margin_s`` past the connect timeout for each agent's hello."""
+    settings over the inventory's, the topology, where each agent binds (the fabric's
+    probe address, not the management one), its rails (one per NIC where the inventory
+    gives ``probe_addresses``), path discovery where switch addresses can name the hops
+    it finds, and ``hello_margin_s`` past the connect timeout for each agent's hello."""
     settings = probe_settings(inventory.probe, request.overrides)
+    hosts = inventory.hosts
     return request_plan(
         request,
         inventory_hosts(inventory),
@@ -97,5 +100,13 @@ def inventory_plan(
         topology=inventory.topology(),
         hello_timeout_s=inventory.ssh.connect_timeout + hello_margin_s,
         cache=cache,
-        **fabric_plan(inventory, settings),
+        bind={h.name: h.probe_binds()[0][1] for h in hosts if h.probe_address or h.probe_addresses},
+        rails={
+            h.name: [(str(nic), address) for nic, address in h.probe_binds()]
+            for h in hosts
+            if h.probe_addresses
+        },
+        trace=TraceSettings.for_ratelimit(settings.icmp_ratelimit_ms)
+        if settings.trace and inventory.switch_of_address()
+        else None,
     )

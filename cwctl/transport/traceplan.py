@@ -27,7 +27,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cwctl.inventory import Inventory, ProbeSettings
 from cwctl.topology import Topology
 
 
@@ -112,25 +111,3 @@ def probers_of(peers: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
         for dst in dsts:
             out.setdefault(dst, []).append(src)
     return out
-
-
-def fabric_plan(inventory: Inventory, settings: ProbeSettings) -> dict[str, Any]:
-    """The ``ScanPlan`` fields every inventory source shares: where each agent binds (the
-    fabric's probe address, not the management one), its rails (one per NIC where the
-    inventory gives ``probe_addresses``), and path discovery where switch addresses can
-    name the hops it finds."""
-    return {
-        "bind": {
-            h.name: h.probe_binds()[0][1]
-            for h in inventory.hosts
-            if h.probe_address or h.probe_addresses
-        },
-        "rails": {
-            h.name: [(str(nic), address) for nic, address in h.probe_binds()]
-            for h in inventory.hosts
-            if h.probe_addresses
-        },
-        "trace": TraceSettings.for_ratelimit(settings.icmp_ratelimit_ms)
-        if settings.trace and inventory.switch_of_address()
-        else None,
-    }

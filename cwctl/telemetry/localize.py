@@ -18,8 +18,8 @@ every significantly bad flow gives 1/h votes to each of its h elements, and, as 
 NetBouncer, a sparse likelihood explanation (``explain.py``, a mixture over the
 alternatives of flows whose paths are unknown) picks among the voted elements the
 fewest whose failure rates explain the failures. Elements the data cannot tell apart
-become one suspect with ``candidates``; bad flows nothing explains are
-``unexplained`` (the snapshot's ``unlocalised``, ``verdicts.py``).
+become one suspect with ``candidates``, scored and worded in ``evidence.py``; bad flows
+nothing explains are ``unexplained`` (the snapshot's ``unlocalised``, ``verdicts.py``).
 
 Thresholds are the fabric's own: the background failure rate is the median flow's, a
 flow is bad when its failures are improbable under it, an element must fail a material
@@ -33,20 +33,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 from scipy.special import bdtrc
 
 from cwctl.records.path import PathRecord
 from cwctl.snapshot import Suspect
 from cwctl.telemetry.counts import FlowCounts
 from cwctl.telemetry.elements import Incidence, incidences
+from cwctl.telemetry.evidence import (
+    SignalResult,
+    is_fabric,
+    score_and_words,
+    suspect_of,
+    twin_ids,
+)
 from cwctl.telemetry.explain import explain, posterior
 from cwctl.telemetry.floors import FLOOR_MIN_RATE, floor_trials
-from cwctl.telemetry.likelihood import Explanation
 from cwctl.telemetry.routes import known_spines, route_index
 from cwctl.telemetry.verdicts import (
     FLOOR_UNLOCALISED_RATIO,
@@ -122,21 +126,6 @@ def _votes(inc: Incidence, bad: npt.NDArray[np.bool_]) -> F64:
     h_flow += np.bincount(rows.flow, prior * np.asarray(tier.sum(axis=1)).ravel(), rows.n_flows)
     weight = np.where(bad & (h_flow > 0), 1.0 / np.maximum(h_flow, 1e-9), 0.0)
     return np.asarray(certain.T @ weight + tier.T @ (weight[rows.flow] * prior)).ravel()
-
-
-@dataclass(frozen=True)
-class SignalResult:
-    """One signal's localisation: the fit, the bad flows, the votes."""
-
-    signal: str  # "loss" | "delay"
-    incidence: Incidence
-    fit: Explanation
-    bad: npt.NDArray[np.bool_]
-    votes: F64
-    trials: F64
-    failures: F64
-    crossed: sp.csr_matrix  # (flows x elements): P(flow crossed element) under the fit
-    material: npt.NDArray[np.bool_] | None = None  # bad enough to be unlocalised (floor)
 
 
 def _background(trials: F64, failures: F64, rounds: int = 6) -> float:
@@ -275,13 +264,15 @@ def localise(
     for res in results:
         chosen = list(res.fit.rates)
         for e in chosen:
-            score, words = _score_and_words(res, e, chosen, counts)
+            score, words = score_and_words(res, e, chosen, counts)
             gain = res.fit.gains.get(e, 0.0)
             # structural twins: switches and links crossed by exactly the same flows (a
             # 2-leaf fabric's spine and its two links) are candidates alike; a one-NIC
             # host and its NIC are said in the words, the host named
-            twins = set(_twin_ids(res.incidence, e, res.trials > 0))
-            fabric = {t for t in twins if _fabric(res.incidence, t) and _fabric(res.incidence, e)}
+            twins = set(twin_ids(res.incidence, e, res.trials > 0))
+            fabric = {
+                t for t in twins if is_fabric(res.incidence, t) and is_fabric(res.incidence, e)
+            }
             ties.setdefault(e, set()).update((set(res.fit.ties.get(e, ())) - twins) | fabric)
             if e in found:
                 s0, g0, w0 = found[e]
@@ -292,7 +283,7 @@ def localise(
         (e for e in found if found[e][0] >= MIN_SCORE),
         key=lambda e: (-found[e][0], -found[e][1], inc.names[e]),
     )
-    suspects = [_suspect(inc, e, found[e], sorted(ties.get(e, ()))) for e in order]
+    suspects = [suspect_of(inc, e, found[e], sorted(ties.get(e, ()))) for e in order]
     return suspects, inc, results
 
 
@@ -349,126 +340,6 @@ def unexplained(
             a, b = flows.hosts[int(flows.src[f])], flows.hosts[int(flows.dst[f])]
             out.append((res.signal, a, b, words))
     return out
-
-
-def _suspect(inc: Incidence, e: int, found: tuple[float, float, str], ties: list[int]) -> Suspect:
-    """One suspect; with ties, the set the data cannot narrow (every member a candidate)."""
-    score, _, words = found
-    if not ties:
-        kind = inc.kinds[e]
-        return Suspect(inc.names[e], kind, float(round(score, 4)), words)  # type: ignore[arg-type]
-    members = sorted([inc.names[e], *(inc.names[t] for t in ties)], key=_natural)
-    kinds = {inc.kinds[t] for t in [e, *ties]}
-    kind = inc.kinds[e] if len(kinds) == 1 else "switch" if "switch" in kinds else inc.kinds[e]
-    words = (
-        f"one of {' or '.join(members)} (the records cannot tell them apart: paths unknown, "
-        "or every flow crossing one crosses the others); " + words.replace(inc.names[e], "it")
-    )
-    return Suspect(
-        element="|".join(members),
-        kind=kind,  # type: ignore[arg-type]
-        score=float(round(score, 4)),
-        evidence=words,
-        candidates=members,
-    )
-
-
-def _natural(name: str) -> tuple[str, int]:
-    stem = name.rstrip("0123456789")
-    return (stem, int(name[len(stem) :]) if len(stem) < len(name) else -1)
-
-
-def _score_and_words(
-    res: SignalResult, e: int, chosen: list[int], counts: FlowCounts
-) -> tuple[float, str]:
-    """Score: (share of the flows through e that are bad) x (share of the bad flows not
-    through another chosen element that go through e). Words: the counts behind it."""
-    inc = res.incidence
-    crossed = res.crossed.tocsc()
-    on = crossed[:, e].toarray().ravel() > 0.5
-    usable = res.trials > 0
-    others = np.zeros(len(on), bool)
-    for o in chosen:
-        if o != e:
-            others |= crossed[:, o].toarray().ravel() > 0.5
-    n_in = int((on & usable).sum())
-    bad_in = int((on & res.bad).sum())
-    n_out = int((~on & ~others & usable).sum())  # flows crossing no suspect
-    bad_out = int((~on & ~others & res.bad).sum())
-    unexplained_bad = int((res.bad & ~others).sum())
-    purity = bad_in / n_in if n_in else 0.0
-    coverage = int((on & res.bad & ~others).sum()) / unexplained_bad if unexplained_bad else 0.0
-    score = float(np.clip(purity * coverage, 0.0, 1.0))
-    rate = res.fit.rates[e]
-    name = inc.names[e]
-    if res.signal == "loss":
-        sel = on & res.bad
-        lossy = res.failures[sel] / np.maximum(res.trials[sel], 1)
-        typical = f" (median {100 * np.median(lossy):.0f}% lost)" if sel.any() else ""
-        words = (
-            f"loss: {bad_in} of {n_in} probe flows crossing {name} (either way) lost "
-            f"probes{typical}; {bad_out} of {n_out} flows crossing no suspect did; model: {name} "
-            f"drops {_pct(rate)}"
-        )
-    elif res.signal == "floor":
-        sel = on & res.bad
-        raised = counts.flow_floor_ns[sel]
-        typical = (
-            f" (median floor {fmt_ns(float(np.median(raised)))},"
-            f" the fabric's {fmt_ns(counts.floor_ns)})"
-            if sel.any()
-            else ""
-        )
-        words = (
-            f"slow: {bad_in} of {n_in} flows through {name} have a raised minimum delay"
-            f"{typical}; {bad_out} of {n_out} flows crossing no suspect do; model: {name} "
-            f"raises {_pct(rate)} of its flows' floors"
-        )
-    else:
-        sel = on & res.bad
-        med = float(np.nanmedian(counts.excess_p50_ns[sel])) if sel.any() else float("nan")
-        typical = f" (median excess {fmt_ns(med)})" if np.isfinite(med) else ""
-        words = (
-            f"delay: {bad_in} of {n_in} flows through {name} were delayed >"
-            f"{fmt_ns(counts.threshold_ns)} over their floor{typical}; {bad_out} of {n_out} "
-            f"flows crossing no suspect were; model: {name} delays {_pct(rate)} of probes"
-        )
-    twins = _twins(inc, e, usable)
-    if twins:
-        words += f" (the same flows cross {', '.join(twins)}: indistinguishable here)"
-    return score, words
-
-
-def _fabric(inc: Incidence, e: int) -> bool:
-    return inc.kinds[e] in ("switch", "link")
-
-
-def _twins(inc: Incidence, e: int, usable: npt.NDArray[np.bool_], limit: int = 3) -> list[str]:
-    """Hosts and NICs crossed by exactly the same usable flows as e (the data cannot
-    tell them apart: a one-NIC host and its NIC); fabric twins are candidates instead."""
-    ids = [j for j in _twin_ids(inc, e, usable) if not (_fabric(inc, j) and _fabric(inc, e))]
-    return [inc.names[j] for j in ids][:limit]
-
-
-def _twin_ids(inc: Incidence, e: int, usable: npt.NDArray[np.bool_]) -> list[int]:
-    """Elements certainly crossed by exactly the usable flows that certainly cross e."""
-    by_element, matrix = inc.by_element, inc.matrix
-    flows = by_element.indices[by_element.indptr[e] : by_element.indptr[e + 1]]
-    flows = flows[usable[flows]]
-    if not len(flows):
-        return []
-    # elements every one of e's flows crosses, then those crossed by no other usable flow
-    common = np.bincount(matrix[flows].indices, minlength=matrix.shape[1]) == len(flows)
-    out = []
-    for j in np.flatnonzero(common).tolist():
-        theirs = by_element.indices[by_element.indptr[j] : by_element.indptr[j + 1]]
-        if j != e and int(usable[theirs].sum()) == len(flows):
-            out.append(j)
-    return out
-
-
-def _pct(rate: float) -> str:
-    return f"{100 * rate:.2g}%" if rate < 0.995 else "all"
 
 
 def gpu_suspects(verdicts: Mapping[str, tuple[str | None, str | None]]) -> list[Suspect]:

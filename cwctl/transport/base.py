@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cwctl.collection import Collection, HostStatusName
+from cwctl.pathcache import Rail
 from cwctl.probe.bootstrap import agent_payload
 from cwctl.request import Progress
 from cwctl.topology import assign_peers
@@ -150,15 +151,17 @@ def _known_flows(plan: ScanPlan, live: Sequence[HostRun]) -> set[tuple[str, str,
     return plan.cache.known(time.time_ns(), _addresses(live))
 
 
-def _addresses(runs: Sequence[HostRun]) -> dict[str, list[tuple[str, int, list[int]]]]:
+def _addresses(runs: Sequence[HostRun]) -> dict[str, list[Rail]]:
     """Each agent's bound addresses (a rail each), answering ports and source ports."""
-    out = {}
-    for r in runs:
-        if r.hello:
-            entry = _peer_entry(r.hello)
-            rails = entry[2] if len(entry) > 2 else [[*entry, r.hello.get("sports") or []]]
-            out[r.name] = [(str(a), int(p), [int(s) for s in sp]) for a, p, sp in rails]
-    return out
+    return {r.name: _rails(r.hello) for r in runs if r.hello}
+
+
+def _rails(hello: dict[str, Any]) -> list[Rail]:
+    """A hello's rails (probe/rails.py), else its one address, port and source ports."""
+    rails = hello.get("rails")
+    if not (isinstance(rails, list) and rails):
+        rails = [{**hello, "sports": hello.get("sports") or []}]
+    return [(str(r["address"]), int(r["port"]), [int(s) for s in r["sports"]]) for r in rails]
 
 
 def _trace_plans(

@@ -58,7 +58,11 @@ def offset_series(table: ProbeTable, snapshot: FabricSnapshot, windows: int) -> 
     start, stop = float(t1.min()), float(t1.max())
     edges = np.linspace(start, stop, windows + 1)
     which = np.clip(np.searchsorted(edges, t1, side="right") - 1, 0, windows - 1)
+    # the whole scan's offset and drift per host of the table (NaN: none, no points)
     by_name = {h.name: h for h in snapshot.hosts}
+    fit = [by_name.get(name) for name in hosts]
+    offset = np.array([np.nan if h is None or h.offset_ns is None else h.offset_ns for h in fit])
+    drift = np.array([np.nan if h is None or h.drift_ppb is None else h.drift_ppb for h in fit])
     t_ref = snapshot.t_ref_ns
     residual = np.full((windows, len(hosts)), np.nan)
     for w in range(windows):
@@ -69,13 +73,8 @@ def offset_series(table: ProbeTable, snapshot: FabricSnapshot, windows: int) -> 
             sol = solve(part, reference=snapshot.reference)
         except Exception:  # a window the solver cannot use stays empty (NaN)
             continue
-        for i, name in enumerate(hosts):
-            whole = by_name.get(name)
-            if whole is None or whole.offset_ns is None or whole.drift_ppb is None:
-                continue
-            dt_ns = float(sol.t_ref_ns - t_ref) if t_ref is not None else 0.0
-            predicted = whole.offset_ns + whole.drift_ppb * 1e-9 * dt_ns
-            residual[w, i] = sol.offset_ns[i] - predicted
+        dt_ns = float(sol.t_ref_ns - t_ref) if t_ref is not None else 0.0
+        residual[w] = sol.offset_ns - (offset + drift * 1e-9 * dt_ns)
     mids = ((edges[:-1] + edges[1:]) / 2 - start) * 1e-9
     return OffsetSeries(mids, hosts, residual)
 

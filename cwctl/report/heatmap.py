@@ -166,8 +166,8 @@ def _typical_floors(snapshot: FabricSnapshot, leaf: dict[str, str | None]) -> di
 
 
 def suspect_paths(snapshot: FabricSnapshot) -> set[tuple[str, str]]:
-    """The bad paths (lossy, or queueing above the scan's threshold) that can cross a
-    suspect."""
+    """The bad paths (lossy, queueing above the scan's threshold, or slow: ``_bad``) that
+    can cross a suspect."""
     if not snapshot.suspects:
         return set()
     leaf = {h.name: h.leaf for h in snapshot.hosts}
@@ -177,10 +177,9 @@ def suspect_paths(snapshot: FabricSnapshot) -> set[tuple[str, str]]:
     typical = _typical_floors(snapshot, leaf)
     marked = set()
     for p in snapshot.paths:
-        same = leaf.get(p.src) == leaf.get(p.dst)
-        if not _bad(p, limit, typical.get(same)):
-            continue
         a, b = leaf.get(p.src), leaf.get(p.dst)
+        if not _bad(p, limit, typical.get(a == b)):
+            continue
         if any(could_cross(s.element, s.kind, a, b, p.src, p.dst, leaves)
                for s in snapshot.suspects):  # fmt: skip
             marked.add((p.src, p.dst))

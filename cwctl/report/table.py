@@ -166,9 +166,10 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
             f"host busy: {names}: agent starved (CPU); {left:,} exchanges left out of "
             "localisation, not blamed on the network"
         )
-        if snapshot.busy_with_loss:
+        busy_with_loss = snapshot.busy_with_loss  # a pass over every path
+        if busy_with_loss:
             lines.append(
-                f"not healthy: {len(snapshot.busy_with_loss)} busy hosts on paths that lost "
+                f"not healthy: {len(busy_with_loss)} busy hosts on paths that lost "
                 "probes; rescan when their CPUs are free to tell host from network"
             )
     refused = refused_datagrams(snapshot)

@@ -112,13 +112,10 @@ def test_step_line_names_each_step_in_place() -> None:
 
 
 def test_an_applied_action_shows_its_steps_on_a_terminal(tmp_path: Path) -> None:
-    os.environ["CWCTL_STATE_DIR"] = str(tmp_path / "state")
-    try:
-        args = ["reroute", "--sim", "--hosts", "16", "--hosts-per-leaf", "4", "spine3",
-                "--apply", "--yes"]  # fmt: skip
-        code, stdout, tty = _run_on_a_pty(args, tmp_path)
-    finally:
-        del os.environ["CWCTL_STATE_DIR"]
+    # the journal goes to the suite's own state dir (tests/conftest.py), inherited
+    args = ["reroute", "--sim", "--hosts", "16", "--hosts-per-leaf", "4", "spine3",
+            "--apply", "--yes"]  # fmt: skip
+    code, stdout, tty = _run_on_a_pty(args, tmp_path)
     assert code == 0, tty
     assert "plan " in stdout  # the plan itself is data, on stdout
     assert "cwctl: apply: step 4 on sim: running (leaf4: ECMP weight of spine3 1 -> 0)" in tty

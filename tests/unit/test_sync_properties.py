@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -94,24 +93,3 @@ def test_noise_free_exchanges_give_exact_offsets_and_drifts(
     assert np.max(np.abs(drift_err)) < 2.0  # 1 ns of rounding over a 2 s window: 0.5 ppb
     envelope, _ = errors(solve(table, method="envelope"), clocks)
     assert np.max(np.abs(envelope)) < 2.5
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    st.lists(
-        st.tuples(st.integers(0, 5), st.floats(-1e9, 1e9, allow_nan=False)),
-        max_size=40,
-    )
-)
-def test_median_per_group_is_numpy_s_median_of_each_group(rows: list[tuple[int, float]]) -> None:
-    from cwctl.sync.robust import median_per_group
-
-    group = np.array([g for g, _ in rows], dtype=np.intp)
-    values = np.array([v for _, v in rows], dtype=np.float64)
-    got = median_per_group(values, group, 6)
-    for g in range(6):
-        mine = values[group == g]
-        if len(mine):
-            assert got[g] == pytest.approx(float(np.median(mine)), rel=1e-12, abs=1e-6)
-        else:
-            assert np.isnan(got[g])

@@ -244,12 +244,7 @@ _TRACES = st.tuples(
 def test_path_table_keeps_what_a_table_per_nic_keeps(traces: list[Any]) -> None:
     table, ref = PathTable(), _Reference()
     for role, port, nic, t_ns, known, force in traces:
-        hops = (None, "10.0.0.2" if known else None, None)
-        p = PathRecord(
-            host="a", peer="b", role=role, src="10.1.0.1", sport=port if role == "probe" else 50000,
-            dst="10.1.0.2", dport=50000 if role == "probe" else port, hops=hops,
-            complete=True, t_ns=t_ns, nic=nic,
-        )  # fmt: skip
+        p = _traced(role, port, nic, t_ns, known)
         (table.replace if force else table.add)(p)
         ref.add(p, force)
     kept = [p for per in ref.by.values() for p in per.values()]

@@ -1,4 +1,5 @@
-"""Exchanges on their way out as ``probes`` records (columns, packed or not).
+"""Exchanges on their way out as ``probes`` records (columns, packed or not), or one
+``probe`` record each.
 
 It runs on the far host under any Python 3.8+: standard library only, no ``match``, no
 annotations evaluated at run time. Shipped in the agent bundle (``bootstrap.py``).
@@ -63,3 +64,27 @@ class Batch:
         self.ts = []
         self.nic = []
         return rec
+
+
+def probe_record(host, gap_ns, ex, ts):
+    """One exchange as its own ``probe`` record (``batch`` 0: one record per exchange);
+    ``ts`` names its stamps' source (``sw`` kernel, ``user``)."""
+    answered = ex.t4 is not None
+    rec = {
+        "type": "probe",
+        "v": RECORD_VERSION,
+        "src": host,
+        "dst": ex.peer,
+        "sport": ex.sport,
+        "pair": ex.pair,
+        "idx": ex.idx,
+        "gap_ns": gap_ns,
+        "ts": ts,
+        "t1": ex.t1,
+        "t2": ex.t2 if answered else None,
+        "t3": ex.t3 if answered else None,
+        "t4": ex.t4 if answered else None,
+    }
+    if ex.nic is not None:
+        rec["nic"] = ex.nic
+    return rec

@@ -10,7 +10,7 @@ import platform
 import socket
 
 from cwctl.probe.auth import Guard
-from cwctl.probe.batch import BATCH_ROWS, BATCH_S, Batch
+from cwctl.probe.batch import BATCH_ROWS, BATCH_S, Batch, probe_record
 from cwctl.probe.cost import Cost
 from cwctl.probe.hostfacts import guess_vm, read_text
 from cwctl.probe.inflight import Exchange
@@ -388,31 +388,14 @@ class Agent:
             self.complete[ex.peer] += 1
         else:
             self.lost[ex.peer] += 1
+        ts = "sw" if kernel else "user"
         if self.batch is not None:
-            ts = "sw" if kernel else "user"
             stamps = (ex.t2, ex.t3, ex.t4) if answered else (0, 0, 0)
             self.batch.add(ex.peer, ex.sport, ex.pair, ex.idx, ts, ex.t1, *stamps, nic=ex.nic)
             if len(self.batch) >= self.batch_rows:
                 self.flush_batch()
             return
-        rec = {
-            "type": "probe",
-            "v": RECORD_VERSION,
-            "src": self.host,
-            "dst": ex.peer,
-            "sport": ex.sport,
-            "pair": ex.pair,
-            "idx": ex.idx,
-            "gap_ns": self.gap_ns,
-            "ts": "sw" if kernel else "user",
-            "t1": ex.t1,
-            "t2": ex.t2 if answered else None,
-            "t3": ex.t3 if answered else None,
-            "t4": ex.t4 if answered else None,
-        }
-        if ex.nic is not None:
-            rec["nic"] = ex.nic
-        self.out.record(rec)
+        self.out.record(probe_record(self.host, self.gap_ns, ex, ts))
 
     def batch_wait_s(self, mono):
         """Seconds until the open batch is due out (None when it is empty)."""

@@ -133,13 +133,14 @@ class SyncJournal:
     def _end(self, s: Stretch) -> None:
         pid = s.plan.id
         rounds = f"rounds {min(s.rounds)}-{max(s.rounds)}" if s.rounds else "no round"
+        all_ok = True
         for i, host in enumerate(s.hosts):
             error = s.errors.get(host)
             ok = error is None and s.samples.get(host, 0) > 0
+            all_ok &= ok
             detail = f"{s.samples.get(host, 0)} samples sent, {rounds}"
             entry = {"id": pid, "event": "step", "index": i, "status": "ok" if ok else "failed"}
             entry.update(rc=0 if ok else 1, detail=detail if error is None else error)
             self.journal.append(entry)
-        failed = any(host in s.errors or not s.samples.get(host) for host in s.hosts)
-        status = "failed" if failed else "applied"
+        status = "applied" if all_ok else "failed"
         self.journal.append({"id": pid, "time": utc_now(), "event": "end", "status": status})

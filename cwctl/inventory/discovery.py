@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+from collections import Counter
 
 from cwctl.inventory.model import Inventory
 
@@ -106,11 +107,11 @@ def _scans_to_learn(inv: Inventory) -> int | None:
     if not leaf_of or not uplinks or len(inv.hosts) < 2:
         return None
     worst = 0.0
-    for host, leaf in leaf_of.items():
+    for leaf, on_leaf in Counter(leaf_of.values()).items():  # a leaf's hosts are alike
         spines = uplinks.get(leaf, 0)
         if not spines:
             continue
-        elsewhere = sum(1 for h, other in leaf_of.items() if h != host and other != leaf)
+        elsewhere = len(leaf_of) - on_leaf  # the hosts on other leaves
         share = elsewhere / (len(inv.hosts) - 1)
         peers = min(inv.probe.peers, len(inv.hosts) - 1)
         answers = 2 * peers * inv.probe.ports * share  # its probe flows and replies

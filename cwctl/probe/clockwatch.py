@@ -128,12 +128,15 @@ class Watch:
                 return g0 + (g1 - g0) * (int(t_ns) - t0) // (t1 - t0) if t1 > t0 else g0
         return rs[-1][1]
 
+    def _near(self, t_ns, half_ns):
+        """The readings around realtime ``t_ns``: within ``half_ns`` of it, or 1 s."""
+        return [r for r in self.readings if abs(r[0] - t_ns) <= max(int(half_ns), 1e9)]
+
     def rate_at(self, t_ns, half_ns):
         """The gap's rate (ns per oscillator ns) over ``t_ns +- half_ns``: the kernel's rate read
         there (their mean), else the least-squares slope of the gap from ``RATE_SPAN_NS``
         before ``t_ns`` to the end of the scan. None if the readings do not reach."""
-        inside = [r for r in self.readings if abs(r[0] - t_ns) <= max(int(half_ns), 1e9)]
-        rates = [r[2] for r in inside if r[2] is not None]
+        rates = [r[2] for r in self._near(t_ns, half_ns) if r[2] is not None]
         if rates:
             return sum(rates) / len(rates) * 1e-9
         # up to the end of the scan, never after it: that is where the steering begins
@@ -160,7 +163,7 @@ class Watch:
         # one reading can be tens of ns off (preempted between its two clock reads): the
         # base is the median of the readings around t_ref, each carried to t_ref at rate
         raw_ref = int(t_ref_ns) - base
-        near = [r for r in self.readings if abs(r[0] - t_ref_ns) <= max(int(half_ns), 1e9)]
+        near = self._near(t_ref_ns, half_ns)
         if near:  # (differences from base first: a gap is ~1.8e18 ns, past a double's ns)
             carried = sorted((r[1] - base) - rate * ((r[0] - r[1]) - raw_ref) for r in near)
             base += round(carried[len(carried) // 2])

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+import pytest
+
 SLURM_BINARIES = ("slurmctld", "slurmd", "srun", "scontrol", "sinfo", "munged", "nsenter")
 
 
@@ -36,6 +38,13 @@ def missing_parts() -> list[str]:
     if os.geteuid() != 0:
         missing.append("root")
     return missing
+
+
+def skip_without_slurm() -> None:
+    """Skip the calling test (or fixture) where this machine cannot run the cluster."""
+    missing = missing_parts()
+    if missing:
+        pytest.skip(f"a real Slurm needs {', '.join(missing)} (.ci/run installs them)")
 
 
 class SlurmError(RuntimeError):

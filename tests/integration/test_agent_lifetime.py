@@ -260,11 +260,9 @@ async def test_a_local_feeder_starts_with_the_boot_lifetime_and_lives_on_its_lea
 
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[Any]:
-    from slurmbed import SlurmCluster, missing_parts
+    from slurmbed import SlurmCluster, skip_without_slurm
 
-    missing = missing_parts()
-    if missing:
-        pytest.skip(f"a real Slurm needs {', '.join(missing)} (.ci/run installs them)")
+    skip_without_slurm()
     with SlurmCluster(2, prefix=f"lt{os.getpid() % 10000}") as cluster:
         yield cluster
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slurmbed import SlurmCluster, missing_parts
+from slurmbed import SlurmCluster, skip_without_slurm
 from typer.testing import CliRunner
 
 from cwctl.cli import app
@@ -21,9 +21,7 @@ REASON = "cwctl: lossy NIC; it's 'quoted' & long"
 
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[SlurmCluster]:
-    missing = missing_parts()
-    if missing:
-        pytest.skip(f"a real Slurm needs {', '.join(missing)} (.ci/run installs them)")
+    skip_without_slurm()
     with SlurmCluster(3) as cluster:
         yield cluster
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from slurmbed import SlurmCluster, missing_parts
+from slurmbed import SlurmCluster, skip_without_slurm
 
 from tests.testbed import layout as L
 from tests.testbed.bed import Testbed
@@ -23,9 +23,7 @@ pytestmark = [pytest.mark.netns, pytest.mark.slurm]
 
 @pytest.fixture(scope="module")
 def slurm_on_testbed(testbed: Testbed) -> Iterator[SlurmCluster]:
-    missing = missing_parts()
-    if missing:
-        pytest.skip(f"a real Slurm needs {', '.join(missing)} (.ci/run installs them)")
+    skip_without_slurm()
     attach = {host: (testbed.ns(host), testbed.mgmt(host)) for host in L.HOSTS}
     gateway = L.mgmt_gateway(testbed.slot)
     with SlurmCluster(attach=attach, controller_address=gateway) as cluster:

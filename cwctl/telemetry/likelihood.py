@@ -73,20 +73,18 @@ class Rows:
         rows that cross each element: ``flow_matrix() @ diag(weights) @ (matrix > 0)``,
         merged in place when a flow's rows are contiguous and in flow order (they are
         as built) instead of through two sparse products."""
-        crossing = (self.matrix > 0).astype(np.float64).tocsr()
-        rows = np.repeat(np.arange(crossing.shape[0]), np.diff(crossing.indptr))
-        if weights is not None:
-            crossing.data *= weights[rows]
         flow = self.flow
-        if len(flow) and (
-            flow[0] != 0 or np.any(np.diff(flow) < 0) or flow[-1] != self.n_flows - 1
-        ):
-            w = sp.diags(np.ones(len(flow)) if weights is None else weights)
-            return sp.csr_matrix(self.flow_matrix() @ w @ (self.matrix > 0).astype(np.float64))
         first = np.flatnonzero(np.diff(flow, prepend=-1) != 0)
-        if len(first) != self.n_flows:  # a flow without rows: not as built
+        as_built = len(first) == self.n_flows and (
+            not len(flow)
+            or (flow[0] == 0 and flow[-1] == self.n_flows - 1 and bool(np.all(np.diff(flow) >= 0)))
+        )
+        if not as_built:
             w = sp.diags(np.ones(len(flow)) if weights is None else weights)
             return sp.csr_matrix(self.flow_matrix() @ w @ (self.matrix > 0).astype(np.float64))
+        crossing = (self.matrix > 0).astype(np.float64).tocsr()
+        if weights is not None:
+            crossing.data *= np.repeat(weights, np.diff(crossing.indptr))
         indptr = np.append(crossing.indptr[first], crossing.nnz)
         out = sp.csr_matrix(
             (crossing.data, crossing.indices, indptr), shape=(self.n_flows, crossing.shape[1])

@@ -79,3 +79,14 @@ def test_gains_are_likelihood_differences(seed: int, chosen: int, background: fl
             with_e = fit.log_success + crossings[:, e] * np.log1p(-r)
             expected = _total(rows, n, k, with_e, background) - base
             assert np.isclose(gains[i, j], expected, rtol=1e-5, atol=1e-6), (e, r)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**31), st.booleans())
+def test_rows_by_flow_is_the_flow_matrix_product(seed: int, weighted: bool) -> None:
+    """Merged in place (rows as built) it equals ``flow_matrix @ diag(w) @ (matrix > 0)``."""
+    rows, _, _, _ = _case(seed)
+    w = np.random.default_rng(seed).random(len(rows.flow)) if weighted else None
+    diag = sp.diags(np.ones(len(rows.flow)) if w is None else w)
+    expected = rows.flow_matrix() @ diag @ (rows.matrix > 0).astype(np.float64)
+    assert np.allclose(rows.by_flow(w).toarray(), expected.toarray())

@@ -203,18 +203,9 @@ def path_table(obs: Observations, *, routes_only: bool = False) -> PathTable:
     return PathTable(
         hosts=obs.hosts,
         path_key=pkeys,
-        path=_stats(
-            path_sent,
-            path_received,
-            by_path,
-            owd,
-            t,
-            in_order,
-            t_in_order,
-            jitter=not routes_only,
-        )
-        if not routes_only
-        else _unmeasured(path_sent, path_received),
+        path=_unmeasured(path_sent, path_received)
+        if routes_only
+        else _stats(path_sent, path_received, by_path, owd, t, in_order, t_in_order),
         port_key=qkeys,
         port=_stats(sent, received, by_port, owd, t, in_order, t_in_order, jitter=not routes_only),
         port_path=port_path,

@@ -45,7 +45,7 @@ def route_index(
             spine = named[r.hops] = found.pop() if len(found) == 1 else None
         if spine is None:
             continue
-        key = (r.host, r.peer, r.role, r.sport if r.role == "probe" else r.dport, r.nic)
+        key = (r.host, r.peer, r.role, r.flow_port, r.nic)
         old = best.get(key)
         if old is None or old[0] <= r.t_ns:
             best[key] = (r.t_ns, spine)

@@ -42,9 +42,8 @@ class Model:
         self.k = self.kf[rows.flow]
         self.rows_per_flow = np.bincount(rows.flow, minlength=rows.n_flows)
         self.first_row = np.zeros(rows.n_flows, np.intp)
-        if len(rows.flow):
-            flow_starts = np.flatnonzero(np.diff(rows.flow, prepend=rows.flow[0] - 1) != 0)
-            self.first_row[rows.flow[flow_starts]] = flow_starts
+        starts = rows.flow_starts()
+        self.first_row[rows.flow[starts]] = starts
         self.multi = self.rows_per_flow[rows.flow] > 1
         # (nf, kf) of every flow as a small integer: flows no chosen element touches
         # share their likelihood with every other flow of the same counts
@@ -54,13 +53,8 @@ class Model:
 
     def flows_crossing(self, elements: I64) -> npt.NDArray[np.bool_]:
         """Which flows cross any of ``elements`` (certainly, or on one of their rows)."""
-        out = np.zeros(self.rows.n_flows, bool)
-        for m, to_flow in ((self.cc, None), (self.mc, self.rows.flow)):
-            idx = np.concatenate(
-                [m.indices[m.indptr[e] : m.indptr[e + 1]] for e in elements.tolist()] or [[]]
-            ).astype(np.intp)
-            out[idx if to_flow is None else to_flow[idx]] = True
-        return out
+        index = self.plain_index()
+        return index.flows(index.entries(elements), self.rows.n_flows)
 
     def rows_of(self, flows: npt.NDArray[np.bool_]) -> npt.NDArray[np.intp]:
         """The rows of the flows marked (in order: each flow's rows stay contiguous)."""

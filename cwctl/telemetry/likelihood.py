@@ -74,7 +74,7 @@ class Rows:
         merged in place when a flow's rows are contiguous and in flow order (they are
         as built) instead of through two sparse products."""
         flow = self.flow
-        first = np.flatnonzero(np.diff(flow, prepend=-1) != 0)
+        first = self.flow_starts()
         as_built = len(first) == self.n_flows and (
             not len(flow)
             or (flow[0] == 0 and flow[-1] == self.n_flows - 1 and bool(np.all(np.diff(flow) >= 0)))
@@ -91,6 +91,10 @@ class Rows:
         )
         out.sum_duplicates()
         return out
+
+    def flow_starts(self) -> npt.NDArray[np.intp]:
+        """The rows where a new flow begins (a flow's rows are contiguous)."""
+        return np.flatnonzero(np.diff(self.flow, prepend=-1) != 0)
 
     def flow_matrix(self) -> sp.csr_matrix:
         """(flows x rows) 0/1: which rows are a flow's."""

@@ -7,8 +7,9 @@ per-path (and per source port) statistics; ``routes.py`` reads which spine each 
 crossed off the discovered paths; ``elements.py`` maps flows onto the fabric's elements
 (with alternatives where a path is unknown); ``explain.py`` is the sparse likelihood
 explanation (its likelihood in ``likelihood.py``, its gains in ``gains.py`` over the
-``crossings.py`` index); ``localize.py`` turns the signals (loss, delay, raised floors) into ranked
-``Suspect``s with evidence in words; ``verdicts.py`` adds dead hosts and unlocalised loss.
+``crossings.py`` index); ``localize.py`` turns the signals (loss, delay, raised floors)
+into ranked ``Suspect``s, with evidence in words from ``evidence.py``; ``verdicts.py``
+adds dead hosts and unlocalised loss.
 """
 
 from __future__ import annotations

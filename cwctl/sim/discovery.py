@@ -175,7 +175,9 @@ def discover(
     cross = (ls != ld) & (spine >= 0)  # a spine to learn
     # known paths are not traced again, but for the oldest tenth (revalidated)
     own_nic = np.concatenate([paths.src_nic, paths.dst_nic]).astype(np.int64)
-    keys = trace_keys(model, own_nic, far, reverse, port[flow])
+    far_nic = np.concatenate([paths.dst_nic, paths.src_nic]).astype(np.int64)
+    flow_port = port[flow]
+    keys = trace_keys(model, own_nic, far, reverse, flow_port)
     skip = _known(model, keys) if model.path_cache else np.zeros(n, bool)
     pace = cross & ~skip
     # the plan: each tracer's cross-leaf traces in a seeded order, paced to its spines'
@@ -221,8 +223,8 @@ def discover(
     answered = _answered(model, n, which, when, switch_id, own_nic)
     spine_addr = _hop_addresses(model, ls, ld, spine)[:, 1]
     keep_rows = np.flatnonzero(traced)
-    records = _records(model, keep_rows, tracer, far, reverse, flow, port, paths, spine_addr,
-                       answered, cross, complete, t_ns)  # fmt: skip
+    records = _records(model, keep_rows, tracer, far, reverse, own_nic, far_nic, flow_port,
+                       spine_addr, answered, cross, complete, t_ns)  # fmt: skip
     return records, keys[keep_rows]
 
 
@@ -259,9 +261,9 @@ def _records(
     tracer: I64,
     far: I64,
     reverse: npt.NDArray[np.bool_],
-    flow: I64,
-    port: I64,
-    paths: FlowPaths,
+    own_nic: I64,
+    far_nic: I64,
+    flow_port: I64,
     spine_addr: I64,
     answered: npt.NDArray[np.bool_],
     cross: npt.NDArray[np.bool_],
@@ -273,9 +275,8 @@ def _records(
     from a list of its distinct values (an address is formatted once, a hop tuple
     made once per spine address), so the records share their strings and tuples."""
     fabric, params = model.fabric, model.params
-    h, q, rev, f = tracer[rows], far[rows], reverse[rows], flow[rows]
-    own_nic = np.where(rev, paths.dst_nic[f], paths.src_nic[f])
-    far_nic = np.where(rev, paths.src_nic[f], paths.dst_nic[f])
+    h, q, rev = tracer[rows], far[rows], reverse[rows]
+    own_nic, far_nic = own_nic[rows], far_nic[rows]
     nic_text = model.addresses.nic_text()
     # the NIC name where the tracing host has several (else None, the last entry)
     nic_names = _objects([n for ns in fabric.nics for n in ns] + [None])
@@ -291,7 +292,7 @@ def _records(
     ports = _objects(
         [*range(params.base_port, params.base_port + params.ports), params.answer_port]
     )
-    flow_code = port[f]
+    flow_code = flow_port[rows]
     answer_code = params.ports
     stamp = np.rint(t_ns[rows]).astype(np.int64) + params.epoch_ns
     hosts = _objects(fabric.hosts)

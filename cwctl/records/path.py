@@ -216,9 +216,7 @@ class PathTable:
         table = cls()
         with paused_gc():  # records and tuples, no cycles: a million at scale
             paths = list(paths)
-            keys = [
-                (p.host, p.peer, p.role, p.sport if p.role == "probe" else p.dport) for p in paths
-            ]
+            keys = [(p.host, p.peer, p.role, p.flow_port) for p in paths]
             table._by_key = dict(zip(keys, paths, strict=True))
             if len(table._by_key) < len(paths):  # tuples traced twice: the newest of each
                 table._by_key = {}

@@ -182,4 +182,6 @@ class SyncRun:
                     self.settle(self.open.pop(0))
                 if self.journal is not None:
                     self.journal.close()
+            if self.session is not None:  # the rounds' source, opened by the first scan
+                await self.session.aclose()
         return EXIT_PROBLEMS if rnd is None or rnd.problems else EXIT_OK

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -53,13 +54,10 @@ class SimAddresses:
     link_leaf: U64  # (leaves, spines): the leaf's end of each leaf-spine link
     link_spine: U64  # (leaves, spines): the spine's end
 
+    @cached_property  # formatted once per fabric
     def nic_text(self) -> npt.NDArray[np.object_]:
         """Per NIC, its probe address as text (an object array: index it by NICs)."""
-        cached: npt.NDArray[np.object_] | None = self.__dict__.get("_nic_text")
-        if cached is None:
-            cached = np.array(ip_texts(self.nic), dtype=object)
-            object.__setattr__(self, "_nic_text", cached)  # formatted once per fabric
-        return cached
+        return np.array(ip_texts(self.nic), dtype=object)
 
     def switch_addresses(self, fabric: Fabric) -> dict[str, tuple[str, ...]]:
         """Per switch name, its addresses as text (the inventory's ``addresses``)."""

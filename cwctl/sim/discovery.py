@@ -277,7 +277,7 @@ def _records(
     fabric, params = model.fabric, model.params
     h, q, rev = tracer[rows], far[rows], reverse[rows]
     own_nic, far_nic = own_nic[rows], far_nic[rows]
-    nic_text = model.addresses.nic_text()
+    nic_text = model.addresses.nic_text
     # the NIC name where the tracing host has several (else None, the last entry)
     nic_names = _objects([n for ns in fabric.nics for n in ns] + [None])
     multi = np.array([len(ns) > 1 for ns in fabric.nics])

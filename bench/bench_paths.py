@@ -29,13 +29,14 @@ MAX_SCANS = 8
 
 def _run(bed: object, limit_ms: int) -> dict[str, float]:
     from tests.testbed import layout as L
+    from tests.testbed.inventory import with_icmp_ratelimit
     from tests.testbed.shell import run
 
     for switch in (*L.SPINES, *L.LEAVES):
         run(["sysctl", "-qw", f"net.ipv4.icmp_ratelimit={limit_ms}"], ns=bed.ns(switch))  # type: ignore[attr-defined]
     inventory = Path(bed.dir) / f"inventory-{limit_ms}.toml"  # type: ignore[attr-defined]
     text = Path(bed.inventory).read_text()  # type: ignore[attr-defined]
-    inventory.write_text(text + f"\n[probe]\nicmp_ratelimit_ms = {limit_ms}\n")
+    inventory.write_text(with_icmp_ratelimit(text, limit_ms))
     request = ScanRequest(inventory=inventory, duration_s=SCAN_S)
     source = SSHSource(request)
     sent = answers = scans = 0

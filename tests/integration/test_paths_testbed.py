@@ -28,6 +28,7 @@ from cwctl.transport.ssh import SSHSource
 from tests.testbed import layout as L
 from tests.testbed.bed import Testbed
 from tests.testbed.faults import flow_path
+from tests.testbed.inventory import with_icmp_ratelimit
 from tests.testbed.shell import run
 
 pytestmark = pytest.mark.netns
@@ -53,8 +54,7 @@ def scan_paths(bed: Testbed, tmp_path: Path, inventory: str) -> Collection:
 
 def no_ratelimit(text: str) -> str:
     """The testbed's inventory, telling cwctl its switches do not rate-limit ICMP."""
-    assert "\n[probe]\n" in text  # the testbed's own [probe] section gets the key
-    return text.replace("\n[probe]\n", "\n[probe]\nicmp_ratelimit_ms = 0\n", 1)
+    return with_icmp_ratelimit(text, 0)
 
 
 @pytest.fixture

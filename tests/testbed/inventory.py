@@ -65,3 +65,11 @@ def inventory_text(bed: Testbed, *, python: str = "/usr/bin/python3") -> str:
 
 def write_inventory(bed: Testbed) -> None:
     bed.inventory.write_text(inventory_text(bed))
+
+
+def with_icmp_ratelimit(text: str, limit_ms: int) -> str:
+    """The testbed's inventory telling cwctl its switches' ICMP rate limit (0: none), as
+    a key of the inventory's own ``[probe]`` section (TOML has one section per name)."""
+    if "\n[probe]\n" not in text:
+        raise ValueError("the testbed inventory has no [probe] section")
+    return text.replace("\n[probe]\n", f"\n[probe]\nicmp_ratelimit_ms = {limit_ms}\n", 1)

@@ -3,9 +3,9 @@
 0. ``cwctl --help`` start-up (imports are lazy), beside a bare interpreter's.
 1. ``cwctl scan --sim --hosts N --format json`` in a fresh process per size, at the
    default probe settings: wall and CPU seconds (user + system), peak RSS (``wait4``'s
-   rusage of that child alone), per host and per probe row. ``net ms/host`` is the CPU
-   beyond a 16-host scan's (interpreter, imports: the fixed cost, the cheapest of 3)
-   per host beyond 16; ``vs first`` is that over the first size's, and must stay within
+   rusage of that child alone, forked from a fresh interpreter), per host and per probe
+   row. ``net ms/host`` is the CPU beyond a 16-host scan's (interpreter, imports: the
+   fixed cost, the cheapest of 3) per host beyond 16; ``vs first`` is that over the first size's, and must stay within
    1.5x from 1 000 to 30 000 hosts if the scan is linear (issue 14). Sizes up to 1 000
    are scanned twice and the cheaper run kept: their CPU is a few seconds, so noise
    from the shared machine weighs most there.
@@ -24,7 +24,6 @@ Default sizes: 256 and 1 000 hosts (quick). ``--big``: 1 000, 4 000, 10 000 and 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -40,20 +39,32 @@ FLAT = 1.5  # issue 14: per-host CPU within this factor from the first size to t
 QUICK = 1000  # sizes up to this are scanned twice and the cheaper run kept (less noise)
 
 
+# The scan is forked from a fresh interpreter, not from this process: a child's peak RSS
+# (``ru_maxrss``) counts the pages it shared with its parent before ``exec``, so a scan
+# forked from a bench process that grew to a gigabyte reported a gigabyte.
+_LAUNCH = """import os, sys
+pid = os.fork()
+if pid == 0:
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, ru = os.wait4(pid, 0)
+sys.stderr.write(f"{os.waitstatus_to_exitcode(status)} {ru.ru_utime + ru.ru_stime} {ru.ru_maxrss}")
+"""
+
+
 def scan_cost(hosts: int) -> dict[str, float]:
     argv = [CWCTL, "scan", "--sim", "--hosts", str(hosts), "--format", "json"]
     started = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    out = proc.stdout.read() if proc.stdout is not None else b""
-    _, status, usage = os.wait4(proc.pid, 0)
+    done = subprocess.run([sys.executable, "-c", _LAUNCH, *argv], capture_output=True)
     wall = time.perf_counter() - started
-    records = json.loads(out)["records"] if out else 0
+    status, cpu_s, maxrss_kb = done.stderr.decode().split()
+    records = json.loads(done.stdout)["records"] if done.stdout else 0
     return {
         "hosts": hosts,
-        "status": os.waitstatus_to_exitcode(status),
+        "status": int(status),
         "wall_s": wall,
-        "cpu_s": usage.ru_utime + usage.ru_stime,
-        "rss_b": usage.ru_maxrss * 1024,
+        "cpu_s": float(cpu_s),
+        "rss_b": int(maxrss_kb) * 1024,
         "records": records,
     }
 

@@ -5,8 +5,9 @@
    default probe settings: wall and CPU seconds (user + system), peak RSS (``wait4``'s
    rusage of that child alone, forked from a fresh interpreter), per host and per probe
    row. ``net ms/host`` is the CPU beyond a 16-host scan's (interpreter, imports: the
-   fixed cost, the cheapest of 3) per host beyond 16; ``vs first`` is that over the first size's, and must stay within
-   1.5x from 1 000 to 30 000 hosts if the scan is linear (issue 14). Sizes up to 1 000
+   fixed cost, the cheapest of 3) per host beyond 16; ``vs first`` is that over the
+   first size's, and must stay within 1.5x from 1 000 to 30 000 hosts if the scan is
+   linear (issue 14). Sizes up to 1 000
    are scanned twice and the cheaper run kept: their CPU is a few seconds, so noise
    from the shared machine weighs most there.
 2. Real agents on loopback (``cwctl scan --local 8 --format json``: 7 peers each, default

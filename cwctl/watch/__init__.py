@@ -1,0 +1,1 @@
+"""The long-running watch: rounds, /metrics, policy, decisions."""

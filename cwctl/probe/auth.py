@@ -39,6 +39,10 @@ DROP_REASONS = (
     "unknown_peer",  # from an address that is not one of this scan's peers
     "replay",  # a copy of a probe already answered, or an answer already taken
     "unexpected",  # an answer to no probe of ours, or from the wrong peer or port
+    # the error queue (exchanges.py): only the kernel's TX stamp of a datagram still in
+    # flight, or an ICMP answer to a trace packet in flight, is taken from it
+    "icmp_unasked",  # an ICMP error answering no trace in flight (quoting a probe, a reply)
+    "stray_stamp",  # a TX stamp quoting no datagram in flight, byte for byte
 )
 
 
@@ -122,7 +126,9 @@ class Guard:
     def __init__(self, params, limit=1 << 16):
         self.auth = Auth.from_params(params)
         self.peer_ips = set()
-        self.seen = {}  # (address, port, seq) of probes answered, oldest first
+        self.name_of = {}  # address -> peer name: every rail of a peer is one prober
+        self.seen = {}  # (peer, seq) of probes answered, oldest first
+        self.floor = {}  # peer -> the highest seq forgotten (older ones are replays)
         self.limit = limit
 
     @property
@@ -135,22 +141,30 @@ class Guard:
     def open(self, data):
         return self.auth.open(data)
 
-    def set_peers(self, peer_addr):
-        self.peer_ips = {addr[0] for addr in peer_addr.values()}
+    def set_peers(self, peer_addr, name_of=None):
+        """The peer table: name -> (address, port), and every rail's address -> name."""
+        self.name_of = {addr[0]: name for name, addr in peer_addr.items()}
+        self.name_of.update(name_of or {})
+        self.peer_ips = set(self.name_of)
 
     def accept_probe(self, addr, seq):
-        """Answer this probe? Only a peer's, and only once. Before the peer table came
-        (a slow start message), a probe that opened with this scan's key is a peer's."""
+        """Answer this probe? Only a peer's, and only once: a peer numbers its probes
+        across all its ports and rails, so (peer, seq) names one whatever port it came
+        from. Before the peer table came (a slow start message), a probe that opened with
+        this scan's key is a peer's."""
         if (self.peer_ips or not self.auth.on) and addr[0] not in self.peer_ips:
             self.auth.drop("unknown_peer")
             return False
-        key = (addr[0], addr[1], seq)
-        if key in self.seen:
+        peer = self.name_of.get(addr[0], addr[0])
+        key = (peer, seq)
+        if key in self.seen or seq <= self.floor.get(peer, -1):
             self.auth.drop("replay")
             return False
         self.seen[key] = True
-        if len(self.seen) > self.limit:
-            del self.seen[next(iter(self.seen))]
+        if len(self.seen) > self.limit:  # forget the oldest; its seq and older are replays
+            old_peer, old_seq = next(iter(self.seen))
+            del self.seen[(old_peer, old_seq)]
+            self.floor[old_peer] = max(self.floor.get(old_peer, -1), old_seq)
         return True
 
     def accept_answer(self, exchange, addr, expected, idx, taken):

@@ -38,6 +38,7 @@ AGENT_MODULES = (
     "cwctl.probe.rails",
     "cwctl.probe.trace",
     "cwctl.probe.inflight",
+    "cwctl.probe.errqueue",
     "cwctl.probe.exchanges",
     "cwctl.probe.gpu",
     "cwctl.probe.gpu.readings",

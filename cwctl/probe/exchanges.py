@@ -12,16 +12,11 @@ import socket
 from cwctl.probe.auth import Guard
 from cwctl.probe.batch import BATCH_ROWS, BATCH_S, Batch, probe_record
 from cwctl.probe.cost import Cost
+from cwctl.probe.errqueue import ErrorQueue
 from cwctl.probe.hostfacts import guess_vm, read_text
 from cwctl.probe.inflight import Exchange
 from cwctl.probe.rails import Rails
-from cwctl.probe.stamps import (
-    MSG_ERRQUEUE,
-    enable_timestamps,
-    interface_of,
-    kernel_stamp,
-    nic_timestamping,
-)
+from cwctl.probe.stamps import enable_timestamps, interface_of, kernel_stamp, nic_timestamping
 from cwctl.probe.trace import QUEUED_ERRORS, Tracer, answer_trace, enable_recverr
 from cwctl.probe.wire import (
     FLAG_FOLLOW_UP,
@@ -32,13 +27,12 @@ from cwctl.probe.wire import (
     KIND_TRACE,
     KIND_TRACE_ACK,
     RECORD_VERSION,
-    decode,
     encode,
     now_ns,
 )
 
 
-class Agent:
+class Agent(ErrorQueue):
     def __init__(self, params, out):
         self.out = out
         self.host = str(params["host"])
@@ -69,7 +63,7 @@ class Agent:
         self.name_of = {}  # address -> name (for the summary's rx counts)
         self.targets = []  # peers this agent probes
         self.pending = {}  # seq -> Exchange
-        self.replies = {}  # rid -> (address, seq, sent_ns) awaiting their TX stamp
+        self.replies = {}  # rid -> (address, seq, t3, socket, datagram) awaiting its TX stamp
         self.next_seq = 1
         self.next_rid = 1
         self.sent = {}
@@ -122,8 +116,7 @@ class Agent:
             self.peer_addr[str(name)] = (str(entry[0]), int(entry[1]))
             for address in self.rails.learn_peer(str(name), entry):
                 self.name_of[address] = str(name)
-        self.guard.set_peers(self.peer_addr)
-        self.guard.peer_ips |= set(self.name_of)  # every rail of every peer
+        self.guard.set_peers(self.peer_addr, self.name_of)  # every rail of every peer
         self.targets = [str(p) for p in msg.get("probe") or [] if str(p) in self.peer_addr]
         self.targets = [p for p in self.targets if p != self.host]
         start_ns = int(msg.get("start_ns") or 0)
@@ -201,7 +194,7 @@ class Agent:
             self.sent[name] += 1
             # a probe that could not leave is an exchange lost at once, not a silent gap
             ex = Exchange(name, sport, pair, idx, t1, t1 + self.timeout_ns if sent else t1)
-            ex.dst, ex.nic = addr, self.rails.nic_of(sock)
+            ex.dst, ex.nic, ex.wire = addr, self.rails.nic_of(sock), probe
             self.pending[seq] = ex
 
     def send_probe(self, sock, data, addr, name):
@@ -239,45 +232,6 @@ class Agent:
             stamp = kernel_stamp(anc)
             self.on_datagram(sock, fields, stamp, addr)
 
-    def drain_errqueue(self, sock):
-        while True:
-            try:
-                data, anc, _flags, addr = sock.recvmsg(512, 512, MSG_ERRQUEUE)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                if exc.errno == errno.EAGAIN:
-                    return
-                raise
-            if self.tracer is not None and self.traced("on_error", data, anc, sock, addr):
-                continue
-            fields = decode(data)
-            stamp = kernel_stamp(anc)
-            if fields is None or not stamp:
-                continue
-            kind, _flags, _idx, rid, seq, _a, _b = fields
-            if kind == KIND_PROBE:
-                ex = self.pending.get(seq)
-                if ex is not None:
-                    ex.t1, ex.t1k = stamp, True
-                    self.maybe_done(seq, ex)
-            elif kind == KIND_REPLY:
-                entry = self.replies.pop(rid, None)
-                if entry is not None:
-                    self.send_follow(entry[0], entry[1], stamp, entry[3])
-
-    def drain_stamped(self):
-        """Read the TX stamps of what this wake-up sent, now: a software stamp is queued
-        as the packet leaves, so this spares the poll wake-up it would cost later. Twice:
-        a reply's stamp sends its follow-up, whose own stamp is then there to take."""
-        if not self.tx_kernel:
-            self.stamped.clear()
-            return
-        for _ in (0, 1):
-            socks, self.stamped = self.stamped, set()
-            for sock in socks:
-                self.drain_errqueue(sock)
-
     def on_datagram(self, sock, fields, stamp, addr):
         kind, flags, idx, rid, seq, a, b = fields
         if kind == KIND_TRACE:  # a peer's path discovery: acknowledged, counted as nothing
@@ -305,7 +259,7 @@ class Agent:
             if not self.send_reply(sock, reply, addr):
                 return
             if follow:
-                self.replies[rid] = (addr, seq, t3, sock)
+                self.replies[rid] = (addr, seq, t3, sock, reply)
         elif kind == KIND_REPLY:
             ex = self.pending.get(seq)
             expected = ex.dst if ex is not None else None

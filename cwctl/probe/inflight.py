@@ -24,6 +24,7 @@ class Exchange:
         "t3",
         "t3k",
         "t4",
+        "wire",
     )  # fmt: skip
 
     def __init__(self, peer, sport, pair, idx, t1, expires):
@@ -42,3 +43,4 @@ class Exchange:
         self.expires = expires
         self.dst = None  # (address, port) probed: where its answers must come from
         self.nic = None  # the NIC (rail) it left from, on a multi-rail host
+        self.wire = b""  # the datagram sent, MAC included: its TX stamp must quote it

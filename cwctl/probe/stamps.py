@@ -23,7 +23,9 @@ SIOCETHTOOL = 0x8946
 ETHTOOL_GET_TS_INFO = 0x41
 # include/uapi/linux/in.h
 IP_RECVERR = getattr(socket, "IP_RECVERR", 11)
-# include/uapi/linux/errqueue.h: struct sock_extended_err, SO_EE_ORIGIN_TIMESTAMPING
+# include/uapi/linux/errqueue.h: struct sock_extended_err (then the offender's sockaddr)
+EXTENDED_ERR = struct.Struct("=IBBBBII")
+SO_EE_ORIGIN_ICMP = 2
 SO_EE_ORIGIN_TIMESTAMPING = 4
 MSG_ERRQUEUE = getattr(socket, "MSG_ERRQUEUE", 0x2000)  # include/linux/socket.h
 TIMESPEC = struct.Struct("@ll")  # struct timespec (64-bit: two longs)
@@ -43,6 +45,16 @@ def kernel_stamp(ancdata):
             if sec or nsec:
                 return sec * 1000000000 + nsec
     return 0
+
+
+def error_origin(ancdata):
+    """Who queued an error-queue message (``ee_origin``: the kernel's TX timestamping,
+    an ICMP error, ...), from its ``IP_RECVERR`` control message; None without one. Only
+    the kernel writes it: a packet from the network can claim nothing here."""
+    for level, kind, data in ancdata:
+        if level == socket.IPPROTO_IP and kind == IP_RECVERR and len(data) >= EXTENDED_ERR.size:
+            return EXTENDED_ERR.unpack(data[: EXTENDED_ERR.size])[1]
+    return None
 
 
 def enable_timestamps(sock):

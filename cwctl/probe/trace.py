@@ -26,13 +26,18 @@ import random
 import socket
 import struct
 
-from cwctl.probe.stamps import IP_RECVERR
-from cwctl.probe.wire import KIND_TRACE, KIND_TRACE_ACK, RECORD_VERSION, decode, encode, now_ns
+from cwctl.probe.stamps import EXTENDED_ERR, IP_RECVERR, SO_EE_ORIGIN_ICMP
+from cwctl.probe.wire import (
+    KIND_TRACE,
+    KIND_TRACE_ACK,
+    RECORD_VERSION,
+    WIRE,
+    decode,
+    encode,
+    now_ns,
+)
 
-# include/uapi/linux/errqueue.h: struct sock_extended_err, then the offender's sockaddr
-EXTENDED_ERR = struct.Struct("=IBBBBII")
 SOCKADDR_IN = struct.Struct("!HH4s")  # family (native order, read as a pair), port, addr
-SO_EE_ORIGIN_ICMP = 2
 ICMP_DEST_UNREACH = 3
 ICMP_TIME_EXCEEDED = 11
 MAX_TTL = 32
@@ -218,27 +223,28 @@ class Tracer:
     # --- answers ------------------------------------------------------------------
 
     def on_error(self, data, ancdata, sock=None, dst=None):
-        """An error-queue message: True if it was about one of our trace packets.
+        """An ICMP error on the error queue: True if it answered a trace packet of ours
+        still waiting for its answer (and was taken), False otherwise (the agent counts
+        it as refused: an ICMP error never changes a probe's timestamps).
 
-        The payload the router quoted names the trace. A router that quotes only the
-        UDP header (RFC 792's minimum) names none: then the answer is matched by its
-        socket and destination (``dst``, the message's address) to the one trace
-        packet of that 5-tuple that asks a router (TTLs go one at a time per flow
-        where the plan says which hop to ask; otherwise the answer stays unmatched)."""
-        fields = decode(data)
-        if fields is not None and fields[0] != KIND_TRACE:
-            return False
+        The payload the router quoted names the trace and must be, byte for byte, the
+        packet sent. A router that quotes only the UDP header (RFC 792's minimum) names
+        none: then the answer is matched by its socket and destination (``dst``, the
+        message's address) to the one trace packet of that 5-tuple that asks a router
+        (TTLs go one at a time per flow where the plan says which hop to ask)."""
         got = icmp_error(ancdata)
-        if got is None:  # the TX timestamp of a trace packet, or nothing of ours
-            return fields is not None
+        if got is None:
+            return False
+        fields = decode(data)
         if fields is not None:
-            entry = self.pending.pop(fields[4], None)
+            entry = self.pending.get(fields[4]) if fields[0] == KIND_TRACE else None
+            if entry is None or data[-WIRE.size :] != encode(KIND_TRACE, fields[4], idx=entry[1]):
+                return False
+            del self.pending[fields[4]]
         else:
             entry = self._only_asking(sock, dst)
             if entry is None:
                 return False
-        if entry is None:
-            return True
         flow, ttl, _attempt, _sent = entry
         icmp_type, offender = got
         self.answers += 1

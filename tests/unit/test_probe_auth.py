@@ -72,10 +72,12 @@ def test_guard_answers_peers_once_and_takes_answers_only_from_the_peer_probed() 
     guard = Guard({"auth": {"key": KEY.hex(), "nonce": NONCE.hex()}})
     # before its start message (the peer table) came, a signed probe is a peer's
     assert guard.accept_probe(("10.0.0.1", 39999), 1)
-    guard.set_peers({"a": ("10.0.0.1", 5000), "b": ("10.0.0.2", 5000)})
+    guard.set_peers({"a": ("10.0.0.1", 5000), "b": ("10.0.0.2", 5000)}, {"10.0.1.1": "a"})
     assert guard.accept_probe(("10.0.0.1", 40001), 7)
     assert not guard.accept_probe(("10.0.0.1", 40001), 7)  # the same probe again
-    assert guard.accept_probe(("10.0.0.1", 40002), 7)  # another source port: another prober
+    assert not guard.accept_probe(("10.0.0.1", 40002), 7)  # again, from another port
+    assert not guard.accept_probe(("10.0.1.1", 40001), 7)  # again, from the peer's other rail
+    assert guard.accept_probe(("10.0.0.2", 40001), 7)  # another peer's seq 7
     assert not guard.accept_probe(("10.9.9.9", 40001), 8)
     ex = SimpleNamespace(idx=1)
     assert guard.accept_answer(ex, ("10.0.0.2", 5000), ("10.0.0.2", 5000), 1, False)
@@ -83,7 +85,16 @@ def test_guard_answers_peers_once_and_takes_answers_only_from_the_peer_probed() 
     assert not guard.accept_answer(ex, ("10.0.0.2", 5000), ("10.0.0.2", 5000), 0, False)
     assert not guard.accept_answer(None, ("10.0.0.2", 5000), None, 1, False)
     assert not guard.accept_answer(ex, ("10.0.0.2", 5000), ("10.0.0.2", 5000), 1, True)
-    assert guard.dropped == {"replay": 2, "unknown_peer": 1, "unexpected": 3}
+    assert guard.dropped == {"replay": 4, "unknown_peer": 1, "unexpected": 3}
+
+
+def test_a_forgotten_probe_replayed_late_is_still_a_replay() -> None:
+    guard = Guard({}, limit=4)
+    guard.set_peers({"a": ("10.0.0.1", 5000)})
+    assert all(guard.accept_probe(("10.0.0.1", 40001 + s % 3), s) for s in range(1, 11))
+    assert len(guard.seen) == 4  # bounded
+    assert not any(guard.accept_probe(("10.0.0.1", 40009), s) for s in range(1, 11))
+    assert guard.dropped == {"replay": 10}
 
 
 def test_a_fresh_key_per_scan_sent_on_stdin_never_on_the_command_line() -> None:

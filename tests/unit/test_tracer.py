@@ -100,13 +100,22 @@ def test_a_short_quote_is_matched_by_its_tuple(agent: Any) -> None:
     assert fwd[0].hops[:2] == (None, "10.0.9.2") and not fwd[0].complete
 
 
-def test_a_timestamp_message_is_not_an_answer(agent: Any) -> None:
+def test_only_an_icmp_error_quoting_a_trace_in_flight_is_an_answer(agent: Any) -> None:
+    """A timestamp message, an error quoting a probe, a trace id not in flight or a quote
+    that differs from the packet sent (its TTL) are refused (False: the agent counts
+    them); the trace still waits for its router."""
     t = tracer(agent, peers={"b": {"hops": 3, "ttls": [2]}})
     t.send_due(T0)
     ids = dict(agent.sent)
-    assert t.on_error(encode(KIND_TRACE, ids[2], idx=2), [(socket.SOL_SOCKET, 37, bytes(48))])
-    assert t.answers == 0 and len(t.pending) == 2  # still waiting for the router
+    assert not t.on_error(encode(KIND_TRACE, ids[2], idx=2), [(socket.SOL_SOCKET, 37, bytes(48))])
     assert not t.on_error(encode(1, 7), icmp(11, "10.0.9.2"))  # a probe's: not ours
+    assert not t.on_error(encode(KIND_TRACE, 999, idx=2), icmp(11, "10.6.6.6"))
+    assert not t.on_error(encode(KIND_TRACE, ids[2], idx=3), icmp(11, "10.6.6.6"))
+    assert not t.on_error(encode(KIND_TRACE, ids[2], idx=2, a=1), icmp(11, "10.6.6.6"))
+    assert t.answers == 0 and len(t.pending) == 2  # still waiting for the router
+    assert t.on_error(encode(KIND_TRACE, ids[2], idx=2), icmp(11, "10.0.9.2"))
+    assert not t.on_error(encode(KIND_TRACE, ids[2], idx=2), icmp(11, "10.6.6.6"))  # twice
+    assert t.answers == 1
 
 
 def test_silence_is_retried_then_recorded_as_unknown(agent: Any) -> None:

@@ -92,6 +92,9 @@ class ActionPlan:
     # what the plan was made on, per target (the route, NCCL value or model state read
     # while planning): journalled with the intent, compared again before applying
     prior: dict[str, Any] = field(default_factory=dict)
+    # host-side steering: the method, the suspect and the source-port pools per pair
+    # (steer.py), or the RoCE source-port sets; empty for every other action
+    steering: dict[str, Any] = field(default_factory=dict)
 
     def fingerprint(self) -> str:
         """A short hash of ``prior``: equal fingerprints, same state planned on."""
@@ -113,6 +116,8 @@ class ActionPlan:
             out["rollback_of"] = self.rollback_of
         if self.prior:
             out["prior"] = self.prior
+        if self.steering:
+            out["steering"] = self.steering
         return out
 
     @classmethod
@@ -128,6 +133,7 @@ class ActionPlan:
             notes=[str(n) for n in data.get("notes", [])],
             rollback_of=data.get("rollback_of"),
             prior=dict(data.get("prior") or {}),
+            steering=dict(data.get("steering") or {}),
         )
 
 

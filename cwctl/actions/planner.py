@@ -8,6 +8,8 @@ spine ``spine2``               ECMP weight 0 in every leaf  the leaves' ECMP gro
                                                             with --gateway: host routes
 link ``leaf1-spine2``          ECMP weight 0 in every leaf  ``leaf1``'s groups + the other
                                (see ``_link_note``)         leaves' routes towards leaf1
+spine or link, ``--via hosts``  refused (needs real hosts)   source ports at the hosts
+                                                            (``steer.py``: nftables SNAT)
 NIC ``gpu-001/mlx5_1``         exclude the NIC              NCCL exclusion on ``gpu-001``
 host ``gpu-001``, access link  drain                        drain through ``[scheduler]``
 leaf ``leaf1``                 refused: its hosts have no other way in (drain them)
@@ -24,10 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cwctl.actions import k8s, nccl, route, simulated, slurm, switchroute
+from cwctl.actions import k8s, nccl, route, simulated, slurm, steer, switchroute
 from cwctl.actions.drainreason import DEFAULT_REASON, suspect_reason, with_suspect
 from cwctl.actions.plan import LOCAL, ActionPlan, Step, new_plan_id
 from cwctl.actions.runners import Runner, read_on_all
+from cwctl.actions.steerports import Suspect
 from cwctl.errors import InputError
 from cwctl.sim import state as sim_state
 
@@ -64,6 +67,8 @@ class RouteOptions:
     prefix: str | None = None
     gateways: dict[str, str] = field(default_factory=dict)  # gateway address -> switch
     nccl_conf: str = nccl.DEFAULT_CONF
+    via: str = "auto"  # "hosts": steer by source ports at the hosts (steer.py)
+    steer: steer.SteerOptions = field(default_factory=steer.SteerOptions)
 
 
 @dataclass(frozen=True)
@@ -172,6 +177,9 @@ async def plan_reroute(
         context=target.context(),
         id=new_plan_id(),
     )
+    if options.via == "hosts":
+        plan.steps = await _host_steps(element, target, runner, options, plan)
+        return plan
     if target.model is not None:
         model = target.model
         plan.prior = {"sim": sim_state.state_to_json(model.state)}
@@ -200,6 +208,23 @@ async def plan_reroute(
     if not plan.steps and not plan.notes:  # every mechanism above read the state first
         plan.notes.append(f"nothing to change: {element.name} is already avoided")
     return plan
+
+
+async def _host_steps(
+    element: Element, target: Target, runner: Runner, options: RouteOptions, plan: ActionPlan
+) -> list[Step]:
+    """``--via hosts``: source-port steering at the hosts (steer.py)."""
+    if element.kind == "nic" or element.spine is None:
+        raise InputError(
+            f"--via hosts steers around a spine or a leaf-spine link, not {element.kind} "
+            f"{element.name}"
+        )
+    if target.model is not None:
+        raise InputError(
+            "--via hosts traces and changes real hosts: give an inventory (-i), not --sim"
+        )
+    suspect = Suspect(element.name, element.spine, element.leaf)
+    return await steer.plan_host_steering(target.inventory, suspect, runner, options.steer, plan)
 
 
 def _route_hosts(element: Element, inv: Any) -> list[str]:

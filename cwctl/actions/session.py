@@ -45,6 +45,7 @@ from cwctl.actions.journal import ActionLock, Journal
 from cwctl.actions.plan import ActionPlan, with_sudo
 from cwctl.actions.planner import RouteOptions, Target, plan_drain, plan_reroute, plan_resume
 from cwctl.actions.runners import Runner, SimRunner, SSHRunner
+from cwctl.actions.steer import verify_steering
 from cwctl.errors import CwctlError, InputError
 
 Kind = Literal["reroute", "drain", "resume"]
@@ -242,7 +243,11 @@ class ActionSession:
             outcome.lines.append(f"rolled back {plan.rollback_of} (journal {plan.id})")
         else:
             outcome.lines.append(f"applied {plan.id}; undo with: cwctl rollback {plan.id}")
-        if check and plan.kind != "rollback":
+        if check and plan.kind != "rollback" and plan.steering.get("pools"):
+            outcome.verification = await verify_steering(plan, self.target.inventory, self.runner)
+            record_verification(self.journal, plan, outcome.verification)
+            outcome.lines.append(outcome.verification.message())
+        elif check and plan.kind != "rollback":
             outcome.verification = await verify(self.target, plan.element)
             record_verification(self.journal, plan, outcome.verification)
             outcome.lines.append(outcome.verification.message())

@@ -11,6 +11,7 @@ import typer
 from cwctl.actions.drainreason import DEFAULT_REASON
 from cwctl.cli.app import STATE, app, run_guarded
 from cwctl.cli.options import SIM_SHAPE, SourceFlags, build_request, source_flags
+from cwctl.errors import InputError
 
 ApplyOpt = Annotated[
     bool, typer.Option("--apply", help="Carry the plan out (asks first, unless --yes).")
@@ -19,6 +20,11 @@ YesOpt = Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation
 VerifyOpt = Annotated[
     bool, typer.Option("--verify", help="After applying, rescan: exit 3 if the suspect remains.")
 ]
+
+
+class Via(StrEnum):
+    auto = "auto"
+    hosts = "hosts"
 
 
 class PlanFormat(StrEnum):
@@ -98,6 +104,42 @@ def reroute(
         str,
         typer.Option("--nccl-conf", metavar="PATH", help="NIC: the NCCL config file on the host."),
     ] = "/etc/nccl.conf",
+    via: Annotated[
+        Via,
+        typer.Option(
+            "--via",
+            metavar="auto|hosts",
+            help="auto (switches, NCCL, routes, drain) or hosts: steer new connections "
+            "by source port at the hosts (nftables).",
+        ),
+    ] = Via.auto,
+    port: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--port",
+            metavar="[PROTO:]PORT",
+            help="--via hosts: a destination port the workload connects to (5201, "
+            "udp:9000; repeatable).",
+        ),
+    ] = None,
+    pool: Annotated[
+        int,
+        typer.Option(
+            "--pool",
+            metavar="N",
+            min=1,
+            max=4096,
+            help="--via hosts: healthy source ports per peer and port (concurrent connections).",
+        ),
+    ] = 64,
+    roce: Annotated[
+        bool,
+        typer.Option(
+            "--roce",
+            help="--via hosts: print the RoCEv2 source-port sets (UDP to 4791) that avoid "
+            "the suspect, per host pair; plans no step.",
+        ),
+    ] = False,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
     fmt: PlanFormatOpt = PlanFormat.table,
@@ -114,8 +156,24 @@ def reroute(
         from cwctl.actions.route import parse_gateways
         from cwctl.actions.session import Ask
         from cwctl.actions.shell import act
+        from cwctl.actions.steer import SteerOptions
+        from cwctl.actions.steerports import parse_service
 
-        options = RouteOptions(prefix=prefix, gateways=parse_gateways(gateway), nccl_conf=nccl_conf)
+        if (port or roce) and via is not Via.hosts:
+            raise InputError("--port and --roce steer at the hosts: add --via hosts")
+        steer = SteerOptions(
+            services=tuple(sorted({parse_service(p) for p in port or ()})),
+            pool=pool,
+            roce=roce,
+            sudo=sudo,
+        )
+        options = RouteOptions(
+            prefix=prefix,
+            gateways=parse_gateways(gateway),
+            nccl_conf=nccl_conf,
+            via=via.value,
+            steer=steer,
+        )
         request = build_request(flags)
 
         ask = Ask("reroute", element, options=options, sudo=sudo)

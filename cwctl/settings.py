@@ -47,6 +47,13 @@ SSH_PYTHON: Final = "python3"
 # --- the TUI -----------------------------------------------------------------------------
 TUI_INTERVAL_S: Final = 1.0  # pause between two scans
 
+# --- cwctl watch (docs/watch.md) ----------------------------------------------------------
+WATCH_INTERVAL_S: Final = 30.0  # from the start of one round to the start of the next
+# Sparse probing for the rounds until the `watch` probe budget lands: 4 s at 1 pair/s
+# per peer (10 peers, 4 ports: ~80 packets/s per agent, a few kbit/s); flags override.
+WATCH_DURATION_S: Final = 4.0
+WATCH_RATE: Final = 1.0
+
 # --- cwctl sync: feeding chronyd (docs/sync.md, "Feeding chronyd") ----------------------
 SYNC_SOCKET: Final = "/run/chrony/cwctl.sock"  # the refclock SOCK path on each host
 SYNC_INTERVAL_S: Final = 10.0  # from scan to scan

@@ -179,10 +179,19 @@ class ActionSession:
 
     @classmethod
     def rollback(
-        cls, action_id: str | None, *, journal: Journal | None = None, lock: bool = True, **ssh: Any
+        cls,
+        action_id: str | None,
+        *,
+        journal: Journal | None = None,
+        lock: bool = True,
+        request: Any = None,
+        model: Any = None,
+        **ssh: Any,
     ) -> tuple[ActionSession, ActionPlan, Action, History]:
         """The session for undoing ``action_id`` (the latest apply when None), its plan,
-        the action, and the journal's history (for its warnings)."""
+        the action, and the journal's history (for its warnings). ``request`` and
+        ``model``: the caller's fabric (``cwctl watch``'s), instead of the one the
+        journal's context describes."""
         journal = journal or Journal()
         guard = ActionLock(journal.directory)
         if lock:
@@ -191,8 +200,9 @@ class ActionSession:
             hist = history(journal)
             action = find(journal, action_id, hist)
             plan = rollback_plan(action)
-            request = request_from_context(plan.context)
-            session = cls(request, journal=journal, lock=False, **ssh)
+            if request is None:
+                request = request_from_context(plan.context)
+            session = cls(request, model=model, journal=journal, lock=False, **ssh)
         except BaseException:
             guard.release()
             raise

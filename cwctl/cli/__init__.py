@@ -13,6 +13,7 @@ from cwctl.cli import tui  # noqa: F401
 from cwctl.cli import actions  # noqa: F401
 from cwctl.cli import sim  # noqa: F401
 from cwctl.cli import sync  # noqa: F401
+from cwctl.cli import watch  # noqa: F401
 
 # isort: on
 from cwctl.allocator import tune

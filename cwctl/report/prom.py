@@ -107,7 +107,10 @@ class _PathColumns:
         return [row for row, here in zip(rows, paths.tolist(), strict=True) if here]
 
 
-class _SnapshotCollector(Collector):
+class SnapshotCollector(Collector):
+    """The series of one snapshot, for any registry (``prom_bytes``; ``cwctl watch``'s
+    ``/metrics`` holds the latest round's)."""
+
     def __init__(self, snapshot: FabricSnapshot, *, paths: bool) -> None:
         self.snapshot = snapshot
         self.paths = paths
@@ -298,7 +301,7 @@ def prom_bytes(snapshot: FabricSnapshot, *, paths: bool = False) -> bytes:
     """The snapshot in the Prometheus text format (version 0.0.4), UTF-8; per-path series
     only with ``paths``."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_SnapshotCollector(snapshot, paths=paths))
+    registry.register(SnapshotCollector(snapshot, paths=paths))
     return generate_latest(registry)
 
 

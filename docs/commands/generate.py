@@ -155,6 +155,38 @@ PAGES: list[tuple[str, str, list[tuple[str, list[str]]]]] = [
         ],
     ),
     (
+        "watch",
+        "Scan every --interval, export Prometheus /metrics (--listen) or a textfile, and, "
+        "only with --policy, reroute or drain round persistent suspects and restore them "
+        "when clean (docs/watch.md). Decisions are JSON lines on stderr.",
+        [
+            (
+                "One round for cron (exit 3: it found a suspect):",
+                ["watch", *SIM16, "--fault", "link:leaf1-spine2:down", "--once"],
+            ),
+            (
+                "The example policy (docs/watch-policy.example.toml) over five rounds: named "
+                "three rounds running, rerouted, verified by a rescan:",
+                [
+                    "watch",
+                    *SIM16,
+                    "--fault",
+                    "link:leaf1-spine2:down",
+                    "--interval",
+                    "0",
+                    "--rounds",
+                    "5",
+                    "--policy",
+                    "policy.toml",
+                ],
+            ),  # fmt: skip
+            (
+                "A broken policy: every problem with its file and line, before any scan:",
+                ["watch", "--sim", "--policy", "broken-policy.toml"],
+            ),
+        ],
+    ),
+    (
         "inventory",
         "Check an inventory file and print what it describes; print Kubernetes "
         "pods for the agents.",
@@ -184,6 +216,10 @@ def main() -> None:
         (cwd / "broken.toml").write_text(
             '[[host]]\nname = "gpu-001"\naddress = "10.0.1.1"\nleaf = "leaf9"\n\n'
             '[[host]]\nname = "gpu-001"\naddress = "10.0.1.2"\ncolour = "blue"\n'
+        )
+        (cwd / "policy.toml").write_text((ROOT / "docs" / "watch-policy.example.toml").read_text())
+        (cwd / "broken-policy.toml").write_text(
+            '[act]\nrounds = 0\nhold = 60\n\n[[allow]]\nkind = "host"\naction = "reroute"\n'
         )
         index = ["# cwctl, command by command\n",
                  "Each page shows real output, made by `docs/commands/generate.py` (run it to "

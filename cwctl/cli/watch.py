@@ -1,0 +1,84 @@
+"""``cwctl watch``: the fabric watched around the clock (the loop lives in cwctl.watch)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cwctl import settings
+from cwctl.cli.app import app, run_guarded
+from cwctl.cli.options import SCAN_FLAGS, SourceFlags, build_request, source_flags
+
+
+@app.command()
+@source_flags(*SCAN_FLAGS, "via")
+def watch(
+    flags: SourceFlags,
+    interval: Annotated[
+        float,
+        typer.Option(
+            "--interval", min=0.0, metavar="SECONDS", help="From one round's start to the next."
+        ),
+    ] = settings.WATCH_INTERVAL_S,
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            metavar="FILE",
+            help="Act on suspects as this policy allows (docs/watch.md); without it, never act.",
+        ),
+    ] = None,
+    listen: Annotated[
+        str | None,
+        typer.Option("--listen", metavar="ADDR:PORT", help="Serve Prometheus /metrics here."),
+    ] = None,
+    textfile: Annotated[
+        Path | None,
+        typer.Option(
+            "--textfile",
+            metavar="FILE.prom",
+            help="Write the metrics here after each round (atomic), for node_exporter.",
+        ),
+    ] = None,
+    once: Annotated[
+        bool, typer.Option("--once", help="One round, then exit: 0 healthy, 3 problems (cron).")
+    ] = False,
+    rounds: Annotated[
+        int | None,
+        typer.Option("--rounds", min=1, metavar="N", help="Stop after N rounds."),
+    ] = None,
+) -> None:
+    """Scan every --interval at the watch budget, export /metrics, and (only with
+    --policy) reroute or drain round persistent suspects, restoring them when clean.
+    Decisions go to stderr as JSON lines. SIGHUP reloads the inventory and the policy.
+
+    Example: cwctl watch --sim --listen 127.0.0.1:9108 --policy docs/watch-policy.example.toml
+    """
+
+    def body() -> int:
+        from cwctl.atomic import check_output
+
+        sparse = replace(
+            flags,
+            duration=flags.duration if flags.duration is not None else settings.WATCH_DURATION_S,
+            rate=flags.rate if flags.rate is not None else settings.WATCH_RATE,
+        )
+        request = build_request(sparse)
+        out = check_output(textfile, "--textfile") if textfile is not None else None
+        from cwctl.watch.metrics import parse_listen
+        from cwctl.watch.policy import load_policy
+
+        if listen is not None:
+            parse_listen(listen)
+        loaded = load_policy(policy) if policy is not None else None  # every line checked
+        from cwctl.watch.service import WatchOptions, run_watch
+
+        options = WatchOptions(
+            interval_s=interval, once=once, rounds=rounds, listen=listen, textfile=out
+        )
+        return run_watch(request, options, loaded)
+
+    raise typer.Exit(run_guarded(body))

@@ -1,0 +1,109 @@
+"""A decision carried out through the actions' one front door, as a person's would be.
+
+``act`` plans the decision's action on the watch's own fabric (``ActionSession``: the
+action lock, the write-ahead journal, the prior-state check), applies it, rescans and
+records the verification in the journal like ``--apply --verify`` does; a reroute the
+rescan still names the element after is rolled back at once. ``restore`` rolls an action
+back (``ActionSession.rollback``) and rescans: if the element is named again, the
+action is applied anew. A drain is not rescanned (the host's own fault stays after a
+drain by design; its scheduler steps read their state back).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cwctl.actions.executor import Verification, record_verification, rollback_plan, verify
+from cwctl.actions.history import find, history
+from cwctl.actions.journal import Journal
+from cwctl.actions.session import ActionSession, Ask
+from cwctl.errors import CwctlError
+from cwctl.watch.decide import Decision
+
+REASON = "cwctl watch"
+
+
+@dataclass(frozen=True)
+class Done:
+    """What came of a decision: ``ok``; ``applied`` (something changed, even if undone:
+    it counts against the hour); the journal id it ran as; a short code and a line."""
+
+    ok: bool
+    applied: bool
+    action_id: str | None
+    code: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """What actions apply to: the watch's request, and its simulator model (--sim)."""
+
+    request: Any
+    model: Any = None
+    journal: Journal | None = None
+    verify_s: float | None = None  # a rescan's probing (None: the request's)
+
+
+async def act(fabric: Fabric, decision: Decision) -> Done:
+    """Plan, apply, rescan (a reroute), roll back if the rescan still names the element."""
+    try:
+        session = ActionSession(fabric.request, model=fabric.model, journal=fabric.journal)
+    except CwctlError as exc:  # another action holds the lock, or the hosts are unreadable
+        return Done(False, False, None, "lock" if "lock" in str(exc) else "refused", str(exc))
+    try:
+        ask = Ask(decision.action, decision.element, reason=REASON, suspect=decision.element)  # type: ignore[arg-type]
+        try:
+            plan = await session.plan(ask)
+        except CwctlError as exc:  # the planner's refusals: the last path, a leaf, ...
+            return Done(False, False, None, "refused", str(exc))
+        if not plan.steps:
+            return Done(False, False, None, "refused", "; ".join(plan.notes) or "no steps")
+        outcome = await session.apply(plan)
+        if outcome.execution.failed is not None:
+            return Done(False, True, plan.id, "failed", outcome.message.splitlines()[-1])
+        if decision.action == "drain":
+            return Done(True, True, plan.id, "applied", f"applied {plan.id}")
+        checked = await _rescan(session, fabric, plan.element)
+        record_verification(session.journal, plan, checked)
+        if checked.gone:
+            return Done(True, True, plan.id, "verified", checked.message())
+        undo = rollback_plan(find(session.journal, plan.id, history(session.journal)))
+        undone = await session.apply(undo)
+        back = "rolled back" if undone.execution.failed is None else "ROLLBACK FAILED"
+        return Done(False, True, plan.id, "verify", f"{checked.message()}; {back} ({undo.id})")
+    finally:
+        await session.close()
+
+
+async def restore(fabric: Fabric, decision: Decision) -> Done:
+    """Roll ``decision.action_id`` back and rescan; ``ok`` when the element is clean.
+    Named again: the action is applied anew and ``action_id`` is the new one (None when
+    that could not be done)."""
+    try:
+        session, plan, _, _ = ActionSession.rollback(
+            decision.action_id,
+            journal=fabric.journal,
+            request=fabric.request,
+            model=fabric.model,
+        )
+    except CwctlError as exc:
+        return Done(False, False, None, "lock" if "lock" in str(exc) else "refused", str(exc))
+    try:
+        outcome = await session.apply(plan)
+        if outcome.execution.failed is not None:
+            return Done(False, True, decision.action_id, "failed", outcome.message)
+        checked = await _rescan(session, fabric, decision.element)
+        record_verification(session.journal, plan, checked)
+    finally:
+        await session.close()
+    if checked.gone:
+        return Done(True, True, plan.id, "clean", f"restored ({plan.id}); {checked.message()}")
+    again = await act(fabric, decision)
+    why = f"{checked.message()}: applied anew ({again.why})"
+    return Done(False, True, again.action_id if again.ok else None, "reapplied", why)
+
+
+async def _rescan(session: ActionSession, fabric: Fabric, element: str) -> Verification:
+    return await verify(session.target, element, duration_s=fabric.verify_s)

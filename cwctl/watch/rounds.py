@@ -1,0 +1,228 @@
+"""The watch's rounds: scan, export, decide, act; the same session from round to round.
+
+``Watch`` holds one ``ScanSession`` (``sliding=True``: the clock solve warm-starts from
+the previous window, the source keeps its path cache and, for ``--sim``, its model),
+scans it once per ``round``, hands the snapshot to the metrics, the decider (when a
+policy is given) and carries out at most one action or restore per round (``act.py``).
+A scan that fails (every host gone, an inventory that cannot be read) is an error of the
+round, counted and logged; the next round tries again. ``reload`` (SIGHUP) reads the
+inventory and the policy anew and takes each only when it validates.
+
+Everything the watch says goes through ``log``: one JSON object per line (the CLI writes
+them to stderr) with an ``event`` of ``round``, ``decision``, ``error`` or ``reload``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cwctl.errors import CwctlError
+from cwctl.inventory import load_inventory
+from cwctl.request import ScanRequest
+from cwctl.session import ScanSession
+from cwctl.snapshot import FabricSnapshot
+from cwctl.watch.act import Done, Fabric, act, restore
+from cwctl.watch.decide import Decider, Decision, seen_in
+from cwctl.watch.metrics import WatchMetrics
+from cwctl.watch.policy import Policy, load_policy
+
+Log = Callable[[dict[str, Any]], None]
+SCAN_ERRORS = (CwctlError, OSError, TimeoutError)
+
+
+class Watch:
+    def __init__(
+        self,
+        request: ScanRequest,
+        *,
+        policy: Policy | None = None,
+        metrics: WatchMetrics | None = None,
+        log: Log | None = None,
+        session: ScanSession | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        fabric: Fabric | None = None,
+    ) -> None:
+        self.request = request
+        self.session = session or ScanSession(request, sliding=True)
+        self.metrics = metrics or WatchMetrics()
+        self.log: Log = log or (lambda _: None)
+        self.clock, self.wall = clock, wall
+        self.decider = Decider(policy) if policy is not None else None
+        self._fabric = fabric
+        self.rounds = 0
+        self._inventory_text = _read(request.inventory)
+        self._publish_state()
+
+    @property
+    def policy(self) -> Policy | None:
+        return self.decider.policy if self.decider is not None else None
+
+    @property
+    def fabric(self) -> Fabric:
+        """What actions apply to: this session's hosts (for --sim, the model it probes)."""
+        if self._fabric is not None:
+            return self._fabric
+        return Fabric(self.request, model=self.session.model)
+
+    async def scan(self) -> FabricSnapshot | None:
+        """One scan of the session; a failure is logged and counted, not raised."""
+        start = self.clock()
+        snapshot: FabricSnapshot | None = None
+        try:
+            snapshot = await self.session.scan()
+        except SCAN_ERRORS as exc:
+            self.metrics.error("scan")
+            self.log({"event": "error", "kind": "scan", "error": str(exc).splitlines()[0]})
+        duration_s = self.clock() - start
+        self.rounds += 1
+        self.metrics.round_done(snapshot, finished_s=self.wall(), duration_s=duration_s)
+        if snapshot is not None:
+            self.log(_round_line(self.rounds, snapshot, duration_s))
+        return snapshot
+
+    async def decide(self, snapshot: FabricSnapshot) -> list[Decision]:
+        """The policy's decisions on ``snapshot``, the first action among them carried
+        out; every decision and outcome logged and counted."""
+        if self.decider is None:
+            return []
+        decisions = self.decider.observe(self.clock(), seen_in(snapshot))
+        for d in decisions:
+            self._say(d)
+        todo = next((d for d in decisions if d.verb in ("act", "restore")), None)
+        if todo is not None:
+            outcome = await self._carry_out(todo)
+            decisions.append(outcome)
+        self._publish_state()
+        return decisions
+
+    async def round(self) -> FabricSnapshot | None:
+        snapshot = await self.scan()
+        if snapshot is not None:
+            await self.decide(snapshot)
+        return snapshot
+
+    async def _carry_out(self, d: Decision) -> Decision:
+        assert self.decider is not None
+        fabric = self.fabric
+        done: Done = await (act(fabric, d) if d.verb == "act" else restore(fabric, d))
+        now = self.clock()
+        if done.applied:
+            self.session.fabric_changed()  # the paths learnt before no longer hold
+        if d.verb == "act":
+            verb = "acted" if done.ok else "failed"
+            if done.ok:
+                self.decider.acted(now, d, done.action_id)
+            else:
+                self.decider.failed(now, d, applied=done.applied)
+        elif done.ok:
+            verb = "restored"
+            self.decider.restored(now, d.element)
+        else:
+            verb = "restore-failed"
+            self.decider.restore_failed(now, d.element, done.action_id)
+        if not done.ok and done.code in ("lock", "failed"):
+            self.metrics.error("action")
+        outcome = Decision(
+            now, verb, d.element, d.kind, d.action, done.code, done.why, d.score, done.action_id
+        )
+        self._say(outcome)
+        return outcome
+
+    def _say(self, d: Decision) -> None:
+        self.metrics.count(d)
+        self.log(d.to_json())
+
+    def _publish_state(self) -> None:
+        acted = {e: a.action for e, a in self.decider.acted_on.items()} if self.decider else {}
+        self.metrics.set_state(acted, self.policy.dry_run if self.policy is not None else None)
+
+    # --- SIGHUP ----------------------------------------------------------------------------
+    async def reload(self) -> None:
+        """Read the policy and the inventory anew; each replaces the one in use only when
+        it validates (else the old one stays, and the log says why)."""
+        policy = self.policy
+        if policy is not None and policy.path is not None:
+            try:
+                fresh = load_policy(policy.path)
+            except CwctlError as exc:
+                self._reload_failed("policy", policy.path, exc)
+            else:
+                assert self.decider is not None
+                self.decider.policy = fresh
+                self._publish_state()
+                self.log(
+                    {"event": "reload", "what": "policy", "path": str(policy.path), "ok": True}
+                )
+        path = self.request.inventory
+        if path is None:
+            return
+        text = _read(path)
+        if text == self._inventory_text:
+            self.log(
+                {
+                    "event": "reload",
+                    "what": "inventory",
+                    "path": str(path),
+                    "ok": True,
+                    "changed": False,
+                }
+            )
+            return
+        try:
+            load_inventory(path)
+        except CwctlError as exc:
+            self._reload_failed("inventory", path, exc)
+            return
+        old = self.session
+        self.session = ScanSession(self.request, sliding=True)
+        self._inventory_text = text
+        await old.aclose()
+        self.log(
+            {"event": "reload", "what": "inventory", "path": str(path), "ok": True, "changed": True}
+        )
+
+    def _reload_failed(self, what: str, path: Path, exc: CwctlError) -> None:
+        self.metrics.error("reload")
+        self.log(
+            {
+                "event": "reload",
+                "what": what,
+                "path": str(path),
+                "ok": False,
+                "error": str(exc).splitlines()[0],
+                "kept": f"the {what} loaded before",
+            }
+        )
+
+    async def aclose(self) -> None:
+        await self.session.aclose()
+
+
+def _read(path: Path | None) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError:
+        return None
+
+
+def _round_line(n: int, snapshot: FabricSnapshot, duration_s: float) -> dict[str, Any]:
+    reached = sum(1 for h in snapshot.hosts if h.status == "ok")
+    return {
+        "event": "round",
+        "round": n,
+        "duration_s": round(duration_s, 3),
+        "hosts": len(snapshot.hosts),
+        "reached": reached,
+        "records": snapshot.records,
+        "suspects": [
+            {"element": s.element, "kind": s.kind, "score": round(s.score, 4)}
+            for s in snapshot.suspects[:10]
+        ],
+        "healthy": snapshot.healthy,
+    }

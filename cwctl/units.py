@@ -9,6 +9,7 @@ any terminal show it alike.
 from __future__ import annotations
 
 import math
+import re
 
 _UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "us"), (1.0, "ns"))
 
@@ -83,21 +84,44 @@ def fmt_ratio(x: float | None) -> str:
     return f"{pct:.0f}%"
 
 
-_PARSE_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+_PARSE_UNITS = {
+    "ns": 1.0,
+    "us": 1e3,
+    "µs": 1e3,
+    "ms": 1e6,
+    "s": 1e9,
+    "m": 60e9,
+    "h": 3600e9,
+}
+DURATION_EXAMPLES = "500ms, 5s, 2m, 100us or a bare number of seconds"
+_DURATION = re.compile(r"\s*([0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*([a-zµ]*)\s*")
 
 
 def parse_ns(text: str) -> float:
-    """``"100us"``, ``"1.5 ms"``, ``"250ns"``, ``"2s"`` in nanoseconds (a positive finite
-    number with one of the units ``fmt_ns`` writes). ValueError with the reason if not."""
-    body = text.strip().lower()
-    for unit in sorted(_PARSE_UNITS, key=len, reverse=True):
-        if body.endswith(unit):
-            number = body[: -len(unit)].strip()
-            try:
-                value = float(number) * _PARSE_UNITS[unit]
-            except ValueError:
-                break
-            if not math.isfinite(value) or value <= 0:
-                raise ValueError(f"{text!r} is not a positive duration")
-            return value
-    raise ValueError(f"{text!r} is not a duration like 100us, 2.5ms, 800ns or 1s")
+    """A duration in nanoseconds: the one grammar of every duration flag (``--duration``,
+    ``--interval``, ``--heatmap-max``, ``--max-offset``, ...). A number with a unit
+    (``ns``, ``us``, ``ms``, ``s``, ``m``, ``h``: ``500ms``, ``1.5 ms``, ``2m``) or a bare
+    number of seconds (``5``); not negative, finite. ValueError, with one wording, if not."""
+    match = _DURATION.fullmatch(text.lower())
+    unit = match.group(2) if match else ""
+    if match is None or (unit and unit not in _PARSE_UNITS):
+        raise ValueError(f"{text!r} is not a duration: give {DURATION_EXAMPLES}")
+    value = float(match.group(1)) * _PARSE_UNITS[unit or "s"]
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not a duration: give {DURATION_EXAMPLES}")
+    return value
+
+
+def parse_seconds(text: str) -> float:
+    """``parse_ns`` in seconds: ``"500ms"`` is 0.5, ``"2"`` is 2.0."""
+    return parse_ns(text) / 1e9
+
+
+def fmt_duration(seconds: float) -> str:
+    """A duration as the flags write it, shortest first: ``2s``, ``500ms``, ``100us``, ``2m``."""
+    ns = seconds * 1e9
+    for unit in ("h", "m", "s", "ms", "us", "ns"):
+        scaled = ns / _PARSE_UNITS[unit]
+        if scaled >= 1 and (unit in ("ns",) or round(scaled, 3) == scaled):
+            return f"{scaled:g}{unit}"
+    return f"{ns:g}ns"

@@ -10,8 +10,8 @@ Per scan, each host gets one ``FeedDecision``:
 * a host whose offset is beyond ``max_offset_ns`` (default 1 ms) is fed only with
   ``step`` and a confirmation (``--step`` and ``--yes``, or a yes at the prompt).
 
-Also here: the operator's values, checked before any work (``parse_time_ns``,
-``socket_path``).
+Also here: the operator's socket paths, checked before any work (``socket_path``,
+``check_socket_template``).
 """
 
 from __future__ import annotations
@@ -30,14 +30,6 @@ SUN_PATH_MAX = 107  # sockaddr_un.sun_path is 108 bytes with its NUL
 # fed (--apply), feed (dry run: would feed), skip (the reason says why), failed (--apply:
 # the feeder could not start or send; ``error`` says why)
 Action = Literal["fed", "feed", "skip", "failed"]
-
-
-def parse_time_ns(flag: str, text: str) -> float:
-    """``250ns``, ``2us``, ``1.5ms``, ``0.01s`` in nanoseconds; positive and finite."""
-    try:
-        return parse_ns(text)
-    except ValueError as exc:
-        raise InputError(f"{flag} {exc}") from None
 
 
 def socket_path(template: str, host: str) -> str:

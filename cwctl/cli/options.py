@@ -21,6 +21,8 @@ import typer
 
 from cwctl import settings
 from cwctl.cli.app import Ecmp, Format, Timestamps, Via, fail
+from cwctl.cli.durations import METAVAR as DURATION
+from cwctl.cli.durations import Duration
 
 _TIMESTAMPS = Timestamps(settings.SIM_TIMESTAMPS)
 _ECMP = Ecmp(settings.SIM_ECMP)
@@ -35,7 +37,7 @@ class SourceFlags:
     sim: bool = False
     replay: Path | None = None
     hosts: int = settings.SIM_HOSTS
-    hosts_per_leaf: int = settings.SIM_HOSTS_PER_LEAF
+    hosts_per_leaf: int | None = None  # None: settings.SIM_HOSTS_PER_LEAF, or --hosts if fewer
     spines: int = settings.SIM_SPINES
     seed: int = settings.SIM_SEED
     fault: list[str] | None = None
@@ -84,7 +86,13 @@ FLAGS: dict[str, Any] = {
     ],
     "hosts": Annotated[int, typer.Option("--hosts", min=2, metavar="N", help="Simulated hosts.")],
     "hosts_per_leaf": Annotated[
-        int, typer.Option("--hosts-per-leaf", min=1, metavar="N", help="Hosts per leaf.")
+        int | None,
+        typer.Option(
+            "--hosts-per-leaf",
+            min=1,
+            metavar="N",
+            help=f"Hosts per leaf (default {settings.SIM_HOSTS_PER_LEAF}, or --hosts if fewer).",
+        ),
     ],
     "spines": Annotated[
         int, typer.Option("--spines", min=1, metavar="N", help="Simulated spines.")
@@ -122,7 +130,12 @@ FLAGS: dict[str, Any] = {
     ],
     "duration": Annotated[
         float | None,
-        typer.Option("--duration", min=0.1, metavar="SECONDS", help="Seconds of probing."),
+        typer.Option(
+            "--duration",
+            parser=Duration(low=0.1),
+            metavar=DURATION,
+            help="How long to probe: 5s, 500ms, 2m (a bare number is seconds).",
+        ),
     ],
     "rate": Annotated[
         float | None,
@@ -275,7 +288,7 @@ def build_request(flags: SourceFlags) -> Any:
     if flags.sim:
         sim_options = SimOptions(
             hosts=flags.hosts,
-            hosts_per_leaf=flags.hosts_per_leaf,
+            hosts_per_leaf=flags.hosts_per_leaf or min(settings.SIM_HOSTS_PER_LEAF, flags.hosts),
             spines=flags.spines,
             seed=flags.seed,
             faults=tuple(flags.fault or ()),

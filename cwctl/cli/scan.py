@@ -20,6 +20,8 @@ from cwctl.cli.app import (
     run_guarded,
     write_output,
 )
+from cwctl.cli.durations import METAVAR as DURATION
+from cwctl.cli.durations import Duration
 from cwctl.cli.options import (
     SCAN_FLAGS,
     FormatOpt,
@@ -38,14 +40,6 @@ from cwctl.units import parse_ns
 HEATMAP_MAX_DEFAULT = "100us"
 
 
-def _duration_option(value: str) -> str:
-    try:
-        parse_ns(value)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    return value
-
-
 @app.command()
 @source_flags(*SCAN_FLAGS, "via", "save_records", "replay")
 def scan(
@@ -55,15 +49,15 @@ def scan(
     out: OutOpt = None,
     heatmap: HeatmapOpt = None,
     heatmap_max: Annotated[
-        str,
+        float | None,
         typer.Option(
             "--heatmap-max",
-            metavar="DURATION",
-            callback=_duration_option,
-            help="Top of the heatmap's fixed log queueing scale (10 ns up to this), "
-            "e.g. 100us, 2ms.",
+            parser=Duration(low=1e-8),
+            metavar=DURATION,
+            help=f"Top of the heatmap's fixed log scale (10ns up to this; default "
+            f"{HEATMAP_MAX_DEFAULT}), e.g. 2ms.",
         ),
-    ] = HEATMAP_MAX_DEFAULT,
+    ] = None,
     offsets_plot: Annotated[
         Path | None,
         typer.Option(
@@ -96,7 +90,7 @@ def scan(
             prom_paths=prom_paths,
             pretty=pretty,
             heatmap=heatmap,
-            heatmap_max_given=heatmap_max != HEATMAP_MAX_DEFAULT,
+            heatmap_max_given=heatmap_max is not None,
         )
         # every output path checked before the scan, not after it
         if offsets_plot is not None and flags.duration is not None and flags.duration < 2:
@@ -132,7 +126,8 @@ def scan(
         if heatmap_path is not None:
             from cwctl.report.heatmap import write_heatmap
 
-            write_heatmap(snapshot, heatmap_path, max_ns=parse_ns(heatmap_max))
+            max_ns = parse_ns(HEATMAP_MAX_DEFAULT) if heatmap_max is None else heatmap_max * 1e9
+            write_heatmap(snapshot, heatmap_path, max_ns=max_ns)
         if table is not None and checked["--offsets-plot"] is not None:
             from cwctl.report.offsets import write_offsets_plot
 
@@ -194,9 +189,12 @@ def inventory_pods(
         ),
     ] = DEFAULT_IMAGE,
     deadline: Annotated[
-        int,
+        float,
         typer.Option(
-            "--deadline", min=10, metavar="SECONDS", help="Seconds before Kubernetes ends a pod."
+            "--deadline",
+            parser=Duration(low=10),
+            metavar=DURATION,
+            help="Time before Kubernetes ends a pod (whole seconds; at least 10s).",
         ),
     ] = DEFAULT_DEADLINE_S,
 ) -> None:
@@ -214,7 +212,7 @@ def inventory_pods(
         inv = load_inventory(inventory or Path(settings.INVENTORY_FILE))
         try:
             pods = agent_pods(
-                inv, scan_id=scan_id, namespace=namespace, image=image, deadline_s=deadline
+                inv, scan_id=scan_id, namespace=namespace, image=image, deadline_s=round(deadline)
             )
         except ValueError as exc:
             raise InputError(f"--scan-id: {exc}") from None

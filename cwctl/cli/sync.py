@@ -10,8 +10,11 @@ import typer
 
 from cwctl import settings
 from cwctl.cli.app import app, fail, run_guarded
+from cwctl.cli.durations import METAVAR as DURATION
+from cwctl.cli.durations import Duration
 from cwctl.cli.options import SCAN_FLAGS, SourceFlags, build_request, source_flags
 from cwctl.errors import EXIT_OK, EXIT_PROBLEMS
+from cwctl.units import parse_seconds
 
 sync_app = typer.Typer(
     help="Feed each host's chronyd the offsets cwctl solves (SOCK refclock); dry run by default.",
@@ -43,16 +46,16 @@ ChronycSocketOpt = Annotated[
 ]
 PeriodOpt = Annotated[
     float,
-    typer.Option("--sample-period", metavar="SECONDS", help="Seconds between samples to chronyd."),
+    typer.Option(
+        "--sample-period",
+        parser=Duration(low=0.05, high=64),
+        metavar=DURATION,
+        help="Time between samples to chronyd (50ms to 64s).",
+    ),
 ]
 FormatOpt = Annotated[
     SyncFormat, typer.Option("--format", metavar="table|json", help="table or json (one per line).")
 ]
-
-
-def _check_period(period: float) -> None:
-    if not 0.05 <= period <= 64:
-        fail(f"--sample-period {period:g}: give 0.05 to 64 seconds")
 
 
 @sync_app.callback()
@@ -70,18 +73,38 @@ def sync(
         bool, typer.Option("--step", help="Also feed offsets beyond --max-offset (confirmed).")
     ] = False,
     interval: Annotated[
-        float, typer.Option("--interval", help="Seconds from scan to scan.")
+        float,
+        typer.Option(
+            "--interval",
+            parser=Duration(low=0.5, high=86_400),
+            metavar=DURATION,
+            help="Time from scan to scan (500ms to 24h).",
+        ),
     ] = settings.SYNC_INTERVAL_S,
     count: Annotated[
-        int | None, typer.Option("--count", help="Stop after N rounds (default: until Ctrl-C).")
+        int | None,
+        typer.Option("--count", metavar="N", help="Stop after N rounds (default: until Ctrl-C)."),
     ] = None,
     max_uncertainty: Annotated[
-        str,
-        typer.Option("--max-uncertainty", help="Feed only hosts whose error bar is under this."),
-    ] = settings.SYNC_MAX_UNCERTAINTY,
+        float,
+        typer.Option(
+            "--max-uncertainty",
+            parser=Duration(low=1e-9),
+            metavar=DURATION,
+            show_default=settings.SYNC_MAX_UNCERTAINTY,
+            help="Feed only hosts whose error bar is under this.",
+        ),
+    ] = parse_seconds(settings.SYNC_MAX_UNCERTAINTY),
     max_offset: Annotated[
-        str, typer.Option("--max-offset", help="Larger offsets need --step and a confirmation.")
-    ] = settings.SYNC_MAX_OFFSET,
+        float,
+        typer.Option(
+            "--max-offset",
+            parser=Duration(low=1e-9),
+            metavar=DURATION,
+            show_default=settings.SYNC_MAX_OFFSET,
+            help="Larger offsets need --step and a confirmation.",
+        ),
+    ] = parse_seconds(settings.SYNC_MAX_OFFSET),
     socket: SocketOpt = settings.SYNC_SOCKET,
     chronyc_socket: ChronycSocketOpt = None,
     period: PeriodOpt = settings.SYNC_SAMPLE_PERIOD_S,
@@ -99,18 +122,13 @@ def sync(
         from cwctl.chrony.feeders import FeederSettings
         from cwctl.chrony.fleet import fleet_for
         from cwctl.chrony.loop import SyncPlan
-        from cwctl.chrony.rules import FeedRules, check_socket_template, parse_time_ns
+        from cwctl.chrony.rules import FeedRules, check_socket_template
 
         rules = FeedRules(
-            max_uncertainty_ns=parse_time_ns("--max-uncertainty", max_uncertainty),
-            max_offset_ns=parse_time_ns("--max-offset", max_offset),
-            step=step,
+            max_uncertainty_ns=max_uncertainty * 1e9, max_offset_ns=max_offset * 1e9, step=step
         )
-        if not 0.5 <= interval <= 86_400:
-            fail(f"--interval {interval:g}: give 0.5 to 86400 seconds")
         if count is not None and count < 1:
             fail(f"--count {count}: give at least 1 round")
-        _check_period(period)
         request = build_request(flags)
         reference = flags.reference
         fleet = fleet_for(request)
@@ -216,7 +234,6 @@ def check(
         from cwctl.errors import InputError
         from cwctl.report.feed import render_check_json, render_check_table
 
-        _check_period(period)
         request = build_request(flags)
         fleet = fleet_for(request)
         fleet.require_hosts("cwctl sync check")

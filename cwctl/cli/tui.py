@@ -9,6 +9,8 @@ import typer
 
 from cwctl import settings
 from cwctl.cli.app import app, fail, run_guarded
+from cwctl.cli.durations import METAVAR as DURATION
+from cwctl.cli.durations import Duration
 from cwctl.cli.options import SCAN_FLAGS, SourceFlags, build_request, source_flags
 
 
@@ -17,7 +19,10 @@ from cwctl.cli.options import SCAN_FLAGS, SourceFlags, build_request, source_fla
 def tui(
     flags: SourceFlags,
     interval: Annotated[
-        float, typer.Option("--interval", min=0.0, metavar="SECONDS", help="Seconds between scans.")
+        float,
+        typer.Option(
+            "--interval", parser=Duration(low=0.0), metavar=DURATION, help="Time between scans."
+        ),
     ] = settings.TUI_INTERVAL_S,
     readonly: Annotated[bool, typer.Option("--readonly", help="Hide every action.")] = False,
 ) -> None:

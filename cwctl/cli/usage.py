@@ -9,6 +9,7 @@ and saying where help is, then exits 2 (docs/cli.md):
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -34,8 +35,51 @@ def one_line(exc: Exception) -> str:
     return f"cwctl: {command}{message}{hint}"
 
 
+GLOBAL_FLAGS = ("verbose", "quiet", "no_color")  # the root's flags every command takes too
+
+
+def _late_global(root: Any, option: Any) -> Any:
+    """``option`` of the root group, for a subcommand (``cwctl scan -v``): hidden in its
+    help, and when given it runs the root's callback again with the flag set."""
+
+    def given(ctx: Any, param: Any, value: Any) -> None:
+        if value:
+            top = ctx.find_root()
+            top.params[option.name] = value
+            root.callback(**top.params)
+
+    late = copy.copy(option)
+    late.expose_value = False
+    late.hidden = True
+    late.callback = given
+    return late
+
+
+def _walk(command: Any) -> Any:
+    yield command
+    for sub in getattr(command, "commands", {}).values():
+        yield from _walk(sub)
+
+
+def _no_type(ctx: Any) -> None:
+    return None
+
+
 class OneLineGroup(TyperGroup):
-    """cwctl's root group: click's usage errors become one line and exit 2."""
+    """cwctl's root group: click's usage errors become one line and exit 2. Its global
+    flags (-v, -q, --no-color) are taken after any subcommand too, and an argument's help
+    shows its metavar alone (``HOST``, not ``HOST <str>``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        globals_ = [p for p in self.params if p.name in GLOBAL_FLAGS]
+        for command in _walk(self):
+            if command is self:
+                continue
+            command.params.extend(_late_global(self, option) for option in globals_)
+            for param in command.params:
+                if param.param_type_name == "argument" and param.metavar:
+                    param.display_type_rich = _no_type
 
     def main(  # type: ignore[override]
         self,

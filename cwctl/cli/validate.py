@@ -42,7 +42,7 @@ def check_flags(flags: Any, defaults: dict[str, Any]) -> None:
             given.append("--ecmp")
         if given:
             fail(f"{given[0]} needs --sim (it shapes the simulated fabric)")
-    elif flags.hosts_per_leaf > flags.hosts:
+    elif flags.hosts_per_leaf is not None and flags.hosts_per_leaf > flags.hosts:
         fail(f"--hosts-per-leaf {flags.hosts_per_leaf} is more than --hosts {flags.hosts}")
 
 

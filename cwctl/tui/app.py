@@ -45,6 +45,8 @@ class CwctlApp(App[None]):
     TITLE = "cwctl"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
+        # Ctrl-C quits from anywhere, as in htop and k9s (Textual's own default only hints)
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("slash", "filter", "Filter", key_display="/"),
         Binding("enter", "details", "Details", priority=False),

@@ -14,7 +14,7 @@ from cwctl.chrony.chronyc import (
     poll_for,
     refclock_line,
 )
-from cwctl.chrony.rules import FeedRules, check_socket_template, decide, parse_time_ns
+from cwctl.chrony.rules import FeedRules, check_socket_template, decide
 from cwctl.errors import InputError
 from cwctl.snapshot import FabricSnapshot, HostReport
 
@@ -77,19 +77,6 @@ def test_the_threshold_is_strict():
         decide(s, FeedRules(max_uncertainty_ns=1_000.0), reference="a", apply=1, sockets={})
     )  # type: ignore[arg-type]
     assert d["b"].action == "skip"
-
-
-@pytest.mark.parametrize(
-    ("text", "ns"), [("250ns", 250.0), ("2us", 2e3), ("2µs", 2e3), ("1.5ms", 1.5e6), ("1s", 1e9)]
-)
-def test_times_with_units(text, ns):
-    assert parse_time_ns("--max-offset", text) == ns
-
-
-@pytest.mark.parametrize("text", ["5", "-1us", "0ns", "1 parsec", "nan ms", "us"])
-def test_bad_times_name_the_flag(text):
-    with pytest.raises(InputError, match="--max-uncertainty"):
-        parse_time_ns("--max-uncertainty", text)
 
 
 @pytest.mark.parametrize(

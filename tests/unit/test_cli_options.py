@@ -14,7 +14,6 @@ from cwctl.cli.options import FLAGS, SourceFlags, source_flags
 
 SETTINGS_DEFAULTS = {
     "hosts": settings.SIM_HOSTS,
-    "hosts_per_leaf": settings.SIM_HOSTS_PER_LEAF,
     "spines": settings.SIM_SPINES,
     "seed": settings.SIM_SEED,
     "load": settings.SIM_LOAD,
@@ -43,6 +42,10 @@ def test_simulator_defaults_come_from_settings() -> None:
     defaults = {p.name: p.default for p in scan.params}
     for name, value in SETTINGS_DEFAULTS.items():
         assert defaults[name] == value, name
+    # hosts per leaf: the setting's, or --hosts when fewer (derived, so no default to show)
+    per_leaf = next(p for p in scan.params if p.name == "hosts_per_leaf")
+    assert per_leaf.default is None
+    assert f"default {settings.SIM_HOSTS_PER_LEAF}, or --hosts if fewer" in per_leaf.help
     flags = SourceFlags()
     assert (flags.hosts, flags.seed, flags.timestamps.value) == (
         settings.SIM_HOSTS,

@@ -24,10 +24,10 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
 @pytest.mark.parametrize(
     ("args", "culprit"),
     [
-        (["--max-uncertainty", "5"], "--max-uncertainty '5'"),
+        (["--max-uncertainty", "5 parsecs"], "'--max-uncertainty': '5 parsecs' is not a duration"),
         (["--max-uncertainty", "-2us"], "--max-uncertainty"),
         (["--max-offset", "0ms"], "--max-offset"),
-        (["--interval", "0"], "--interval 0"),
+        (["--interval", "0"], "'--interval': '0' is out of range: give 500ms to 24h"),
         (["--count", "0"], "--count 0"),
         (["--sample-period", "0.001"], "--sample-period"),
         (["--socket", "relative.sock"], "--socket 'relative.sock'"),

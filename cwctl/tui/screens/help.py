@@ -25,6 +25,7 @@ KEYS = [
     ("y, n", "in a confirm dialog: apply, cancel (esc cancels too)"),
     ("esc, backspace", "close a dialog, this help or the host detail"),
     ("q", "quit (in a dialog or this help: close it)"),
+    ("ctrl+c, ctrl+q", "quit from anywhere"),
 ]
 READONLY_HIDDEN = ("r", "d", "y, n")
 

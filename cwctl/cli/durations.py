@@ -1,0 +1,49 @@
+"""The one duration grammar of every flag that takes a time.
+
+``--duration 5s``, ``--interval 500ms``, ``--heatmap-max 100us``, ``--duration 2`` (a
+bare number is seconds): every such flag parses with ``cwctl.units.parse_ns``, checks its
+own range, and says what went wrong in the same words. The value reaches the command in
+seconds (a float), whatever unit was typed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import typer
+
+from cwctl.units import fmt_duration, parse_seconds
+
+METAVAR = "DURATION"
+
+
+@dataclass(frozen=True)
+class Duration:
+    """A duration flag's parser (typer's ``parser=``), in seconds; ``low``/``high`` bound
+    it, inclusive."""
+
+    low: float | None = None
+    high: float | None = None
+
+    def __call__(self, value: Any) -> float:
+        if isinstance(value, int | float):  # a default, already in seconds
+            return float(value)
+        try:
+            seconds = parse_seconds(str(value))
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        too_low = self.low is not None and seconds < self.low
+        too_high = self.high is not None and seconds > self.high
+        if too_low or too_high:
+            raise typer.BadParameter(f"{value!r} is out of range: give {self.range_text()}")
+        return seconds
+
+    def range_text(self) -> str:
+        if self.low is not None and self.high is not None:
+            return f"{fmt_duration(self.low)} to {fmt_duration(self.high)}"
+        if self.low is not None:
+            return f"at least {fmt_duration(self.low)}"
+        if self.high is not None:
+            return f"at most {fmt_duration(self.high)}"
+        return "any duration"

@@ -10,6 +10,8 @@ import typer
 
 from cwctl import settings
 from cwctl.cli.app import app, run_guarded
+from cwctl.cli.durations import METAVAR as DURATION
+from cwctl.cli.durations import Duration
 from cwctl.cli.options import SCAN_FLAGS, SourceFlags, build_request, source_flags
 
 
@@ -20,7 +22,10 @@ def watch(
     interval: Annotated[
         float,
         typer.Option(
-            "--interval", min=0.0, metavar="SECONDS", help="From one round's start to the next."
+            "--interval",
+            parser=Duration(low=0.0),
+            metavar=DURATION,
+            help="From one round's start to the next.",
         ),
     ] = settings.WATCH_INTERVAL_S,
     policy: Annotated[

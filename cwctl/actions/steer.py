@@ -38,6 +38,7 @@ from cwctl.errors import EXIT_PROBLEMS, CwctlError, InputError
 LIST_ARGV = ("nft", "list", "tables")
 MAX_ROUNDS = 4
 TRACE_RATE = 1000  # packets per second a host sends while tracing
+TRACE_CHUNK = 1500  # tuples per tracer command (~40 bytes each on its command line)
 METHOD = "nftables snat, numgen port map"
 SHOWN_PAIRS = 6  # pairs summed up in the plan's notes (the JSON has every one)
 
@@ -140,9 +141,12 @@ async def trace_ports(
             if reply:
                 rev = [service.proto, fabric.address[a], service.port, port]
                 by_host.setdefault(b, []).append((rev, (key, port, True)))
-    results = await asyncio.gather(
-        *(_trace_on(runner, fabric, h, jobs, sudo) for h, jobs in by_host.items())
-    )
+    chunks = [
+        (h, jobs[i : i + TRACE_CHUNK])
+        for h, jobs in by_host.items()
+        for i in range(0, len(jobs), TRACE_CHUNK)
+    ]  # one command line holds at most 128 KiB per argument (MAX_ARG_STRLEN)
+    results = await asyncio.gather(*(_trace_on(runner, fabric, h, j, sudo) for h, j in chunks))
     failed = [(h, r) for h, r, _, _ in results if not r.ok]
     if failed:
         raise _trace_failure(failed)

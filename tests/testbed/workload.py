@@ -1,0 +1,164 @@
+"""Real TCP load on the testbed (iperf3 from Debian, and plain sockets) and the kernel's own
+answer to "which spine does this tuple take", for judging host-side steering.
+
+Nothing here shares code with cwctl's steering: which spine a tuple takes is asked of the
+leaves themselves (``ip route get ... ipproto tcp sport S dport D``, the kernel's own
+multipath hash), and what a connection carried is read off iperf3's report and the
+links' counters.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+from tests.testbed import layout as L
+from tests.testbed.shell import TestbedError, run
+
+if TYPE_CHECKING:
+    from tests.testbed.bed import Testbed
+
+IPERF_PORT = 5201
+
+
+def spines_of(bed: Testbed, sender: str, receiver: str, tuples: list[tuple[int, int]]) -> list[str]:
+    """The spine the sender's leaf picks for each TCP (sport, dport) towards ``receiver``."""
+    leaf = L.leaf_of(sender)
+    src, dst = L.probe_address(sender), L.probe_address(receiver)
+    lines = [
+        f"route get {dst} from {src} iif {sender} ipproto tcp sport {s} dport {d}"
+        for s, d in tuples
+    ]
+    out = subprocess.run(
+        ["ip", "-n", bed.ns(leaf), "-o", "-batch", "-"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    found = [next((s for s in L.SPINES if f" dev {s} " in line), "?") for line in out.splitlines()]
+    if len(found) != len(tuples):
+        raise TestbedError(f"ip route get answered {len(found)} of {len(tuples)} tuples")
+    return found
+
+
+def ports_on(bed: Testbed, sender: str, receiver: str, spine: str, n: int, start: int) -> int:
+    """The first port from ``start`` such that ``n`` consecutive client ports to iperf3 on
+    ``receiver`` all take ``spine`` (iperf3 ``--cport P -P n`` uses P..P+n-1)."""
+    ports = list(range(start, start + 2000))
+    found = spines_of(bed, sender, receiver, [(p, IPERF_PORT) for p in ports])
+    picks = dict(zip(ports, found, strict=True))
+    for p in ports[:-n]:
+        if all(picks[p + i] == spine for i in range(n)):
+            return p
+    raise TestbedError(f"no {n} consecutive ports from {start} take {spine}")
+
+
+def iperf_server(bed: Testbed, host: str) -> subprocess.Popen[str]:
+    argv = ["iperf3", "-s", "-B", L.probe_address(host), "-p", str(IPERF_PORT)]
+    return subprocess.Popen(
+        ["ip", "netns", "exec", bed.ns(host), *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def iperf_client(
+    bed: Testbed, sender: str, receiver: str, *, cport: int, streams: int, seconds: float
+) -> subprocess.Popen[str]:
+    argv = ["iperf3", "-c", L.probe_address(receiver), "-B", L.probe_address(sender)]
+    argv += ["-p", str(IPERF_PORT), "--cport", str(cport), "-P", str(streams)]
+    argv += ["-t", f"{seconds:g}", "-J", "--connect-timeout", "3000"]
+    return subprocess.Popen(
+        ["ip", "netns", "exec", bed.ns(sender), *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def iperf_result(proc: subprocess.Popen[str], timeout: float = 60.0) -> dict:
+    """iperf3's JSON report; ``TestbedError`` when the run failed."""
+    out, err = proc.communicate(timeout=timeout)
+    try:
+        report = json.loads(out)
+    except ValueError:
+        raise TestbedError(f"iperf3 printed no report: {err.strip()[-200:]}") from None
+    if proc.returncode != 0 or "error" in report:
+        raise TestbedError(f"iperf3 failed: {report.get('error', err.strip()[-200:])}")
+    return report
+
+
+def mbit_s(report: dict) -> float:
+    return float(report["end"]["sum_received"]["bits_per_second"]) / 1e6
+
+
+def ruleset(bed: Testbed, host: str) -> str:
+    return run(["nft", "list", "ruleset"], ns=bed.ns(host)).stdout
+
+
+_HOLD_SERVER = """
+import json, select, socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(4096)
+print("ready", flush=True)
+conns = []
+while True:
+    r, _, _ = select.select([s, sys.stdin], [], [])
+    if sys.stdin in r:
+        break
+    c, peer = s.accept(); conns.append(peer)
+print(json.dumps(conns), flush=True)
+"""
+
+_MANY_CLIENT = """
+import json, select, socket, sys, time
+src = sys.argv[1]; port = int(sys.argv[2]); per = int(sys.argv[3]); dsts = sys.argv[4:]
+socks = []
+for d in dsts:
+    for _ in range(per):
+        c = socket.socket(); c.setblocking(False); c.bind((src, 0))
+        c.connect_ex((d, port)); socks.append(c)
+deadline = time.monotonic() + 20
+waiting = set(socks)
+while waiting and time.monotonic() < deadline:
+    _, w, _ = select.select([], list(waiting), [], 0.5)
+    for c in w:
+        waiting.discard(c)
+err = socket.SO_ERROR
+ok = sum(1 for c in socks if c not in waiting and c.getsockopt(socket.SOL_SOCKET, err) == 0)
+print(json.dumps({"opened": len(socks), "connected": ok}), flush=True)
+sys.stdin.readline()
+"""
+
+
+def hold_servers(bed: Testbed, hosts: list[str], port: int) -> list[subprocess.Popen[str]]:
+    procs = []
+    for host in hosts:
+        p = subprocess.Popen(
+            ["ip", "netns", "exec", bed.ns(host), sys.executable, "-c", _HOLD_SERVER,
+             L.probe_address(host), str(port)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        procs.append(p)
+    for p in procs:
+        assert p.stdout is not None
+        if p.stdout.readline().strip() != "ready":
+            raise TestbedError("a holding server did not start")
+    return procs
+
+
+def many_connections(
+    bed: Testbed, sender: str, peers: list[str], port: int, per_peer: int
+) -> subprocess.Popen[str]:
+    """Open ``per_peer`` TCP connections to each peer at once (held until stdin gets a
+    line); its first line of output says how many connected."""
+    return subprocess.Popen(
+        ["ip", "netns", "exec", bed.ns(sender), sys.executable, "-c", _MANY_CLIENT,
+         L.probe_address(sender), str(port), str(per_peer),
+         *(L.probe_address(p) for p in peers)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip

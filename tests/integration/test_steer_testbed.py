@@ -1,15 +1,14 @@
 """Host-side steering on the namespace fabric, judged by real TCP that no cwctl code makes.
 
+The leaves hash each packet's 5-tuple, as hardware does (``workload.header_hashing``).
 With leaf1-spine2 lossy (5 %), ``cwctl reroute leaf1-spine2 --via hosts`` over SSH:
 iperf3 connections opened before the action finish unbroken; a new iperf3 run whose
 client ports would cross spine2 has every connection's source port rewritten by the
-hosts' NAT rule (its counter); rollback leaves every host's
+hosts' NAT rule (its counter) and sends (next to) nothing over the faulty link, both
+ways (the link's counters); rollback leaves every host's
 ``nft list ruleset`` exactly as before. Then 500 concurrent connections from one host to
 its four peers all connect, and the kernel's own multipath hash on both leaves puts none
-of their translated tuples on spine2. Not asserted: the faulty link's packet counters
-during the steered run. On this veth fabric a forwarded TCP packet keeps the sending
-socket's hash (``skb->l4_hash``), which the leaves' multipath hash uses instead of the
-5-tuple, so some steered TCP packets still crossed spine2 (docs/actions.md, limits).
+of their translated tuples on spine2.
 """
 
 from __future__ import annotations
@@ -19,14 +18,17 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.testbed import layout as L
 from tests.testbed.faults import apply_fault
+from tests.testbed.traffic import link_tx_packets
 from tests.testbed.workload import (
     IPERF_PORT,
+    header_hashing,
     hold_servers,
     iperf_client,
     iperf_result,
@@ -45,6 +47,16 @@ def cwctl(bed, state: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CWCTL_STATE_DIR": str(state)}
     argv = [sys.executable, "-m", "cwctl", *args]
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=240)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _hashing(testbed) -> Iterator[None]:
+    with header_hashing(testbed):
+        yield
+
+
+def faulty_link_packets(bed) -> int:
+    return link_tx_packets(bed, "leaf1", "spine2") + link_tx_packets(bed, "spine2", "leaf1")
 
 
 def test_steering_moves_new_iperf3_runs_off_the_lossy_link(fabric, tmp_path: Path) -> None:
@@ -68,7 +80,12 @@ def test_steering_moves_new_iperf3_runs_off_the_lossy_link(fabric, tmp_path: Pat
         # connections opened before the action: unbroken, and still on their old path
         assert iperf_result(early)["end"]["sum_received"]["bytes"] > 0
 
-        iperf_result(iperf_client(bed, SENDER, RECEIVER, cport=cport, streams=4, seconds=2))
+        counted = faulty_link_packets(bed)
+        steered = iperf_client(bed, SENDER, RECEIVER, cport=cport, streams=4, seconds=2)
+        carried = faulty_link_packets(bed) - counted
+        report = iperf_result(steered)
+        assert report["end"]["sum_received"]["bytes"] > 10_000_000
+        assert carried < 50, f"{carried} packets crossed {LINK} during the steered run"
         rules = ruleset(bed, SENDER)
         assert "cwctl_steer_" in rules and "counter packets 5 " in rules  # 4 streams + control
 

@@ -9,9 +9,11 @@ links' counters.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from tests.testbed import layout as L
@@ -21,6 +23,37 @@ if TYPE_CHECKING:
     from tests.testbed.bed import Testbed
 
 IPERF_PORT = 5201
+# fib_multipath_hash_policy 3 hashes the fields named here: source and destination
+# address, protocol, source and destination port (1 | 2 | 4 | 0x10 | 0x20)
+_HEADER_FIELDS = "0x37"
+
+
+@contextlib.contextmanager
+def header_hashing(bed: Testbed) -> Iterator[None]:
+    """The leaves hash each forwarded packet's 5-tuple, as a hardware switch does.
+
+    Under the testbed's policy 1 a Linux leaf uses, when a packet carries one, the hash
+    the sending socket put on it (``skb->l4_hash``: a TCP socket's random ``sk_txhash``,
+    drawn again after a retransmission timeout), which survives the veth into the leaf's
+    namespace: a TCP flow's spine is then random per connection, whatever its ports.
+    Policy 3 with the five header fields hashes the header only (UDP is unaffected)."""
+    old = {}
+    for leaf in L.LEAVES:
+        read = run(["cat", "/proc/sys/net/ipv4/fib_multipath_hash_policy"], ns=bed.ns(leaf))
+        old[leaf] = read.stdout.strip()
+        _sysctl(bed, leaf, f"net.ipv4.fib_multipath_hash_fields={_HEADER_FIELDS}")
+        _sysctl(bed, leaf, "net.ipv4.fib_multipath_hash_policy=3")
+    try:
+        yield
+    finally:
+        for leaf, policy in old.items():
+            _sysctl(bed, leaf, f"net.ipv4.fib_multipath_hash_policy={policy}")
+
+
+def _sysctl(bed: Testbed, node: str, setting: str) -> None:
+    key, _, value = setting.partition("=")
+    path = "/proc/sys/" + key.replace(".", "/")
+    run(["sh", "-c", f"echo {value} > {path}"], ns=bed.ns(node))
 
 
 def spines_of(bed: Testbed, sender: str, receiver: str, tuples: list[tuple[int, int]]) -> list[str]:

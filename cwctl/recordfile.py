@@ -31,12 +31,20 @@ from cwctl import atomic
 from cwctl.collection import Collection, HostInfo, HostStatus
 from cwctl.errors import InputError, RecordError
 from cwctl.records import PathTable, ProbeTableBuilder, decode_path, encode_line, parse_line
+from cwctl.records.bounds import (
+    HEADER_MAX_CHARS,
+    ROWS_SLACK,
+    check_values,
+    line_max_chars,
+    printable,
+    rows_max,
+)
+from cwctl.records.header import check_header, is_name
 from cwctl.topology import Topology
 
 FILE_FORMAT: Final = "cwctl.records/2"
 READ_FORMATS: Final = ("cwctl.records/1", FILE_FORMAT)  # /1: the same, no path records
 BATCH_ROWS: Final = 4096  # probe rows per ``probes`` line of a record file
-_STATUSES: Final = ("ok", "unreachable", "error")
 
 
 def _open_text(path: Path, mode: str) -> IO[str]:
@@ -129,12 +137,23 @@ def write_collection(
         raise InputError(f"cannot write records to {path}: {why}") from None
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, text), turning I/O and gzip damage into ``RecordError``."""
+def _lines(path: Path, limits: list[int]) -> Iterator[tuple[int, str]]:
+    """(line number, text), each line read up to ``limits[0]`` characters and no further
+    (the list is the reader's to change once the header told how many hosts there are),
+    turning I/O and gzip damage into ``RecordError``."""
     n = 0
     try:
         with _open_text(path, "r") as f:
-            for n, line in enumerate(f, start=1):
+            while True:
+                line = f.readline(limits[0] + 1)
+                if not line:
+                    return
+                n += 1
+                if len(line) > limits[0]:
+                    raise RecordError(
+                        f"{path} line {n}: longer than {limits[0]:,} characters, the bound "
+                        'for this file (docs/records.md, "Bounds")'
+                    )
                 yield n, line
     except FileNotFoundError:
         raise InputError(f"{path}: no such record file") from None
@@ -150,35 +169,32 @@ def _header(path: Path, text: str) -> dict[str, Any]:
     where = f"{path} line 1"
     try:
         header = json.loads(text)
+    except RecursionError:
+        raise RecordError(f"{where}: not a cwctl record file (nested too deep)") from None
     except ValueError:
         raise RecordError(f"{where}: not a cwctl record file (no JSON header)") from None
     if not isinstance(header, dict) or header.get("type") != "header":
         raise RecordError(f"{where}: not a cwctl record file (first line is not a header)")
     if header.get("format") not in READ_FORMATS:
         raise RecordError(
-            f"{where}: unsupported record file format {header.get('format')!r}, "
+            f"{where}: unsupported record file format {printable(repr(header.get('format')))}, "
             f"expected one of {', '.join(READ_FORMATS)}"
         )
-    for key, kind in (("hosts", list), ("records", int), ("source", str)):
-        if not isinstance(header.get(key), kind):
-            raise RecordError(f"{where}: header key {key!r} missing or not a {kind.__name__}")
+    check_values(header, where)
+    check_header(header, where)
     return header
 
 
-def _hosts(header: Mapping[str, Any], where: str) -> list[HostInfo]:
-    hosts = []
-    for entry in header["hosts"]:
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            raise RecordError(f"{where}: header 'hosts' entry {entry!r} has no name")
-        hosts.append(
-            HostInfo(
-                name=entry["name"],
-                address=str(entry.get("address") or ""),
-                leaf=entry.get("leaf"),
-                nics=tuple(entry.get("nics") or ()),
-            )
+def _hosts(header: Mapping[str, Any]) -> list[HostInfo]:
+    return [
+        HostInfo(
+            name=entry["name"],
+            address=str(entry.get("address") or ""),
+            leaf=entry.get("leaf"),
+            nics=tuple(entry.get("nics") or ()),
         )
-    return hosts
+        for entry in header["hosts"]
+    ]
 
 
 def _topology(raw: Any, where: str) -> Topology | None:
@@ -203,26 +219,68 @@ def _topology(raw: Any, where: str) -> Topology | None:
         raise RecordError(f"{where}: header 'topology' is malformed") from None
 
 
-def _status(raw: Any, where: str) -> dict[str, HostStatus]:
+def _status(raw: Any) -> dict[str, HostStatus]:
+    """Each host's status (checked by ``check_header``), its error text made printable."""
     out = {}
     for name, entry in dict(raw or {}).items():
-        status = entry.get("status") if isinstance(entry, dict) else None
-        if status not in _STATUSES:
-            raise RecordError(f"{where}: header status of {name!r} is {status!r}")
-        out[name] = HostStatus(status, entry.get("error"))
+        error = entry.get("error")
+        out[name] = HostStatus(entry["status"], None if error is None else printable(error, 500))
     return out
 
 
+# the keys of a truth record the report may show (the simulator's, sim/truth.py): nothing
+# else a file holds is echoed into a report
+TRUTH_KEYS: Final = frozenset(
+    {
+        "reference", "t_ref_ns", "t_mid_ns", "offset_ns", "drift_ppb", "clock_error_ns",
+        "clock_drift_ppb", "faults", "fault_specs", "paths", "state", "applied",
+    }
+)  # fmt: skip
+
+
+class _Limits:
+    """What a file of this header may hold (``cwctl.records.bounds``), and what it held."""
+
+    def __init__(self, header: Mapping[str, Any], path: Path) -> None:
+        hosts = len(header["hosts"])
+        params = header.get("params") or {}
+        peers = header.get("peers") or {}
+        duration = float(header.get("duration_s") or 0.0)
+        self.path = path
+        self.rows_max = rows_max(hosts, peers, params.get("rate"), duration)
+        self.records_max = self.rows_max + 64 * hosts + ROWS_SLACK
+        self.rows = 0
+        if header["records"] > self.records_max:
+            raise RecordError(
+                f"{path} line 1: the header announces {header['records']:,} records, more than"
+                f" a scan of its hosts, peers, rate and duration can have ({self.records_max:,})"
+            )
+
+    def add_rows(self, n: Any, at: str) -> None:
+        n = n if isinstance(n, int) and not isinstance(n, bool) else 0
+        self.rows += max(0, n)
+        if self.rows > self.rows_max:
+            raise RecordError(
+                f"{at}: more probe rows ({self.rows:,} so far) than a scan of the header's "
+                f"hosts, peers, rate and duration can have sent ({self.rows_max:,}, a margin in)"
+            )
+
+
 def read_collection(path: str | Path) -> Collection:
-    """Read a record file back into a ``Collection``; raise ``RecordError`` naming the line."""
+    """Read a record file back into a ``Collection``; raise ``RecordError`` naming the line.
+
+    Read within bounds (``cwctl.records.bounds``): a line's length, its nesting and
+    numbers, the probe rows and records in all; past one, a ``RecordError``."""
     path = Path(path)
-    lines = _lines(path)
+    line_max = [HEADER_MAX_CHARS]
+    lines = _lines(path, line_max)
     first = next(lines, None)
     if first is None:
         raise RecordError(f"{path} line 1: empty file, no header")
     header = _header(path, first[1])
-    where = f"{path} line 1"
-    hosts = _hosts(header, where)
+    hosts = _hosts(header)
+    line_max[0] = line_max_chars(len(hosts))
+    limits = _Limits(header, path)
     builder = ProbeTableBuilder(header.get("table_hosts") or [h.name for h in hosts])
     hello: dict[str, dict[str, Any]] = {}
     gpu: dict[str, list[dict[str, Any]]] = {}
@@ -241,15 +299,20 @@ def read_collection(path: str | Path) -> Collection:
             raise RecordError(f"{at}: truncated (the last line has no end)")
         rec = parse_line(text, where=at)
         count += 1
+        if count > limits.records_max:
+            raise RecordError(f"{at}: more records than the header's scan can have")
         kind = rec["type"]
+        check_values(rec, at, text, numbers=kind not in ("probes", "probe"))
         if kind == "probes":
+            limits.add_rows(rec.get("n"), at)
             builder.add_batch(rec, where=at)
             continue
         if kind == "probe":
+            limits.add_rows(1, at)
             builder.add_record(rec, where=at)
             continue
         if kind == "truth":
-            truth = {k: v for k, v in rec.items() if k not in ("type", "v")}
+            truth = {k: v for k, v in rec.items() if k in TRUTH_KEYS}
             continue
         if kind == "path":
             if not with_paths:
@@ -257,8 +320,8 @@ def read_collection(path: str | Path) -> Collection:
             paths.add(decode_path(rec, where=at))
             continue
         host = rec.get("host")
-        if not isinstance(host, str):
-            raise RecordError(f"{at}: {kind} record without a 'host'")
+        if not is_name(host):
+            raise RecordError(f"{at}: {kind} record without a 'host' (a printable name)")
         if kind == "hello":
             hello[host] = rec
         elif kind == "gpu":
@@ -270,13 +333,14 @@ def read_collection(path: str | Path) -> Collection:
             f"{path} line {last + 1}: truncated: the header announces {header['records']} "
             f"records, the file holds {count}"
         )
-    source = header["source"]
+    source = printable(header["source"])
+    where = f"{path} line 1"
     return Collection(
         source=source if source.startswith("replay:") else f"replay:{source}",
         hosts=hosts,
         table=builder.build(),
         duration_s=float(header.get("duration_s") or 0.0),
-        status=_status(header.get("status"), where),
+        status=_status(header.get("status")),
         topology=_topology(header.get("topology"), where),
         hello=hello,
         gpu=gpu,
@@ -291,7 +355,6 @@ def read_collection(path: str | Path) -> Collection:
 def read_host_names(path: str | Path) -> list[str]:
     """The host names a record file's header lists (reads the header line only)."""
     path = Path(path)
-    for _, text in _lines(path):
-        header = _header(path, text)
-        return [h.name for h in _hosts(header, f"{path} line 1")]
+    for _, text in _lines(path, [HEADER_MAX_CHARS]):
+        return [h.name for h in _hosts(_header(path, text))]
     raise RecordError(f"{path}: empty, not a cwctl record file")

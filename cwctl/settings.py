@@ -31,6 +31,12 @@ SIM_HOST_PREFIX: Final = "gpu"
 # --- probing (the inventory's [probe] section) ------------------------------------------
 PROBE_DURATION_S: Final = 10.0  # seconds of probing per scan
 PROBE_RATE: Final = 2.0  # coded pairs per second per peer
+# the sane ranges of both (flags, inventory keys, record file headers): an hour of probing,
+# a thousand pairs a second to each peer (ten times a dense quick scan's)
+PROBE_DURATION_MIN_S: Final = 0.1
+PROBE_DURATION_MAX_S: Final = 3600.0
+PROBE_RATE_MIN: Final = 0.1
+PROBE_RATE_MAX: Final = 1000.0
 PROBE_PEERS: Final = 10  # peers each host probes (K)
 PROBE_PORT: Final = 0  # UDP port that answers probes; 0 = any free port
 PROBE_PORTS: Final = 4  # source ports each host probes from (spreads ECMP paths)

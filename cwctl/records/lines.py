@@ -14,6 +14,8 @@ def parse_line(line: str | bytes, *, where: str = "line") -> dict[str, Any]:
     """Parse one JSON line into a record dict with a known ``type``; raise ``RecordError``."""
     try:
         rec = json.loads(line)
+    except RecursionError:
+        raise RecordError(f"{where}: not a JSON record (nested too deep)") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise RecordError(f"{where}: not a JSON record ({exc.__class__.__name__})") from None
     if not isinstance(rec, dict):

@@ -13,6 +13,7 @@ about the network: it is left out of localisation, and the host is reported busy
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -20,15 +21,44 @@ import numpy.typing as npt
 
 from cwctl.collection import Collection
 
+TRACE_COUNTS = ("flows", "paths", "sent", "answers")  # a summary's "trace" (probe/trace.py)
 SPAN_MARGIN_NS = 600_000_000  # the agents' probe timeout (0.5 s) and some slack
 B = npt.NDArray[np.bool_]
+
+
+def _cost(summary: dict[str, Any]) -> dict[str, Any]:
+    """A summary's ``cost`` object ({} where it is missing or not an object: a summary is
+    an agent's word, or a record file's)."""
+    cost = summary.get("cost")
+    return cost if isinstance(cost, dict) else {}
+
+
+def _number(value: Any) -> float | None:
+    """A finite number as a float, else None (a field of the wrong type reads as unknown)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _counts(value: Any, keys: tuple[str, ...] | None = None) -> dict[str, int]:
+    """A summary's counts by name: string keys (``keys`` only, when given; at most 40
+    printable characters) with integer values; anything else left out."""
+    if not isinstance(value, dict):
+        return {}
+    return {
+        k: v
+        for k, v in value.items()
+        if isinstance(k, str) and (keys is None or k in keys) and 0 < len(k) <= 40
+        and k.isprintable() and isinstance(v, int) and not isinstance(v, bool)
+    }  # fmt: skip
 
 
 def starved_spans(collection: Collection) -> dict[str, list[tuple[int, int]]]:
     """Per host, its agent's starved spans (its own clock, ns since the epoch)."""
     out: dict[str, list[tuple[int, int]]] = {}
     for host, summary in collection.summaries.items():
-        spans = (summary.get("cost") or {}).get("starved") or []
+        spans = _cost(summary).get("starved")
+        spans = spans if isinstance(spans, list) else []
         clean = [
             (int(a), int(b))
             for a, b in (s for s in spans if isinstance(s, list) and len(s) == 2)
@@ -84,27 +114,35 @@ def agent_reports(collection: Collection, busy_rows: dict[str, int]) -> dict[str
     """Each host's ``agent`` object: what its agent cost, and whether it was busy."""
     out: dict[str, dict[str, Any]] = {}
     for host, summary in collection.summaries.items():
-        cost = summary.get("cost")
-        if not isinstance(cost, dict):
+        if not isinstance(summary.get("cost"), dict):
             continue
-        wall = float(cost.get("probe_wall_s") or 0.0)
+        cost = {k: _number(v) for k, v in summary["cost"].items() if k != "starved"}
+        wall = cost.get("probe_wall_s") or 0.0
         spans = starved_spans(collection).get(host, [])
         report: dict[str, Any] = {
             "cpu_s": cost.get("cpu_s"),
             "probe_cpu_s": cost.get("probe_cpu_s"),
-            "cpu_share": round(float(cost.get("probe_cpu_s", 0.0)) / wall, 6) if wall else None,
-            "tx_kbit_s": round(float(cost.get("tx_bytes", 0)) * 0.008 / wall, 3) if wall else None,
-            "rx_kbit_s": round(float(cost.get("rx_bytes", 0)) * 0.008 / wall, 3) if wall else None,
-            "tx_packets": cost.get("tx_packets"),
-            "rx_packets": cost.get("rx_packets"),
-            "late_max_ns": cost.get("late_max_ns"),
+            "cpu_share": _per_wall(cost.get("probe_cpu_s"), 1.0, 6, wall),
+            "tx_kbit_s": _per_wall(cost.get("tx_bytes"), 0.008, 3, wall),
+            "rx_kbit_s": _per_wall(cost.get("rx_bytes"), 0.008, 3, wall),
+            "tx_packets": _int(cost.get("tx_packets")),
+            "rx_packets": _int(cost.get("rx_packets")),
+            "late_max_ns": _int(cost.get("late_max_ns")),
             "starved_s": round(sum(b - a for a, b in spans) / 1e9, 6),
             "busy": busy_rows.get(host, 0) > 0,
             "busy_exchanges": busy_rows.get(host, 0),
         }
         if isinstance(summary.get("dropped"), dict):  # datagrams refused (probe/auth.py)
-            report["dropped"] = dict(summary["dropped"])
+            report["dropped"] = _counts(summary["dropped"])
         if isinstance(summary.get("trace"), dict):  # path discovery (probe/trace.py)
-            report["trace"] = dict(summary["trace"])
+            report["trace"] = _counts(summary["trace"], TRACE_COUNTS)
         out[host] = report
     return out
+
+
+def _per_wall(value: float | None, scale: float, digits: int, wall: float) -> float | None:
+    return round((value or 0.0) * scale / wall, digits) if wall else None
+
+
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)

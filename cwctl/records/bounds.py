@@ -1,0 +1,106 @@
+"""The bounds a record file is read within, and text from it made safe for a terminal.
+
+A record file (``--replay``) is data from anywhere: a 264-byte ``probes`` line with
+scalar columns can claim a million rows, a 1 MB gzip can hold a 1 GiB line, a line can
+nest ten thousand lists deep or carry a 20-digit integer. The reader (``cwctl.recordfile``)
+holds every file to these bounds, stated here once, and refuses past one with one line:
+
+- a line: at most ``HEADER_MAX_CHARS`` for the header, ``line_max_chars(hosts)`` for the
+  others (a fixed allowance plus a share per host the header lists: a truth record
+  carries a few entries per path); it is read up to its bound and no further;
+- nesting: ``MAX_DEPTH`` levels of objects and lists (records use five);
+- numbers: integers within int64, floats finite (no ``NaN``/``Infinity``, no ``1e400``);
+- probe rows: ``rows_max(...)`` in all, from the header's peers, rate and duration
+  (the rows the scan can have sent) with a margin; one record holds no more.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from cwctl import settings
+from cwctl.errors import RecordError
+
+MAX_DEPTH: Final = 32
+HEADER_MAX_CHARS: Final = 64 << 20  # the header of ~150 000 hosts
+LINE_BASE_CHARS: Final = 4 << 20  # any other line: this, plus LINE_HOST_CHARS per host
+LINE_HOST_CHARS: Final = 16 << 10  # a truth record's paths and offsets, per host, with room
+ROWS_MARGIN: Final = 2.0  # rows a file may hold: this times what its scan could send ...
+ROWS_SLACK: Final = 1 << 16  # ... plus this (small synthetic files, rounding)
+I64_MIN: Final = -(2**63)
+I64_MAX: Final = 2**63 - 1
+
+# a long run of digits, an exponent of three digits or more, or a JSON constant Python
+# accepts (NaN, Infinity): only then is a parsed record walked for its numbers
+_SUSPECT_NUMBER: Final = re.compile(r"\d{19,}|[eE][+-]?\d{3,}|NaN|Infinity")
+# C0 and C1 controls and DEL: what a terminal takes as a command, or a line break
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def line_max_chars(hosts: int) -> int:
+    """The longest line (header aside) a record file of ``hosts`` hosts may hold."""
+    return LINE_BASE_CHARS + LINE_HOST_CHARS * max(0, hosts)
+
+
+def rows_max(hosts: int, peers: Mapping[str, Any], rate: Any, duration_s: float) -> int:
+    """Probe rows a file of this header may hold: two per coded pair, ``rate`` pairs a
+    second to each peer for ``duration_s``, over the header's peer lists (else every
+    other host), times ``ROWS_MARGIN``, plus ``ROWS_SLACK``. An unknown rate counts as
+    the highest a scan may ask for (``settings.PROBE_RATE_MAX``)."""
+    pairs = sum(len(v) for v in peers.values() if isinstance(v, list))
+    if not peers:
+        pairs = hosts * max(0, hosts - 1)
+    ok = isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0
+    per_s = min(float(rate), settings.PROBE_RATE_MAX) if ok else settings.PROBE_RATE_MAX
+    sent = 2.0 * per_s * max(0.0, duration_s) * pairs
+    return int(min(ROWS_MARGIN * sent, 2**62)) + ROWS_SLACK
+
+
+def check_values(rec: Any, where: str, text: str | None = None, *, numbers: bool = True) -> None:
+    """Refuse a parsed record nested deeper than ``MAX_DEPTH``, or holding an integer
+    beyond int64 or a float that is not finite. With its line's ``text``, the record is
+    walked only when the text shows a suspect number or more brackets than the depth
+    allows (cheap scans of the line); ``numbers=False`` (probe columns, which their
+    decoder range-checks) checks the depth alone."""
+    walk_numbers = numbers and (text is None or _SUSPECT_NUMBER.search(text) is not None)
+    if not walk_numbers and text is not None and text.count("[") + text.count("{") <= MAX_DEPTH:
+        return
+    stack: list[tuple[Any, int]] = [(rec, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            items: Any = value.values()
+        elif isinstance(value, list):
+            items = value
+        else:
+            if walk_numbers:
+                _check_number(value, where)
+            continue
+        if depth > MAX_DEPTH:
+            raise RecordError(f"{where}: nested deeper than {MAX_DEPTH} levels")
+        stack.extend((v, depth + 1) for v in items)
+
+
+def _check_number(value: Any, where: str) -> None:
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int) and not I64_MIN <= value <= I64_MAX:
+        raise RecordError(f"{where}: an integer beyond 64 bits ({str(value)[:24]}...)")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise RecordError(f"{where}: a number that is not finite ({value!r})")
+
+
+def printable(text: str, limit: int = 200) -> str:
+    """``text`` safe to print: control characters (escape sequences, line breaks) shown
+    escaped, cut to ``limit`` characters."""
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def has_control(text: str) -> bool:
+    """Whether ``text`` holds a control character (never in a name)."""
+    return _CONTROL.search(text) is not None

@@ -31,6 +31,7 @@ class SimOptions:
     load: float = settings.SIM_LOAD
     ecmp: str = settings.SIM_ECMP  # hidden | documented
     discovery: bool = settings.SIM_DISCOVERY
+    jobs: int = settings.SIM_JOBS  # simulated running jobs, placed from the seed
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,15 @@ from the request, by ``open_source``; every source answers ``cwctl.request.Sourc
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
 from cwctl.collection import Collection
 from cwctl.errors import InputError
+from cwctl.jobs import JobRead
+from cwctl.jobs.affected import attach
+from cwctl.jobs.simjobs import sim_jobs
 from cwctl.request import Progress, ScanRequest, Source
 from cwctl.snapshot import FabricSnapshot
 from cwctl.sync import solve
@@ -75,6 +78,26 @@ def open_source(request: ScanRequest) -> Source:
     return make(request)
 
 
+# What a scan's jobs come from: given the scan's collection (its hosts), the scheduler's
+# running jobs, read once per scan; None when there is no scheduler to ask.
+JobReader = Callable[[Collection], Awaitable[JobRead | None]]
+
+
+def default_jobs(request: ScanRequest) -> JobReader | None:
+    """The jobs a session reads when its caller names no reader: the simulated job set
+    of ``--sim --jobs N``; none otherwise (a scheduler is read through a runner,
+    ``cwctl.actions.jobs.job_reader``, which the shells hand in)."""
+    sim = request.sim
+    if sim is None or sim.jobs <= 0:
+        return None
+    n, seed = sim.jobs, sim.seed
+
+    async def read(collection: Collection) -> JobRead | None:
+        return sim_jobs(collection.host_names, n, seed)
+
+    return read
+
+
 def analyse(
     collection: Collection, *, reference: str | None = None, release: bool = False
 ) -> FabricSnapshot:
@@ -100,9 +123,11 @@ class ScanSession:
         source: Source | None = None,
         progress: Progress | None = None,
         sliding: bool = False,
+        jobs: JobReader | None = None,
     ) -> None:
         self.request = request
         self.source = source if source is not None else open_source(request)
+        self.jobs = jobs if jobs is not None else default_jobs(request)
         self.progress = progress
         self.sliding = sliding and request.replay is None
         self._solver: SlidingSolver | None = None
@@ -140,7 +165,13 @@ class ScanSession:
     async def scan(self) -> FabricSnapshot:
         """One scan, solved and measured. The numpy work runs in a thread."""
         collection = await self.collect()
-        snapshot = await asyncio.to_thread(self._analyse, collection)
+        if self.jobs is None:
+            snapshot = await asyncio.to_thread(self._analyse, collection)
+        else:  # the scheduler is asked while the numpy work runs
+            snapshot, read = await asyncio.gather(
+                asyncio.to_thread(self._analyse, collection), self.jobs(collection)
+            )
+            attach(snapshot, read)
         self.scans += 1
         return snapshot
 
@@ -173,7 +204,9 @@ class ScanSession:
         await self.aclose()
 
 
-async def scan(request: ScanRequest, progress: Progress | None = None) -> FabricSnapshot:
+async def scan(
+    request: ScanRequest, progress: Progress | None = None, jobs: JobReader | None = None
+) -> FabricSnapshot:
     """One scan of ``request``: a session opened, scanned once, closed."""
-    async with ScanSession(request, progress=progress) as session:
+    async with ScanSession(request, progress=progress, jobs=jobs) as session:
         return await session.scan()

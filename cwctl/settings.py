@@ -26,6 +26,7 @@ SIM_TIMESTAMPS: Final = "hw"  # hw (NIC) | sw (kernel)
 SIM_LOAD: Final = 0.2  # mean utilisation of every queue, 0..1
 SIM_ECMP: Final = "hidden"  # hidden (per-switch secret seeds) | documented (docs/simulator.md)
 SIM_DISCOVERY: Final = True  # simulated agents trace their flows (path records)
+SIM_JOBS: Final = 0  # simulated running jobs (--jobs N; cwctl.jobs.simjobs)
 SIM_HOST_PREFIX: Final = "gpu"
 
 # --- probing (the inventory's [probe] section) ------------------------------------------

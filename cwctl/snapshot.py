@@ -36,6 +36,7 @@ class HostReport:
     gpu_reason: str | None = None
     leaf: str | None = None  # the leaf switch it hangs off, when the topology says
     agent: dict[str, Any] | None = None  # what its agent cost, and whether it was busy
+    jobs: list[str] | None = None  # ids of the running jobs on it (None: no scheduler read)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -56,6 +57,8 @@ class HostReport:
             out["gpu_reason"] = self.gpu_reason
         if self.agent is not None:
             out["agent"] = self.agent
+        if self.jobs is not None:
+            out["jobs"] = self.jobs
         return out
 
 
@@ -164,6 +167,14 @@ class Suspect:
     # when the data cannot tell which: every element that could be it (``element`` then
     # joins them with "|"); empty when the suspect is named outright
     candidates: list[str] = field(default_factory=list)
+    # the running jobs it hurts (``cwctl.jobs.affected``): {"id", "user", "name", "nodes",
+    # "paths_hit", "paths"}; None when no scheduler was read (no key in the JSON)
+    jobs: list[dict[str, Any]] | None = None
+
+    @property
+    def members(self) -> list[str]:
+        """The elements it may be: its candidates, or itself."""
+        return list(self.candidates) or [self.element]
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -174,7 +185,27 @@ class Suspect:
         }
         if self.candidates:
             out["candidates"] = list(self.candidates)
+        if self.jobs is not None:
+            out["jobs"] = self.jobs
         return out
+
+
+@dataclass
+class Crossings:
+    """Which probed host pairs each suspect's paths cross: what says whose job it hurts.
+
+    ``hosts`` and ``leaves`` (a host's leaf, None unknown) are indexed by the pair arrays;
+    ``probed`` is every probed unordered pair ``(lo, hi)`` (int arrays, lo < hi, unique);
+    ``hit[element]`` the pairs one of whose flows crossed the suspect ``element`` (or one of
+    its candidates) on its discovered path, or may have on an unknown one; ``leaf_pairs``
+    the unordered leaf pairs with such a flow (an unprobed pair between them likely
+    crosses it too). Not part of the JSON."""
+
+    hosts: list[str]
+    leaves: list[str | None]
+    probed: tuple[Any, Any]
+    hit: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    leaf_pairs: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -194,6 +225,8 @@ class FabricSnapshot:
     records: int = 0
     telemetry: dict[str, Any] = field(default_factory=dict)  # thresholds and baselines used
     t_ref_ns: int | None = None  # the instant (reference time) the offsets hold at
+    crossings: Crossings | None = None  # which probed pairs each suspect crosses
+    jobs: dict[str, Any] | None = None  # the scheduler read: {"scheduler", "running"[, "error"]}
 
     def __repr__(self) -> str:
         """A summary, not every path: asyncio's runner formats the scan task (and so its
@@ -248,6 +281,8 @@ class FabricSnapshot:
             out["unlocalised"] = self.unlocalised
         if self.t_ref_ns is not None:
             out["t_ref_ns"] = self.t_ref_ns
+        if self.jobs is not None:
+            out["jobs"] = self.jobs
         if self.telemetry:
             out["telemetry"] = self.telemetry
         if self.truth is not None:

@@ -95,6 +95,9 @@ class ActionPlan:
     # host-side steering: the method, the suspect and the source-port pools per pair
     # (steer.py), or the RoCE source-port sets; empty for every other action
     steering: dict[str, Any] = field(default_factory=dict)
+    # the running jobs it touches, read while planning (``cwctl.actions.jobs``): each
+    # {"id", "user", "name", "nodes", "how", "marks"}; None when no scheduler was read
+    jobs: list[dict[str, Any]] | None = None
 
     def fingerprint(self) -> str:
         """A short hash of ``prior``: equal fingerprints, same state planned on."""
@@ -118,6 +121,8 @@ class ActionPlan:
             out["prior"] = self.prior
         if self.steering:
             out["steering"] = self.steering
+        if self.jobs is not None:
+            out["jobs"] = self.jobs
         return out
 
     @classmethod
@@ -134,6 +139,7 @@ class ActionPlan:
             rollback_of=data.get("rollback_of"),
             prior=dict(data.get("prior") or {}),
             steering=dict(data.get("steering") or {}),
+            jobs=list(data["jobs"]) if isinstance(data.get("jobs"), list) else None,
         )
 
 
@@ -208,5 +214,22 @@ def format_plan(plan: ActionPlan, *, full: bool = False) -> str:
             else "(cannot be undone)"
         )
         out.append(f"    undo: {undo}")
+    out += format_jobs(plan.jobs)
     out += [f"note: {n}" for n in plan.notes]
     return "\n".join(out) + "\n"
+
+
+def format_jobs(jobs: list[dict[str, Any]] | None) -> list[str]:
+    """The plan's lines on the running jobs it touches (none without a scheduler)."""
+    if jobs is None:
+        return []
+    if not jobs:
+        return ["jobs: no running job is touched"]
+    out = [f"jobs touched ({len(jobs)}):"]
+    for j in jobs:
+        n = j.get("nodes", 0)
+        out.append(
+            f"  {j.get('id')} {j.get('user')}/{j.get('name')} ({n} node{'s' * (n != 1)}): "
+            f"{j.get('how')}"
+        )
+    return out

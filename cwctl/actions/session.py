@@ -41,6 +41,7 @@ from cwctl.actions.executor import (
     Progress as StepProgress,
 )
 from cwctl.actions.history import Action, History, find, history
+from cwctl.actions.jobs import with_jobs
 from cwctl.actions.journal import ActionLock, Journal
 from cwctl.actions.plan import ActionPlan, with_sudo
 from cwctl.actions.planner import RouteOptions, Target, plan_drain, plan_reroute, plan_resume
@@ -222,6 +223,7 @@ class ActionSession:
             )
         else:
             plan = plan_resume(ask.element, self.target, reason=ask.reason)
+        plan = await with_jobs(plan, self.target, self.runner)
         return with_sudo(plan) if ask.sudo else plan
 
     async def check_prior(self, plan: ActionPlan) -> None:

@@ -36,7 +36,7 @@ SudoOpt = Annotated[
     bool, typer.Option("--sudo", help="Run each command through 'sudo -n' on its host.")
 ]
 # The ScanRequest an action plans against (and --verify rescans) comes from these.
-ACTION_FLAGS = ("inventory", "sim", *SIM_SHAPE, "fault", "duration")
+ACTION_FLAGS = ("inventory", "sim", *SIM_SHAPE, "fault", "duration", "jobs")
 RESUME_FLAGS = ("inventory", "sim", *SIM_SHAPE)
 
 PlanFormatOpt = Annotated[
@@ -55,9 +55,11 @@ def _shell(yes: bool, fmt: PlanFormat = PlanFormat.table) -> Any:
         if yes:
             return True
         n = len(plan.steps)
+        jobs = len(plan.jobs or ())
+        touches = f"; touches {jobs} running job{'s' * (jobs != 1)}" if jobs else ""
         try:
             return typer.confirm(
-                f"apply {plan.kind} {plan.element} ({n} step{'s' if n != 1 else ''})?",
+                f"apply {plan.kind} {plan.element} ({n} step{'s' if n != 1 else ''}{touches})?",
                 err=True,
             )
         except typer.Abort:

@@ -45,6 +45,7 @@ class SourceFlags:
     load: float = settings.SIM_LOAD
     ecmp: Ecmp = _ECMP
     discovery: bool = settings.SIM_DISCOVERY
+    jobs: int = settings.SIM_JOBS
     duration: float | None = None
     rate: float | None = None
     save_records: Path | None = None
@@ -126,6 +127,16 @@ FLAGS: dict[str, Any] = {
         typer.Option(
             "--discovery/--no-discovery",
             help="Simulated agents discover their flows' paths (path records).",
+        ),
+    ],
+    "jobs": Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            min=0,
+            metavar="N",
+            help="Simulated running jobs (placed from the seed): suspects and plans name "
+            "the jobs they touch.",
         ),
     ],
     "duration": Annotated[
@@ -296,6 +307,7 @@ def build_request(flags: SourceFlags) -> Any:
             load=flags.load,
             ecmp=flags.ecmp.value,
             discovery=flags.discovery,
+            jobs=flags.jobs,
         )
     request = ScanRequest(
         inventory=inventory if (not given or flags.sim) else None,

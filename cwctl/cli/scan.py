@@ -41,7 +41,7 @@ HEATMAP_MAX_DEFAULT = "100us"
 
 
 @app.command()
-@source_flags(*SCAN_FLAGS, "via", "save_records", "replay")
+@source_flags(*SCAN_FLAGS, "jobs", "via", "save_records", "replay")
 def scan(
     flags: SourceFlags,
     fmt: FormatOpt = Format.table,
@@ -108,14 +108,16 @@ def scan(
         request = build_request(replace(flags, save_records=checked["--save-records"]))
         import asyncio  # lazy: `cwctl --help` need not load it
 
+        from cwctl.actions.jobs import job_reader
         from cwctl.report import BINARY, render, render_bytes
         from cwctl.session import scan as run_scan  # after every check: numpy, scipy, ...
 
         table = None
+        jobs = job_reader(request, accept_new_host_keys=request.accept_new_host_keys)
         if checked["--offsets-plot"] is None:
-            snapshot = asyncio.run(run_scan(request, _progress_printer()))
+            snapshot = asyncio.run(run_scan(request, _progress_printer(), jobs))
         else:
-            snapshot, table = asyncio.run(_scan_keeping_records(request))
+            snapshot, table = asyncio.run(_scan_keeping_records(request, jobs))
         color = STATE.color and out_path is None and fmt is Format.table
         write_output(
             render_bytes(snapshot, fmt.value, prom_paths=prom_paths, pretty=pretty)
@@ -137,15 +139,18 @@ def scan(
     raise typer.Exit(run_guarded(body))
 
 
-async def _scan_keeping_records(request: Any) -> tuple[Any, Any]:
+async def _scan_keeping_records(request: Any, jobs: Any) -> tuple[Any, Any]:
     """One scan, and its probe table (for the offsets plot)."""
     import asyncio
 
+    from cwctl.jobs.affected import attach
     from cwctl.session import ScanSession, analyse
 
-    async with ScanSession(request, progress=_progress_printer()) as session:
+    async with ScanSession(request, progress=_progress_printer(), jobs=jobs) as session:
         collection = await session.collect()
         snapshot = await asyncio.to_thread(analyse, collection, reference=request.reference)
+        if session.jobs is not None:
+            attach(snapshot, await session.jobs(collection))
         return snapshot, collection.table
 
 

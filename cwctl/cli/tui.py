@@ -15,7 +15,7 @@ from cwctl.cli.options import SCAN_FLAGS, SourceFlags, build_request, source_fla
 
 
 @app.command()
-@source_flags(*SCAN_FLAGS, "replay")
+@source_flags(*SCAN_FLAGS, "jobs", "replay")
 def tui(
     flags: SourceFlags,
     interval: Annotated[
@@ -34,10 +34,12 @@ def tui(
 
     def body() -> None:
         request = build_request(flags)
+        from cwctl.actions.jobs import job_reader
         from cwctl.session import ScanSession  # after every check: numpy, asyncssh, ...
 
         # the source is opened here: a broken inventory is one line, before the UI
-        session = ScanSession(request, sliding=True)
+        jobs = job_reader(request, accept_new_host_keys=request.accept_new_host_keys)
+        session = ScanSession(request, sliding=True, jobs=jobs)
         if not has_terminal():
             fail("tui needs a terminal on stdin and stdout (for a report: cwctl scan)")
         from cwctl.tui.app import make_app  # after every check: textual, ...

@@ -21,6 +21,7 @@ _SIM_ONLY = (
     ("seed", "--seed"),
     ("load", "--load"),
     ("discovery", "--no-discovery"),
+    ("jobs", "--jobs"),
 )
 
 

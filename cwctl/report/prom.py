@@ -25,6 +25,9 @@ Always (labels in braces):
 ``cwctl_leaf_pair_queueing_seconds{src_leaf,dst_leaf}``  worst p99 over the floor there
 ``cwctl_suspect_score{element,kind}``              0..1, one per suspect
 ``cwctl_suspects``                                 how many suspects
+``cwctl_suspect_jobs{element,kind}``               running jobs the suspect hurts (only
+                                                   when a scheduler was read; no job labels)
+``cwctl_jobs_running{scheduler}``                  running jobs the scheduler listed
 ``cwctl_gpu_health{host,gpu}``                     0 ok, 1 warn, 2 fail
 ``cwctl_gpu_<reading>{host,gpu}``                  every numeric top-level GPU reading
 
@@ -262,6 +265,20 @@ class SnapshotCollector(Collector):
         count = _gauge("cwctl_suspects", "Number of suspect elements.", [])
         count.add_metric([], len(self.snapshot.suspects))
         yield from (score, count)
+        read = self.snapshot.jobs
+        if read is None:  # no scheduler: no job series at all
+            return
+        hurt = _gauge(
+            "cwctl_suspect_jobs",
+            "Running jobs with node pairs whose paths cross the suspect (or on its host).",
+            ["element", "kind"],
+        )
+        for s in self.snapshot.suspects:
+            hurt.add_metric([s.element, s.kind], len(s.jobs or ()))
+        running = _gauge("cwctl_jobs_running", "Running jobs the scheduler listed.", ["scheduler"])
+        if read.get("error") is None:
+            running.add_metric([str(read.get("scheduler"))], int(read.get("running", 0)))
+        yield from (hurt, running)
 
     def _gpus(self) -> Iterator[Metric]:
         health = _gauge("cwctl_gpu_health", "GPU verdict: 0 ok, 1 warn, 2 fail.", ["host", "gpu"])

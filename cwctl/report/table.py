@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 import io
 import math
+from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -198,9 +199,21 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
         lines.append(f"top suspect {s.element} ({s.kind}, score {s.score:.2f}){more}")
     else:
         lines.append("no suspects")
+    if snapshot.jobs is not None:
+        lines.append(jobs_line(snapshot))
     if snapshot.unlocalised is not None:
         lines.append(str(snapshot.unlocalised.get("evidence", "unlocalised loss")))
     return lines
+
+
+def jobs_line(snapshot: FabricSnapshot) -> str:
+    """What the scheduler said: how many jobs run, how many the suspects hurt."""
+    read = snapshot.jobs or {}
+    if read.get("error"):
+        return f"jobs: not known ({read['error']})"
+    hurt = {j["id"] for s in snapshot.suspects for j in (s.jobs or [])}
+    line = f"jobs: {read.get('running', 0)} running ({read.get('scheduler')})"
+    return line + (f", {len(hurt)} hurt by the suspects" if snapshot.suspects else "")
 
 
 def _status_text(h: HostReport, silent: set[str]) -> Text:
@@ -287,10 +300,34 @@ def _suspects_table(snapshot: FabricSnapshot) -> Table:
     table.add_column("element", no_wrap=True, style="bold")
     table.add_column("kind", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
+    jobs = snapshot.jobs is not None  # a scheduler was read: the jobs each one hurts
+    if jobs:
+        table.add_column("jobs hurt: pairs hit", overflow="fold", max_width=28)
     table.add_column("evidence", overflow="fold", ratio=1)
     for s in snapshot.suspects[:SUSPECT_ROWS]:
-        table.add_row(s.element, s.kind, f"{s.score:.2f}", s.evidence)
+        cells = [s.element, s.kind, f"{s.score:.2f}"]
+        if jobs:
+            cells.append(jobs_cell(s.jobs or []))
+        table.add_row(*cells, s.evidence)
     return table
+
+
+JOBS_SHOWN = 3  # jobs named per suspect in the table (the JSON lists all)
+
+
+def jobs_cell(jobs: list[dict[str, Any]]) -> str:
+    """``4105 alice/bert-eval 15/28`` per job (node pairs whose paths cross the suspect, of
+    the job's pairs), most hit first; ``-`` for none."""
+    if not jobs:
+        return "-"
+    lines = [
+        f"{j['id']} {j['user']}/{j['name']} {j['paths_hit']}/{j['paths']}"
+        + (" (its node)" if j.get("on_node") else "")
+        for j in jobs[:JOBS_SHOWN]
+    ]
+    if len(jobs) > JOBS_SHOWN:
+        lines.append(f"+{len(jobs) - JOBS_SHOWN} more")
+    return "\n".join(lines)
 
 
 def render_table(snapshot: FabricSnapshot, *, color: bool = True, width: int = 80) -> str:

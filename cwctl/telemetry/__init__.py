@@ -26,6 +26,7 @@ from cwctl.sync import ClockSolution
 from cwctl.telemetry.blockwise import measure
 from cwctl.telemetry.busy import agent_reports
 from cwctl.telemetry.localize import gpu_suspects, localise, unclocked_hosts, unexplained
+from cwctl.telemetry.reach import crossings
 from cwctl.telemetry.verdicts import unlocalised
 
 __all__ = ["build_snapshot"]
@@ -88,6 +89,8 @@ def build_snapshot(
     busy_counts: dict[str, int] = {}
     lost: dict[str, Any] | None = None
     busy_exchanges = 0
+    crossed = None
+    reach: tuple[Any, Any] | None = None  # the loss rows and their exchanges
     if n_records:
         measured = measure(collection, solution, hosts)
         paths, counts, dead = measured.paths, measured.counts, measured.dead
@@ -103,6 +106,7 @@ def build_snapshot(
             counts, collection.topology, host_nics, collection.paths, doubt
         )
         suspects = dead + suspects
+        reach = (inc, counts.exchanges)
         lost = unlocalised(unexplained(counts, results, suspects))
         named = {s.element for s in suspects}
         rates: dict[str, dict[str, float]] = {}
@@ -128,6 +132,9 @@ def build_snapshot(
     for report in hosts:
         report.agent = agents.get(report.name)
     suspects = _with_gpu_suspects(hosts, suspects)
+    if reach is not None and suspects:
+        leaf_of = {h.name: h.leaf for h in hosts if h.leaf is not None}
+        crossed = crossings(*reach, suspects, leaf_of)
     return FabricSnapshot(
         source=collection.source,
         reference=solution.reference,
@@ -142,6 +149,7 @@ def build_snapshot(
         records=n_records,
         telemetry=telemetry,
         t_ref_ns=solution.t_ref_ns if solution.reference is not None else None,
+        crossings=crossed,
     )
 
 

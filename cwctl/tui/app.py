@@ -34,7 +34,7 @@ from cwctl.tui.source import ScanSource
 from cwctl.tui.widgets.heatmap import Heatmap
 from cwctl.tui.widgets.hosts import HostsTable
 from cwctl.tui.widgets.statusbar import status_text
-from cwctl.tui.widgets.suspects import SuspectsTable
+from cwctl.tui.widgets.suspects import SuspectsTable, jobs_lines
 
 ACTIONS = frozenset({"reroute", "drain"})
 RETRY_INTERVAL_S = 5.0
@@ -247,6 +247,12 @@ class CwctlApp(App[None]):
         elif element in leaves:
             self._show_leaf(element)
         else:
+            found = next((s for s in self.snapshot.suspects if s.element == element), None)
+            if found is not None and found.jobs is not None:
+                lines = jobs_lines(found) or ["no running job crosses it"]
+                body = "\n".join([found.evidence, "", "jobs it hurts:", *lines])
+                self.push_screen(NoticeScreen(f"suspect {element}", body))
+                return
             self.notify(f"{element}: its evidence is under the table; r plans a reroute")
 
     def _show_leaf(self, leaf: str) -> None:

@@ -12,6 +12,7 @@ from tui_fixtures import SIZE, known_snapshot, wait_for
 
 from cwctl.request import ScanRequest
 from cwctl.session import ScanSession
+from cwctl.snapshot import Suspect
 from cwctl.tui.app import CwctlApp, make_app
 from cwctl.tui.screens.confirm import ConfirmScreen, NoticeScreen, targets_line
 from cwctl.tui.screens.detail import HostDetailScreen, HostPathsTable
@@ -203,3 +204,30 @@ async def test_a_drain_from_the_tui_names_the_suspect_that_caused_it(
         await pilot.press("d")
         await wait_for(pilot, lambda: len(asked) == 2)
     assert asked == [("drain", "gpu-003", "gpu-003/mlx5_1"), ("drain", "gpu-001", None)]
+
+
+async def test_the_suspects_panel_shows_the_jobs_only_when_a_scheduler_was_read() -> None:
+    plain = known_snapshot()
+    with_jobs = known_snapshot()
+    with_jobs.jobs = {"scheduler": "slurm", "running": 3}
+    with_jobs.suspects = [Suspect("spine1", "switch", 0.8, "loss: 4 of 4 flows")]
+    with_jobs.suspects[0].jobs = [
+        {"id": "77", "user": "ann", "name": "llm", "nodes": 4, "paths_hit": 3, "paths": 6},
+        {"id": "78", "user": "bo", "name": "eval", "nodes": 1, "paths_hit": 0, "paths": 0,
+         "on_node": ["gpu-003"]},
+    ]  # fmt: skip
+    app = make_app(FixedSource([plain, with_jobs], label="SIMULATED"), max_scans=2)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.scans >= 1)
+        suspects = app.dashboard.query_one(SuspectsTable)
+        assert "jobs" not in _header(suspects)
+        await wait_for(pilot, lambda: app.scans == 2)
+        await wait_for(pilot, lambda: "jobs" in _header(suspects))
+        assert _header(suspects) == ["score▼", "kind", "element", "jobs", "evidence"]
+        assert _column(suspects, 3) == ["77 +1"]
+        suspects.focus()
+        await pilot.press("enter")  # a spine: its evidence and every job it hurts
+        await wait_for(pilot, lambda: isinstance(app.screen, NoticeScreen))
+        body = app.screen.body  # type: ignore[attr-defined]
+        assert "77 ann/llm: 3 of 6 node pairs cross it" in body
+        assert "78 bo/eval: 0 of 0 node pairs cross it; runs on gpu-003" in body

@@ -12,7 +12,7 @@ from cwctl.tui.widgets.heatmap import Heatmap
 from cwctl.tui.widgets.history import History
 from cwctl.tui.widgets.hosts import HostsTable
 from cwctl.tui.widgets.statusbar import StatusBar
-from cwctl.tui.widgets.suspects import SuspectsTable
+from cwctl.tui.widgets.suspects import SuspectsTable, jobs_lines
 
 
 class DashboardScreen(Screen[None]):
@@ -53,7 +53,9 @@ class DashboardScreen(Screen[None]):
         snapshot = self.query_one(HostsTable).snapshot
         text = ""
         if element is not None and snapshot is not None:
-            text = next((s.evidence for s in snapshot.suspects if s.element == element), "")
+            found = next((s for s in snapshot.suspects if s.element == element), None)
+            if found is not None:
+                text = "\n".join([found.evidence, *(f"job {j}" for j in jobs_lines(found))])
         self.query_one("#evidence", Static).update(text)
 
     def set_filter(self, needle: str) -> None:

@@ -23,6 +23,8 @@ def clock_text(host: HostReport, reference: str | None) -> str:
         f"drift        {fmt_ppb(host.drift_ppb)}",
         f"uncertainty  ±{fmt_ns(host.uncertainty_ns)}",
     ]
+    if host.jobs is not None:
+        lines.append(f"jobs         {', '.join(host.jobs) or 'none running'}")
     if host.component_reference and host.component_reference != reference:
         lines.append(f"component    measured against {host.component_reference}")
     return "\n".join(lines)

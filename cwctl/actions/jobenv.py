@@ -1,0 +1,209 @@
+"""``cwctl job-env``: the NCCL/Gloo environment a job's hosts need after cwctl's actions.
+
+Read from the journal (the actions applied and not rolled back, on the same fabric):
+
+- a NIC taken out of NCCL's use (``reroute HOST/NIC``): ``NCCL_IB_HCA=^=NIC,...`` for an
+  RDMA device; for a network interface, the interfaces left, as NCCL and Gloo name them
+  (``NCCL_SOCKET_IFNAME==eth0``, ``GLOO_SOCKET_IFNAME=eth0``: Gloo has no exclusion
+  syntax, so the list is positive; from the inventory's ``nics``);
+- a spine or link steered around, or hosts steered at: a note (the fabric or the hosts'
+  own rules carry it, the job sets nothing);
+- a drained host among the job's: a note.
+
+For a job on several hosts the exclusions of all of them are merged (NCCL pairs NICs by
+rail: a NIC left out on one host is best left out on all). NCCL reads its environment
+before ``/etc/nccl.conf``: a job that sets ``NCCL_IB_HCA`` itself hides the file's
+exclusion, which is what this output is for (``eval "$(cwctl job-env 4242)"`` before
+``torchrun``, or a Slurm ``TaskProlog``, whose ``export`` lines Slurm adds to the task's
+environment).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cwctl.actions.history import APPLIED, INTERRUPTED, History, history
+from cwctl.actions.nccl import RDMA_PREFIXES, setting_for
+from cwctl.actions.plan import LOCAL
+from cwctl.actions.runners import LocalRunner, Runner, SSHRunner
+from cwctl.errors import InputError
+from cwctl.inventory import load_inventory
+from cwctl.jobs import JobRead
+from cwctl.jobs.read import read_jobs, scheduler_of
+from cwctl.jobs.simjobs import sim_jobs
+from cwctl.names import sim_host_names
+from cwctl.settings import SIM_HOST_PREFIX
+
+
+@dataclass
+class JobEnv:
+    hosts: list[str]
+    variables: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def shell(self, header: str) -> str:
+        """POSIX shell: ``export K=V`` lines (for ``eval`` or a Slurm TaskProlog) after
+        ``#`` comments that say where each came from."""
+        lines = [f"# {header}", *(f"# {n}" for n in self.notes)]
+        lines += [f"export {k}={shlex.quote(v)}" for k, v in self.variables.items()]
+        if not self.variables:
+            lines.append("# nothing to set: no NIC of these hosts is excluded")
+        return "\n".join(lines) + "\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"hosts": self.hosts, "env": self.variables, "notes": self.notes}
+
+
+def _same_fabric(context: Mapping[str, Any], fabric: Mapping[str, Any]) -> bool:
+    """A journalled plan's context is the fabric asked about (the same inventory file,
+    or the simulator)."""
+    if fabric.get("source") == "sim":
+        return context.get("source") == "sim"
+    inventory = fabric.get("inventory")
+    return context.get("source") != "sim" and (
+        inventory is None or str(context.get("inventory")) == str(Path(inventory).absolute())
+    )
+
+
+def in_effect(hist: History, fabric: Mapping[str, Any]) -> list[Any]:
+    """The applies on ``fabric`` whose changes may stand: applied (or interrupted after
+    a step may have changed something), not rolled back since."""
+    out = []
+    for action in hist.actions:
+        if action.event != "apply" or hist.undone_by(action.id) is not None:
+            continue
+        stands = action.status == APPLIED or (
+            action.status == INTERRUPTED and bool(action.may_have_changed())
+        )
+        if stands and _same_fabric(action.plan.context, fabric):
+            out.append(action)
+    return out
+
+
+def job_env(
+    hosts: Sequence[str],
+    actions: Iterable[Any],
+    nics: Mapping[str, Sequence[str]],
+) -> JobEnv:
+    """The environment for a job on ``hosts``, from the ``actions`` in effect
+    (``in_effect``); ``nics`` each host's NICs (the inventory's) for positive lists."""
+    wanted = set(hosts)
+    env = JobEnv(list(hosts))
+    excluded: dict[str, list[str]] = {}  # nic -> the hosts it is excluded on
+    for action in actions:
+        plan = action.plan
+        element = plan.element
+        host, slash, nic = element.partition("/")
+        if plan.kind == "reroute" and slash:
+            if host in wanted and plan.steps:
+                excluded.setdefault(nic, []).append(host)
+                env.notes.append(f"{host}: {nic} excluded by {action.id}")
+        elif plan.kind == "drain" and element in wanted:
+            env.notes.append(f"{element} is drained ({action.id}): the job loses it at its end")
+        elif plan.kind != "drain" and plan.steps and element not in wanted:
+            env.notes.append(
+                f"traffic steered around {element} by {action.id} ({plan.kind}): the fabric "
+                "or the hosts' rules carry it, nothing for the job to set"
+            )
+    rdma = sorted(n for n in excluded if n.startswith(RDMA_PREFIXES))
+    sockets = sorted(n for n in excluded if setting_for(n) == "NCCL_SOCKET_IFNAME")
+    if rdma:
+        env.variables["NCCL_IB_HCA"] = "^=" + ",".join(rdma)
+    if sockets:
+        left = _common_left(hosts, nics, set(sockets))
+        if left:
+            env.variables["NCCL_SOCKET_IFNAME"] = "=" + ",".join(left)
+            env.variables["GLOO_SOCKET_IFNAME"] = ",".join(left)
+        else:
+            env.variables["NCCL_SOCKET_IFNAME"] = "^=" + ",".join(sockets)
+            env.notes.append(
+                "no interface is left on every host by the inventory's nics: Gloo cannot "
+                "exclude one (GLOO_SOCKET_IFNAME names interfaces): set it by hand"
+            )
+    if env.variables:
+        env.notes.append(
+            "a job's own NCCL_IB_HCA / NCCL_SOCKET_IFNAME hides /etc/nccl.conf: these "
+            "lines carry cwctl's exclusions into it"
+        )
+    return env
+
+
+def _common_left(
+    hosts: Sequence[str], nics: Mapping[str, Sequence[str]], excluded: set[str]
+) -> list[str]:
+    """The network interfaces (not RDMA devices) every host has, less ``excluded``."""
+    common: list[str] | None = None
+    for host in hosts:
+        mine = [n for n in nics.get(host, ()) if not n.startswith(RDMA_PREFIXES)]
+        common = mine if common is None else [n for n in common if n in mine]
+    return [n for n in common or [] if n not in excluded]
+
+
+def _sim_hosts(request: Any) -> list[str]:
+    """The simulated fabric's hosts: its inventory's, else the simulator's names."""
+    if request.inventory is not None:
+        return [h.name for h in load_inventory(request.inventory).hosts]
+    return sim_host_names(request.sim.hosts, SIM_HOST_PREFIX)
+
+
+async def _read_jobs(request: Any, **ssh: Any) -> JobRead | None:
+    """The running jobs of ``request``'s fabric (None: no scheduler to ask)."""
+    if request.sim is not None:
+        sim = request.sim
+        if sim.jobs <= 0:
+            return None
+        return sim_jobs(_sim_hosts(request), sim.jobs, sim.seed)
+    inventory = load_inventory(request.inventory)
+    found = scheduler_of(inventory)
+    if found is None:
+        return None
+    runner: Runner = LocalRunner() if found[1] == LOCAL else SSHRunner(inventory, **ssh)
+    try:
+        return await read_jobs(inventory, runner)
+    finally:
+        await runner.close()
+
+
+async def env_for(
+    request: Any, *, job_id: str | None, hosts: Sequence[str], journal: Any, **ssh: Any
+) -> tuple[str, JobEnv]:
+    """(a header line, the environment) for job ``job_id`` (its hosts read from the
+    scheduler, or the simulated job set) or for ``hosts``; every name checked first."""
+    nics: dict[str, tuple[str, ...]] = {}
+    if request.inventory is not None:
+        inventory = load_inventory(request.inventory)
+        nics = {h.name: tuple(h.nics) for h in inventory.hosts}
+    if request.sim is not None:
+        known = _sim_hosts(request)
+        fabric: dict[str, Any] = {"source": "sim"}
+        where = "the simulated fabric"
+    else:
+        known = list(nics)
+        fabric = {"source": "ssh", "inventory": str(request.inventory)}
+        where = str(request.inventory)
+    unknown = [h for h in hosts if h not in known]
+    if unknown:
+        raise InputError(f"--nodes: no host {unknown[0]!r} in {where}")
+    header = f"cwctl job-env for {', '.join(hosts)}"
+    if job_id is not None:
+        read = await _read_jobs(request, **ssh)
+        if read is None:
+            raise InputError(
+                f"{where} names no scheduler to ask for job {job_id} ([scheduler] kind; "
+                "--sim --jobs N): give --nodes instead"
+            )
+        if read.error is not None:
+            raise InputError(f"cannot read the running jobs: {read.error}")
+        job = next((j for j in read.jobs if j.id == job_id), None)
+        if job is None:
+            ids = ", ".join(j.id for j in read.jobs[:8]) or "none"
+            raise InputError(f"no running job {job_id!r} ({read.scheduler} lists: {ids})")
+        if not job.hosts:
+            raise InputError(f"job {job_id} runs on no host of {where} ({', '.join(job.nodes)})")
+        hosts = list(job.hosts)
+        header = f"cwctl job-env for job {job.label()}: {', '.join(hosts)}"
+    return header, job_env(hosts, in_effect(history(journal), fabric), nics)

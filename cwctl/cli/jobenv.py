@@ -1,0 +1,67 @@
+"""``cwctl job-env``: the NCCL/Gloo environment for a job's hosts, from the journal."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from cwctl.cli.app import app, fail, run_guarded
+from cwctl.cli.options import SIM_SHAPE, SourceFlags, build_request, source_flags
+
+
+class EnvFormat(StrEnum):
+    sh = "sh"
+    json = "json"
+
+
+@app.command("job-env")
+@source_flags("inventory", "sim", *SIM_SHAPE, "jobs")
+def job_env(
+    flags: SourceFlags,
+    job: Annotated[
+        str | None,
+        typer.Argument(metavar="[JOBID]", help="A running job (its hosts from the scheduler)."),
+    ] = None,
+    nodes: Annotated[
+        str | None,
+        typer.Option(
+            "--nodes",
+            metavar="LIST",
+            help="These hosts instead of a job's: h1,h2 or Slurm's gpu-[001-004].",
+        ),
+    ] = None,
+    fmt: Annotated[
+        EnvFormat,
+        typer.Option("--format", metavar="sh|json", help="sh (export lines) or json."),
+    ] = EnvFormat.sh,
+) -> None:
+    """Print the NCCL/Gloo environment for a job's hosts (NICs cwctl excluded).
+
+    For eval before torchrun, or a Slurm TaskProlog (its export lines join the task's
+    environment). Example: eval "$(cwctl job-env 4242)"
+    """
+
+    def body() -> None:
+        from cwctl.jobs.slurm import expand_hostlist
+
+        if (job is None) == (nodes is None):
+            fail("give a JOBID or --nodes LIST (one of them)")
+        names = expand_hostlist(nodes or "")
+        if nodes is not None and not names:
+            fail("--nodes: no host named")
+        request = build_request(flags)
+        import asyncio
+        import json
+
+        from cwctl.actions.jobenv import env_for
+        from cwctl.actions.journal import Journal
+
+        header, env = asyncio.run(env_for(request, job_id=job, hosts=names, journal=Journal()))
+        if fmt is EnvFormat.json:
+            typer.echo(json.dumps(env.to_json(), indent=1))
+        else:
+            typer.echo(env.shell(header), nl=False)
+
+    run_guarded(body)

@@ -1,0 +1,166 @@
+"""Which jobs a suspect hurts, and which jobs an action touches.
+
+A job hurts when traffic between two of its nodes crosses the suspect (its collectives:
+all-reduce, all-to-all), or when the suspect sits on one of its nodes (the host, one of
+its NICs, its access link): it loses that node's share, or the node. Pairs are counted
+unordered, among the job's nodes the fabric knows (``Job.hosts``): ``paths`` is how many
+there are, ``paths_hit`` how many cross the suspect: a probed pair by its measured path
+(its discovered route, or one of the equal-cost routes of a path nobody discovered); a
+pair nobody probed by its leaves, when a probed pair between the same two leaves crossed
+it (its likely path). A job whose nodes all sit behind one leaf crosses no spine link.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from cwctl.jobs.model import Job, JobMap, JobRead
+from cwctl.snapshot import Crossings, FabricSnapshot, Suspect
+
+
+def sits_on(element: str, hosts: Iterable[str], leaf_of: Mapping[str, str | None]) -> str | None:
+    """The host an element sits on: the host itself, ``HOST/NIC``, or the access link
+    ``HOST-LEAF``; None for a switch or a leaf-spine link."""
+    known = set(hosts)
+    if element in known:
+        return element
+    host, slash, _ = element.partition("/")
+    if slash and host in known:
+        return host
+    for cut in [i for i, c in enumerate(element) if c == "-"]:
+        host, leaf = element[:cut], element[cut + 1 :]
+        if host in known and leaf_of.get(host) == leaf:
+            return host
+    return None
+
+
+def _pair_count(counts: Mapping[str, int], leaf_pairs: set[tuple[str, str]]) -> int:
+    total = 0
+    for a, b in leaf_pairs:
+        na, nb = counts.get(a, 0), counts.get(b, 0)
+        total += na * (na - 1) // 2 if a == b else na * nb
+    return total
+
+
+def _paths_hit(job: Job, crossings: Crossings, element: str, index: Mapping[str, int]) -> int:
+    members = [index[h] for h in job.hosts if h in index]
+    if len(job.hosts) < 2 or not members:
+        return 0
+    inside = np.zeros(len(crossings.hosts), bool)
+    inside[members] = True
+    lo, hi = crossings.hit.get(element, (np.zeros(0, np.int64),) * 2)
+    measured = int(np.count_nonzero(inside[lo] & inside[hi]))
+    leaf_pairs = crossings.leaf_pairs.get(element, set())
+    if not leaf_pairs:
+        return measured
+    # pairs nobody probed, between leaves a probed pair crossed it from: likely
+    leaves = crossings.leaves
+    counts: Counter[str] = Counter(leaf for i in members if (leaf := leaves[i]) is not None)
+    plo, phi = crossings.probed
+    both = inside[plo] & inside[phi]
+    probed_there = sum(
+        1
+        for a, b in zip(plo[both].tolist(), phi[both].tolist(), strict=True)
+        if leaves[a] is not None
+        and leaves[b] is not None
+        and (min(leaves[a], leaves[b]), max(leaves[a], leaves[b])) in leaf_pairs  # type: ignore[type-var]
+    )
+    return measured + _pair_count(counts, leaf_pairs) - probed_there
+
+
+def hurt(
+    suspect: Suspect, jobs: JobMap, crossings: Crossings | None, leaf_of: Mapping[str, str | None]
+) -> list[dict[str, Any]]:
+    """The jobs ``suspect`` hurts, most paths hit first: each ``Job.summary()`` with
+    ``paths_hit`` and ``paths`` (and ``on_node`` when it sits on one of the job's nodes)."""
+    hosts = {h for job in jobs.jobs for h in job.hosts}
+    on = {h for m in suspect.members if (h := sits_on(m, hosts, leaf_of)) is not None}
+    index = {h: i for i, h in enumerate(crossings.hosts)} if crossings is not None else {}
+    out = []
+    for job in jobs.jobs:
+        hit = _paths_hit(job, crossings, suspect.element, index) if crossings is not None else 0
+        node = on.intersection(job.hosts)
+        if not hit and not node:
+            continue
+        n = len(job.hosts)
+        entry = {**job.summary(), "paths_hit": hit, "paths": n * (n - 1) // 2}
+        if node:
+            entry["on_node"] = sorted(node)
+        out.append(entry)
+    out.sort(key=lambda e: (-e["paths_hit"], -len(e.get("on_node", ())), e["id"]))
+    return out
+
+
+def attach(snapshot: FabricSnapshot, read: JobRead | None) -> FabricSnapshot:
+    """Each suspect of ``snapshot`` with the jobs it hurts; the snapshot's ``jobs`` says
+    what was read. Without a read (no scheduler) the snapshot is left as it was."""
+    if read is None:
+        return snapshot
+    snapshot.jobs = read.to_json()
+    jobs = read.map
+    for h in snapshot.hosts:
+        h.jobs = [j.id for j in jobs.on(h.name)]
+    leaf_of = {h.name: h.leaf for h in snapshot.hosts}
+    for s in snapshot.suspects:
+        s.jobs = hurt(s, jobs, snapshot.crossings, leaf_of)
+    return snapshot
+
+
+# --- what an action touches ----------------------------------------------------------
+
+
+def loses_node(jobs: JobMap, host: str) -> list[tuple[Job, str]]:
+    """Draining ``host``: the jobs that lose a node (the whole job stops at its next
+    collective, or is requeued, as its scheduler and launcher decide)."""
+    return [(job, f"loses node {host}") for job in jobs.on(host)]
+
+
+def flows_move(
+    jobs: JobMap,
+    *,
+    leaves: Sequence[str],
+    spine: str,
+    leaf_of: Mapping[str, str | None],
+    what: str,
+) -> list[tuple[Job, str]]:
+    """Steering traffic of ``leaves`` off ``spine``: the jobs with nodes behind one of
+    ``leaves`` and nodes behind another leaf (their flows through ``spine`` move to the
+    other spines, for the run of the job; a job inside one leaf crosses no spine)."""
+    wanted = set(leaves)
+    out = []
+    for job in jobs.jobs:
+        spans = {leaf_of.get(h) for h in job.hosts} - {None}
+        if len(spans) > 1 and spans & wanted:
+            out.append((job, f"flows through {spine} move ({what})"))
+    return out
+
+
+def uses_nic(jobs: JobMap, host: str, nic: str) -> list[tuple[Job, str]]:
+    """Excluding ``nic`` on ``host``: the jobs running there. NCCL reads its NIC list
+    when a communicator is made: a running job keeps the NIC until it restarts."""
+    return [
+        (job, f"on {host}: new communicators leave {nic} out (a running job keeps it "
+              "until it restarts)")
+        for job in jobs.on(host)
+    ]  # fmt: skip
+
+
+def protected(job: Job, rules: Iterable[str]) -> str | None:
+    """The first of ``rules`` (``comment=protected``, ``qos=high``,
+    ``label:team=infra``; a bare key matches any value) the job's marks meet."""
+    for rule in rules:
+        key, eq, value = rule.partition("=")
+        have = job.marks.get(key.strip())
+        if have is not None and (not eq or have == value.strip()):
+            return rule
+    return None
+
+
+def touched_json(touched: Iterable[tuple[Job, str]]) -> list[dict[str, Any]]:
+    """What a plan carries (and the journal keeps): each job's summary, how the plan
+    touches it, and its marks (for a policy that protects jobs)."""
+    return [{**job.summary(), "how": how, "marks": dict(job.marks)} for job, how in touched]

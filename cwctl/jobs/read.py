@@ -1,0 +1,70 @@
+"""Reading the jobs where the inventory's ``[scheduler]`` says, through a runner.
+
+The runner is whatever carries out an action's commands (``cwctl.actions.runners``:
+this machine, or the scheduler's host over SSH): the same one ``scontrol update`` goes
+through. No scheduler (``kind = "none"``) is no read, not an error; a scheduler that
+does not answer is a ``JobRead`` with its ``error``, never a failed scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from cwctl.errors import CwctlError
+from cwctl.jobs import k8s, slurm
+from cwctl.jobs.model import JobRead
+
+LOCAL = "local"  # a runner's name for this machine (cwctl.actions.plan.LOCAL)
+
+
+class Result(Protocol):
+    rc: int
+    stdout: str
+
+    def detail(self) -> str: ...
+
+
+class Runner(Protocol):
+    async def run(self, host: str, argv: Sequence[str]) -> Any: ...
+
+
+def known_names(inventory: Any) -> dict[str, str]:
+    """Every name a scheduler may give an inventory host: its name, its short name, its
+    address."""
+    known: dict[str, str] = {}
+    for h in inventory.hosts:
+        for alias in (h.address, h.name.split(".", 1)[0], h.name):
+            known[alias] = h.name
+    return known
+
+
+def scheduler_of(inventory: Any) -> tuple[str, str] | None:
+    """(kind, where its CLI runs) from ``[scheduler]``; None without one."""
+    sched = inventory.scheduler
+    if sched.kind not in ("slurm", "k8s"):
+        return None
+    return sched.kind, sched.host or LOCAL
+
+
+async def read_jobs(inventory: Any, runner: Runner) -> JobRead | None:
+    """The running jobs of the inventory's scheduler (None: it names none)."""
+    found = scheduler_of(inventory)
+    if found is None:
+        return None
+    kind, where = found
+    argv = slurm.SQUEUE_ARGV if kind == "slurm" else k8s.KUBECTL_ARGV
+    result = await runner.run(where, argv)
+    if result.rc != 0:
+        why = result.detail() or f"exit {result.rc}"
+        return JobRead(kind, error=f"{argv[0]} on {where}: {why}")
+    known = known_names(inventory)
+    try:
+        jobs = (
+            slurm.parse_squeue(result.stdout, known)
+            if kind == "slurm"
+            else k8s.parse_pods(result.stdout, known)
+        )
+    except CwctlError as exc:
+        return JobRead(kind, error=str(exc))
+    return JobRead(kind, tuple(jobs))

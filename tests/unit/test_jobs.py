@@ -1,0 +1,130 @@
+"""The job map: Slurm's and Kubernetes' outputs parsed (saved outputs), the simulated job
+set, which jobs a suspect hurts, and what a plan touches."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cwctl.errors import InputError
+from cwctl.jobs import Job, JobMap, JobRead
+from cwctl.jobs.affected import flows_move, hurt, loses_node, protected, sits_on
+from cwctl.jobs.k8s import parse_pods
+from cwctl.jobs.simjobs import sim_jobs
+from cwctl.jobs.slurm import expand_hostlist, parse_squeue
+from cwctl.names import sim_host_names
+from cwctl.snapshot import Suspect
+
+DATA = Path(__file__).parent.parent / "data"
+
+
+def test_hostlists_expand_as_scontrol_show_hostnames_does() -> None:
+    assert expand_hostlist("gpu-[001-003,009],login-1") == [
+        "gpu-001", "gpu-002", "gpu-003", "gpu-009", "login-1",
+    ]  # fmt: skip
+    assert expand_hostlist("r[1-2]n[08-09]") == ["r1n08", "r1n09", "r2n08", "r2n09"]
+    assert expand_hostlist("(null)") == []
+    for bad in ("gpu-[3-1]", "gpu-[a-b]", "gpu-[1-2", "gpu-1-2]"):
+        with pytest.raises(InputError, match="host list"):
+            expand_hostlist(bad)
+
+
+@given(st.lists(st.integers(0, 999), min_size=1, max_size=30, unique=True))
+def test_a_compressed_list_expands_to_its_hosts(numbers: list[int]) -> None:
+    numbers.sort()
+    runs = []  # Slurm's compression: consecutive numbers as ranges, zero padded to 3
+    for _, group in itertools.groupby(enumerate(numbers), lambda t: t[1] - t[0]):
+        run = [n for _, n in group]
+        runs.append(f"{run[0]:03d}" + (f"-{run[-1]:03d}" if len(run) > 1 else ""))
+    text = f"gpu-[{','.join(runs)}]"
+    assert expand_hostlist(text) == [f"gpu-{n:03d}" for n in numbers]
+
+
+def test_squeue_lines_become_jobs_on_inventory_hosts() -> None:
+    known = {f"gpu-{i:03d}": f"gpu-{i:03d}" for i in range(1, 12)} | {"sc2835n1": "h1"}
+    jobs = parse_squeue((DATA / "slurm" / "squeue-running.txt").read_text(), known)
+    assert [j.id for j in jobs] == ["1", "2", "4471_3", "4480"]
+    first = jobs[0]
+    assert (first.user, first.name, first.nodes) == ("root", "llama pretrain|x",
+                                                     ("sc2835n1", "sc2835n2"))  # fmt: skip
+    assert first.hosts == ("h1",)  # sc2835n2 is no inventory host
+    assert dict(first.marks) == {"comment": "protected run"}  # QoS (null): unset
+    assert jobs[1].hosts == () and dict(jobs[1].marks) == {}
+    array = jobs[2]
+    assert array.nodes == ("gpu-001", "gpu-002", "gpu-003", "gpu-009", "login-1")
+    assert array.hosts == ("gpu-001", "gpu-002", "gpu-003", "gpu-009")
+    assert dict(array.marks) == {"qos": "high"}
+    assert jobs[3].name == "name with \x1f inside"
+
+
+def test_a_squeue_that_ignored_the_format_is_named() -> None:
+    with pytest.raises(InputError, match="squeue line 1 has 1 of 6 fields"):
+        parse_squeue("JOBID PARTITION NAME USER ST TIME NODES NODELIST\n", {})
+
+
+def test_running_pods_become_workloads_by_node() -> None:
+    known = {"gpu-001": "gpu-001", "gpu-002": "gpu-002", "gpu-009": "gpu-009"}
+    jobs = {j.id: j for j in parse_pods((DATA / "k8s" / "pods-running.json").read_text(), known)}
+    # the DaemonSet's pod, cwctl's own agent pod and the pending pod are no jobs
+    assert sorted(jobs) == ["default/debug-shell", "ml-research/llama-70b", "team-b/eval-sweep-7"]
+    llama = jobs["ml-research/llama-70b"]
+    assert llama.nodes == ("gpu-001.cluster.local", "gpu-009.cluster.local")
+    assert llama.hosts == ("gpu-001", "gpu-009")  # by short name
+    assert llama.user == "ml-research"
+    assert llama.marks["label:cwctl.io/protected"] == "true"
+    assert jobs["team-b/eval-sweep-7"].hosts == ("gpu-002",)
+    assert jobs["default/debug-shell"].hosts == ()  # login-3 is no inventory host
+    with pytest.raises(InputError, match="not JSON"):
+        parse_pods("error: You must be logged in", known)
+
+
+def test_the_simulated_job_set_is_seeded_and_takes_each_host_once() -> None:
+    hosts = sim_host_names(64, "gpu")
+    a, b = sim_jobs(hosts, 8, 1), sim_jobs(hosts, 8, 1)
+    assert a == b and len(a.jobs) == 8
+    assert sim_jobs(hosts, 8, 2) != a
+    taken = [h for j in a.jobs for h in j.hosts]
+    assert len(taken) == len(set(taken)) and set(taken) <= set(hosts)
+    assert len(sim_jobs(hosts[:3], 10, 1).jobs) <= 3  # fewer when the hosts run out
+
+
+def job(i: str, *hosts: str, **marks: str) -> Job:
+    return Job(i, "u", f"n{i}", hosts, hosts, marks)
+
+
+LEAF = {"a1": "leaf1", "a2": "leaf1", "b1": "leaf2", "b2": "leaf2", "c1": "leaf3"}
+
+
+def test_where_an_element_sits() -> None:
+    hosts = list(LEAF)
+    assert sits_on("a1", hosts, LEAF) == "a1"
+    assert sits_on("a1/mlx5_0", hosts, LEAF) == "a1"
+    assert sits_on("a1-leaf1", hosts, LEAF) == "a1"
+    assert sits_on("a1-leaf2", hosts, LEAF) is None  # not its access link
+    assert sits_on("leaf1-spine2", hosts, LEAF) is None
+
+
+def test_what_a_plan_touches() -> None:
+    jobs = JobMap([job("1", "a1", "b1"), job("2", "a2", "a1"), job("3", "b2", "c1")])
+    assert [(j.id, how) for j, how in loses_node(jobs, "a1")] == [
+        ("1", "loses node a1"), ("2", "loses node a1"),
+    ]  # fmt: skip
+    moved = flows_move(jobs, leaves=["leaf1"], spine="spine2", leaf_of=LEAF, what="x")
+    assert [j.id for j, _ in moved] == ["1"]  # 2 stays inside leaf1; 3 never reaches it
+    assert protected(job("9", "a1", comment="protected"), ["qos=high", "comment=protected"])
+    assert protected(job("9", "a1", qos="normal"), ["qos=high"]) is None
+    assert protected(job("9", "a1", **{"label:team": "x"}), ["label:team"]) == "label:team"
+
+
+def test_a_host_suspect_hurts_the_jobs_on_it_even_without_paths() -> None:
+    jobs = JobMap([job("1", "a1"), job("2", "b1", "b2")])
+    found = hurt(Suspect("a1/mlx5_1", "nic", 0.9, ""), jobs, None, LEAF)
+    assert found == [
+        {"id": "1", "user": "u", "name": "n1", "nodes": 1, "paths_hit": 0, "paths": 0,
+         "on_node": ["a1"]}
+    ]  # fmt: skip
+    assert JobRead("slurm", jobs.jobs).to_json() == {"scheduler": "slurm", "running": 2}

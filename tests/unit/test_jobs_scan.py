@@ -1,0 +1,128 @@
+"""Jobs in every answer: a simulated scan names, under its suspect, the jobs whose node
+pairs cross it (and only those); the table, JSON and Prometheus show them; plans name the
+jobs they touch; without a scheduler nothing changes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cwctl.actions.jobs import job_reader
+from cwctl.cli import app
+from cwctl.collection import Collection
+from cwctl.jobs import Job, JobRead
+from cwctl.report import render
+from cwctl.request import ScanRequest, SimOptions
+from cwctl.session import ScanSession
+from cwctl.snapshot import FabricSnapshot
+
+LEAF1 = [f"gpu-{i:03d}" for i in range(1, 9)]  # the simulator's 8 hosts per leaf
+LEAF2 = [f"gpu-{i:03d}" for i in range(9, 17)]
+LEAF3 = [f"gpu-{i:03d}" for i in range(17, 25)]
+JOBS = (
+    Job("11", "alice", "across", (*LEAF1[:2], *LEAF2[:2]), (*LEAF1[:2], *LEAF2[:2])),
+    Job("12", "bob", "inside-leaf1", tuple(LEAF1[4:8]), tuple(LEAF1[4:8])),
+    Job("13", "chen", "leaf2-leaf3", (*LEAF2[4:6], *LEAF3[:2]), (*LEAF2[4:6], *LEAF3[:2])),
+    Job("14", "dana", "single", (LEAF1[2],), (LEAF1[2],)),
+)
+
+
+async def _fixed(collection: Collection) -> JobRead:
+    return JobRead("slurm", JOBS)
+
+
+@pytest.fixture(scope="module")
+def link_fault() -> FabricSnapshot:
+    request = ScanRequest(
+        sim=SimOptions(hosts=32, faults=("link:leaf1-spine2:down",)), duration_s=2.0
+    )
+
+    async def go() -> FabricSnapshot:
+        async with ScanSession(request, jobs=_fixed) as session:
+            return await session.scan()
+
+    return asyncio.run(go())
+
+
+def test_the_suspect_names_the_jobs_whose_pairs_cross_it(link_fault: FabricSnapshot) -> None:
+    top = link_fault.suspects[0]
+    assert "leaf1-spine2" in top.members
+    hurt = {j["id"]: j for j in top.jobs or []}
+    # 11 has pairs between leaf1 and leaf2: 2 x 2 of its 6 cross leaf1's uplinks; 12 sits
+    # inside leaf1 (no spine), 13 never reaches leaf1, 14 has one node (no pairs)
+    assert sorted(hurt) == ["11"]
+    assert (hurt["11"]["paths_hit"], hurt["11"]["paths"], hurt["11"]["nodes"]) == (4, 6, 4)
+    assert link_fault.jobs == {"scheduler": "slurm", "running": 4}
+    out = link_fault.to_json()
+    assert out["suspects"][0]["jobs"][0]["id"] == "11"
+    assert out["jobs"] == {"scheduler": "slurm", "running": 4}
+
+
+def test_the_table_and_prometheus_show_them(link_fault: FabricSnapshot) -> None:
+    text = render(link_fault, "table", color=False)
+    assert "jobs hurt: pairs hit" in text and "11 alice/across 4/6" in text
+    assert "jobs: 4 running (slurm), 1 hurt by the suspects" in text
+    prom = render(link_fault, "prom")
+    element = link_fault.suspects[0].element
+    assert f'cwctl_suspect_jobs{{element="{element}",kind="link"}} 1.0' in prom
+    assert 'cwctl_jobs_running{scheduler="slurm"} 4.0' in prom
+    assert 'job="' not in prom and "alice" not in prom  # no per-job series
+
+
+def test_a_nic_suspect_names_the_job_on_its_host() -> None:
+    request = ScanRequest(
+        sim=SimOptions(hosts=32, faults=(f"nic:{LEAF1[2]}/mlx5_0:down",)), duration_s=2.0
+    )
+
+    async def go() -> FabricSnapshot:
+        async with ScanSession(request, jobs=_fixed) as session:
+            return await session.scan()
+
+    snap = asyncio.run(go())
+    hurt = [j for s in snap.suspects if LEAF1[2] in s.element for j in s.jobs or []]
+    assert [(j["id"], j.get("on_node")) for j in hurt] == [("14", [LEAF1[2]])]
+
+
+def test_without_a_scheduler_nothing_changes(tmp_path: Path) -> None:
+    inv = tmp_path / "inv.toml"
+    inv.write_text('[[host]]\nname = "h1"\naddress = "10.0.0.1"\n')
+    assert job_reader(ScanRequest(inventory=inv)) is None  # no [scheduler]: nothing read
+    inv.write_text('[scheduler]\nkind = "none"\n\n[[host]]\nname = "h1"\naddress = "10.0.0.1"\n')
+    assert job_reader(ScanRequest(inventory=inv)) is None
+    assert job_reader(ScanRequest(sim=SimOptions())) is None  # --sim without --jobs
+    argv = ["scan", "--sim", "--hosts", "16", "--fault", "switch:spine2:down", "--duration", "1"]
+    done = CliRunner().invoke(app, [*argv, "--format", "json"])
+    report = json.loads(done.stdout)
+    assert report["suspects"] and "jobs" not in report
+    assert all("jobs" not in s for s in report["suspects"])
+    table = CliRunner().invoke(app, argv).stdout
+    assert "jobs" not in table
+    prom = CliRunner().invoke(app, [*argv, "--format", "prom"]).stdout
+    assert "cwctl_suspect_jobs" not in prom and "cwctl_jobs_running" not in prom
+    plan = CliRunner().invoke(app, ["drain", "--sim", "--hosts", "16", "gpu-001"]).stdout
+    assert "jobs" not in plan
+
+
+def test_sim_jobs_reach_the_scan_and_the_plans() -> None:
+    argv = ["--sim", "--hosts", "32", "--jobs", "6"]
+    done = CliRunner().invoke(
+        app, ["scan", *argv, "--fault", "switch:spine2:down", "--format", "json", "--duration", "1"]
+    )
+    report = json.loads(done.stdout)
+    assert report["jobs"] == {"scheduler": "sim", "running": 6}
+    assert all("jobs" in s for s in report["suspects"])
+    from cwctl.jobs.simjobs import sim_jobs
+    from cwctl.names import sim_host_names
+
+    jobs = sim_jobs(sim_host_names(32, "gpu"), 6, 1).jobs
+    host = jobs[0].hosts[0]
+    plan = CliRunner().invoke(app, ["drain", *argv, host, "--format", "json"])
+    touched = json.loads(plan.stdout)["plan"]["jobs"]
+    assert [(j["id"], j["how"]) for j in touched] == [(jobs[0].id, f"loses node {host}")]
+    assert touched[0]["marks"] == dict(jobs[0].marks)
+    text = CliRunner().invoke(app, ["drain", *argv, host]).stdout
+    assert f"{jobs[0].id} {jobs[0].user}/{jobs[0].name}" in text and "loses node" in text

@@ -22,7 +22,7 @@ def job_env(
     flags: SourceFlags,
     job: Annotated[
         str | None,
-        typer.Argument(metavar="[JOBID]", help="A running job (its hosts from the scheduler)."),
+        typer.Argument(metavar="JOBID", help="A running job (its hosts from the scheduler)."),
     ] = None,
     nodes: Annotated[
         str | None,
@@ -40,7 +40,9 @@ def job_env(
     """Print the NCCL/Gloo environment for a job's hosts (NICs cwctl excluded).
 
     For eval before torchrun, or a Slurm TaskProlog (its export lines join the task's
-    environment). Example: eval "$(cwctl job-env 4242)"
+    environment): eval "$(cwctl job-env 4242)".
+
+    Example: cwctl job-env 4242
     """
 
     def body() -> None:

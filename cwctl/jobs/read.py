@@ -8,6 +8,7 @@ does not answer is a ``JobRead`` with its ``error``, never a failed scan.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -16,6 +17,7 @@ from cwctl.jobs import k8s, slurm
 from cwctl.jobs.model import JobRead
 
 LOCAL = "local"  # a runner's name for this machine (cwctl.actions.plan.LOCAL)
+READ_TIMEOUT_S = 20.0  # a scheduler slower than this is reported "not known", not waited on
 
 
 class Result(Protocol):
@@ -54,7 +56,10 @@ async def read_jobs(inventory: Any, runner: Runner) -> JobRead | None:
         return None
     kind, where = found
     argv = slurm.SQUEUE_ARGV if kind == "slurm" else k8s.KUBECTL_ARGV
-    result = await runner.run(where, argv)
+    try:
+        result = await asyncio.wait_for(runner.run(where, argv), READ_TIMEOUT_S)
+    except TimeoutError:
+        return JobRead(kind, error=f"{argv[0]} on {where}: no answer in {READ_TIMEOUT_S:g} s")
     if result.rc != 0:
         why = result.detail() or f"exit {result.rc}"
         return JobRead(kind, error=f"{argv[0]} on {where}: {why}")

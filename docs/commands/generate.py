@@ -46,6 +46,7 @@ def block(args: list[str], env: dict[str, str], cwd: Path, note: str = "") -> st
 SIM16 = ["--sim", "--hosts", "16", "--hosts-per-leaf", "4"]  # a 16-host fabric, 4 leaves
 SPINE3_DOWN = ["reroute", *SIM16, "--fault", "switch:spine3:down", "spine3"]
 SIM_SETUP = ["reroute", *SIM16, "spine3", "--apply", "--yes"]  # the sim page starts here
+JOBS_SIM = ["--sim", "-i", "inventory.example.toml", "--jobs", "2"]  # job-env's fabric
 
 
 def drain_args(inventory: str) -> list[str]:
@@ -184,6 +185,21 @@ PAGES: list[tuple[str, str, list[tuple[str, list[str]]]]] = [
                 "A broken policy: every problem with its file and line, before any scan:",
                 ["watch", "--sim", "--policy", "broken-policy.toml"],
             ),
+        ],
+    ),
+    (
+        "job-env",
+        "The NCCL/Gloo environment for a job's hosts, from the journal of applied NIC "
+        "and steering actions: for eval before torchrun, or a Slurm TaskProlog "
+        "(docs/jobs.md).",
+        [
+            (SETUP, ["reroute", *JOBS_SIM, "gpu-003/mlx5_1", "--apply", "--yes"]),
+            (
+                "After `cwctl reroute --sim -i inventory.example.toml gpu-003/mlx5_1 --apply`, "
+                "for simulated job 4100 (on gpu-003):",
+                ["job-env", *JOBS_SIM, "4100"],
+            ),
+            ("For a Slurm node list:", ["job-env", *JOBS_SIM, "--nodes", "gpu-[001-003]"]),
         ],
     ),
     (

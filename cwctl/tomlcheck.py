@@ -200,6 +200,10 @@ class TomlChecker:
         if not value.strip():
             self.problem(f"{where}.{key}", "must not be empty")
             return None
+        odd = next((ch for ch in value if ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F), None)
+        if odd is not None:  # a NUL, a line break, an escape: no inventory value holds one
+            self.problem(f"{where}.{key}", f"{value!r} holds a control character ({odd!r})")
+            return None
         return value
 
     def matching(
@@ -233,12 +237,16 @@ class TomlChecker:
         value = self._typed(table, f"{where}.{key}", key, _is(bool), "true or false")
         return None if value is MISSING else value
 
-    def positive(self, table: Mapping[str, Any], where: str, key: str) -> float | None:
+    def positive(
+        self, table: Mapping[str, Any], where: str, key: str, hi: float | None = None
+    ) -> float | None:
+        """A number > 0 (and at most ``hi``, when given)."""
         value = self._typed(table, f"{where}.{key}", key, _is(int, float), "a number")
         if value is MISSING:
             return None
-        if not math.isfinite(value) or value <= 0:
-            self.problem(f"{where}.{key}", f"must be a number > 0, not {value}")
+        if not math.isfinite(value) or value <= 0 or (hi is not None and value > hi):
+            bound = "> 0" if hi is None else f"> 0 and at most {hi:g}"
+            self.problem(f"{where}.{key}", f"must be a number {bound}, not {value}")
             return None
         return float(value)
 

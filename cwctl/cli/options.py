@@ -143,7 +143,7 @@ FLAGS: dict[str, Any] = {
         float | None,
         typer.Option(
             "--duration",
-            parser=Duration(low=0.1),
+            parser=Duration(low=settings.PROBE_DURATION_MIN_S, high=settings.PROBE_DURATION_MAX_S),
             metavar=DURATION,
             help="How long to probe: 5s, 500ms, 2m (a bare number is seconds).",
         ),
@@ -152,7 +152,8 @@ FLAGS: dict[str, Any] = {
         float | None,
         typer.Option(
             "--rate",
-            min=0.1,
+            min=settings.PROBE_RATE_MIN,
+            max=settings.PROBE_RATE_MAX,
             metavar="PAIRS",
             help=f"Coded probe pairs per second per peer (default {settings.PROBE_RATE:g}).",
         ),

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cwctl import settings
 from cwctl.inventory.addresses import (
     at,
     check_probe_addresses,
@@ -34,6 +35,7 @@ from cwctl.inventory.model import (
     Scheduler,
     SSHDefaults,
     Switch,
+    jump_parts,
     section_keys,
 )
 from cwctl.tomlcheck import TomlChecker, did_you_mean, syntax_problem
@@ -91,7 +93,7 @@ def _check_ssh(c: TomlChecker, doc: Mapping[str, Any], base_dir: Path) -> SSHDef
             port=c.integer(t, "ssh", "port", 1, 65535),
             identity=_path_value(identity, base_dir) if identity else None,
             known_hosts=_path_value(known_hosts, base_dir) if known_hosts else None,
-            jump=c.string(t, "ssh", "jump"),
+            jump=_jump(c, t),
             connect_timeout=c.positive(t, "ssh", "connect_timeout"),
             concurrency=c.integer(t, "ssh", "concurrency", 1),
             python=c.string(t, "ssh", "python"),
@@ -104,8 +106,8 @@ def _check_probe(c: TomlChecker, doc: Mapping[str, Any]) -> ProbeSettings:
     c.unknown_keys(t, "probe", _PROBE_KEYS, _homes("[probe]"))
     return ProbeSettings(
         **present(
-            duration=c.positive(t, "probe", "duration"),
-            rate=c.positive(t, "probe", "rate"),
+            duration=c.positive(t, "probe", "duration", settings.PROBE_DURATION_MAX_S),
+            rate=c.positive(t, "probe", "rate", settings.PROBE_RATE_MAX),
             peers=c.integer(t, "probe", "peers", 1),
             port=c.integer(t, "probe", "port", 0, 65535),
             ports=c.integer(t, "probe", "ports", 1, 64),
@@ -263,6 +265,30 @@ def _read_text(path: Path) -> str:
         raise InventoryError([f"{label}:{line}: not UTF-8 text (byte {exc.start})"]) from None
 
 
+def _jump(c: TomlChecker, t: Mapping[str, Any]) -> str | None:
+    jump = c.string(t, "ssh", "jump")
+    if jump is None:
+        return None
+    try:
+        jump_parts(jump)
+    except ValueError as exc:
+        c.problem("ssh.jump", f"{jump!r} is not [user@]host[:port]: {exc}")
+        return None
+    return jump
+
+
+def _too_deep_or_too_long(label: str, text: str, exc: Exception) -> str:
+    """The problem of a document tomllib cannot read although it parses: nesting past
+    Python's recursion limit, or an integer of more digits than Python converts."""
+    lines = text.splitlines() or [""]
+    if isinstance(exc, RecursionError):
+        line = max(range(len(lines)), key=lambda i: lines[i].count("[") + lines[i].count("{"))
+        return f"{label}:{line + 1}: TOML syntax error: nested too deep"
+    long_int = re.search(r"\d{4000,}", text)
+    line = text[: long_int.start()].count("\n") + 1 if long_int else 1
+    return f"{label}:{line}: TOML syntax error: an integer of too many digits"
+
+
 def parse_inventory(
     text: str, *, label: str = "inventory", base_dir: Path | None = None
 ) -> Inventory:
@@ -271,6 +297,8 @@ def parse_inventory(
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InventoryError([syntax_problem(label, text, exc)]) from None
+    except (RecursionError, ValueError) as exc:
+        raise InventoryError([_too_deep_or_too_long(label, text, exc)]) from None
     c = TomlChecker(label, text)
     c.unknown_keys(doc, "", _TOP_KEYS, _homes(""))
     ssh = _check_ssh(c, doc, base_dir or Path.cwd())

@@ -25,6 +25,17 @@ class SSHDefaults:
     python: str = settings.SSH_PYTHON
 
 
+def jump_parts(jump: str) -> tuple[str | None, str, int | None]:
+    """``[user@]host[:port]`` as (user, host, port); ValueError naming what is wrong."""
+    user, _, hostport = jump.rpartition("@")
+    host, colon, port = hostport.partition(":")
+    if not host:
+        raise ValueError("no host name")
+    if colon and not (port.isdigit() and 1 <= int(port) <= 65535):
+        raise ValueError(f"port {port!r} is not a number from 1 to 65535")
+    return user or None, host, int(port) if colon else None
+
+
 @dataclass(frozen=True)
 class ProbeSettings:
     duration: float = settings.PROBE_DURATION_S  # seconds of probing per scan

@@ -26,6 +26,7 @@ import asyncssh
 from cwctl.collection import Collection, HostInfo
 from cwctl.errors import InputError
 from cwctl.inventory import Endpoint, Inventory, load_inventory
+from cwctl.inventory.model import jump_parts
 from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import bootstrap_command
 from cwctl.request import Progress, ScanRequest
@@ -192,13 +193,12 @@ class SSHLauncher:
             return None
         async with self._tunnel_lock:
             if self._tunnel is None:
-                user, _, hostport = jump.rpartition("@")
-                host, _, port = hostport.partition(":")
+                user, host, port = jump_parts(jump)  # checked when the inventory loaded
                 kwargs: dict[str, Any] = {"username": user} if user else {}
                 try:
                     self._tunnel = await asyncssh.connect(
                         host,
-                        int(port) if port else (),
+                        port if port is not None else (),
                         config=self.config_paths,
                         options=self.options,
                         known_hosts=self.known_hosts,

@@ -267,20 +267,21 @@ class TomlChecker:
         self, table: Mapping[str, Any], where: str, key: str, pattern: re.Pattern[str], what: str
     ) -> tuple[str, ...] | None:
         """An array of distinct strings, each matching ``pattern``."""
-        value = self._typed(table, f"{where}.{key}", key, _is(list), "an array of strings")
+        base = f"{where}.{key}" if where else key  # a top-level key has no table before it
+        value = self._typed(table, base, key, _is(list), "an array of strings")
         if value is MISSING:
             return None
         out: list[str] = []
         ok = True
         for i, item in enumerate(value):
             if not isinstance(item, str):
-                self.problem(f"{where}.{key}[{i}]", f"must be a string, not {toml_type(item)}")
+                self.problem(f"{base}[{i}]", f"must be a string, not {toml_type(item)}")
                 ok = False
             elif not pattern.match(item):
-                self.problem(f"{where}.{key}[{i}]", f"{item!r} is not {what}")
+                self.problem(f"{base}[{i}]", f"{item!r} is not {what}")
                 ok = False
             elif item in out:
-                self.problem(f"{where}.{key}[{i}]", f"{item!r} is listed twice")
+                self.problem(f"{base}[{i}]", f"{item!r} is listed twice")
                 ok = False
             else:
                 out.append(item)

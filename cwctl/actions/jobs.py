@@ -11,16 +11,19 @@ on that host.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from cwctl.actions.plan import LOCAL, ActionPlan
 from cwctl.actions.runners import LocalRunner, Runner, SSHRunner
 from cwctl.collection import Collection
 from cwctl.jobs import Job, JobRead
-from cwctl.jobs.affected import flows_move, loses_node, touched_json, uses_nic
+from cwctl.jobs.affected import flows_move, loses_node, protected_in, touched_json, uses_nic
 from cwctl.jobs.read import read_jobs, scheduler_of
 from cwctl.jobs.simjobs import sim_jobs
 from cwctl.session import JobReader, default_jobs
+
+JOBS_UNKNOWN = "the running jobs are not known"  # a plan's note when the scheduler failed
 
 
 def job_reader(request: Any, **ssh_options: Any) -> JobReader | None:
@@ -107,7 +110,20 @@ async def with_jobs(plan: ActionPlan, target: Any, runner: Runner) -> ActionPlan
     if read is None:
         return plan
     if read.error is not None:
-        plan.notes.append(f"the running jobs are not known: {read.error}")
+        plan.notes.append(f"{JOBS_UNKNOWN}: {read.error}")
         return plan
     plan.jobs = touched_json(touched(plan, target, read))
     return plan
+
+
+def refuse_protected(plan: ActionPlan, rules: Sequence[str]) -> str | None:
+    """Why ``plan`` must not be applied under protection ``rules`` (None: it may): it
+    touches a protected job, or its jobs could not be read (not known is not safe)."""
+    if not rules:
+        return None
+    if any(n.startswith(JOBS_UNKNOWN) for n in plan.notes):
+        return f"{JOBS_UNKNOWN}, and the policy protects jobs: not applied"
+    hit = protected_in(plan.jobs or (), rules)
+    if hit:
+        return f"the plan touches protected job(s) {', '.join(hit[:5])}: not applied"
+    return None

@@ -149,15 +149,26 @@ def uses_nic(jobs: JobMap, host: str, nic: str) -> list[tuple[Job, str]]:
     ]  # fmt: skip
 
 
-def protected(job: Job, rules: Iterable[str]) -> str | None:
+def protected(marks: Mapping[str, str], rules: Iterable[str]) -> str | None:
     """The first of ``rules`` (``comment=protected``, ``qos=high``,
-    ``label:team=infra``; a bare key matches any value) the job's marks meet."""
+    ``label:team=infra``; a bare key matches any value) a job's ``marks`` meet."""
     for rule in rules:
         key, eq, value = rule.partition("=")
-        have = job.marks.get(key.strip())
+        have = marks.get(key.strip())
         if have is not None and (not eq or have == value.strip()):
             return rule
     return None
+
+
+def protected_in(touched: Iterable[Mapping[str, Any]], rules: Sequence[str]) -> list[str]:
+    """``ID (RULE)`` for each job of a plan's ``jobs`` (``touched_json``) that a rule of
+    ``rules`` protects."""
+    out = []
+    for entry in touched:
+        rule = protected(entry.get("marks") or {}, rules)
+        if rule is not None:
+            out.append(f"{entry.get('id')} ({rule})")
+    return out
 
 
 def touched_json(touched: Iterable[tuple[Job, str]]) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from cwctl.actions.executor import Verification, record_verification, rollback_plan, verify
 from cwctl.actions.history import find, history
+from cwctl.actions.jobs import refuse_protected
 from cwctl.actions.journal import Journal
 from cwctl.actions.session import ActionSession, Ask
 from cwctl.errors import CwctlError
@@ -44,6 +45,7 @@ class Fabric:
     model: Any = None
     journal: Journal | None = None
     verify_s: float | None = None  # a rescan's probing (None: the request's)
+    protect: tuple[str, ...] = ()  # the policy's protected job marks (policy.py)
 
 
 async def act(fabric: Fabric, decision: Decision) -> Done:
@@ -60,6 +62,9 @@ async def act(fabric: Fabric, decision: Decision) -> Done:
             return Done(False, False, None, "refused", str(exc))
         if not plan.steps:
             return Done(False, False, None, "refused", "; ".join(plan.notes) or "no steps")
+        guarded = refuse_protected(plan, fabric.protect)
+        if guarded is not None:  # before anything is journalled or changed
+            return Done(False, False, None, "protected", guarded)
         outcome = await session.apply(plan)
         if outcome.execution.failed is not None:
             return Done(False, True, plan.id, "failed", outcome.message.splitlines()[-1])

@@ -6,6 +6,8 @@ exports, and never acts. The file is TOML, validated whole before the first roun
 together in one ``PolicyError`` (the inventory's shape, ``cwctl.tomlcheck``).
 
     dry_run = false          # true: decide and log, never act
+    protect = ["comment=protected", "qos=high", "label:cwctl.io/protected=true"]
+                             # refuse a plan that touches a running job so marked
 
     [act]
     rounds = 3               # the same suspect named in this many consecutive rounds
@@ -51,10 +53,12 @@ MAX_PER_HOUR: Final = 4
 HOLD_S: Final = 600.0
 RESTORE: Final = True
 
-_TOP_KEYS = ("dry_run", "act", "allow")
+_TOP_KEYS = ("dry_run", "protect", "act", "allow")
 _ACT_KEYS = ("rounds", "min_score", "max_per_hour", "hold_s", "restore")
 _ALLOW_KEYS = ("kind", "action", "match")
 _PATTERN = re.compile(r"^[A-Za-z0-9_*?\[\]/.!-]+$")
+# a job's mark (cwctl.jobs: Slurm's comment and QoS, a pod's label:KEY), =VALUE optional
+_PROTECT = re.compile(r"^(comment|qos|label:[A-Za-z0-9][A-Za-z0-9_./-]*)(=[^\n]*)?$")
 
 
 class PolicyError(InputError):
@@ -90,6 +94,7 @@ class Policy:
     hold_s: float = HOLD_S
     restore: bool = RESTORE
     allow: tuple[Allow, ...] = ()
+    protect: tuple[str, ...] = ()  # job marks a plan may not touch (cwctl.jobs.affected)
     path: Path | None = field(default=None, compare=False)
 
     def action_for(self, kind: str, element: str) -> str | None:
@@ -119,6 +124,9 @@ def parse_policy(text: str, *, label: str = "policy") -> Policy:
     hold_s = c.positive(act, "act", "hold_s")
     restore = c.boolean(act, "act", "restore")
     allow = tuple(_allow(c, where, t) for where, t in c.array_of_tables(doc, "allow"))
+    protect = c.names(
+        doc, "", "protect", _PROTECT, "a job mark: comment[=TEXT], qos[=NAME], label:KEY[=VALUE]"
+    )
     if c.problems:
         raise PolicyError(c.problems)
     return Policy(
@@ -129,6 +137,7 @@ def parse_policy(text: str, *, label: str = "policy") -> Policy:
         hold_s=HOLD_S if hold_s is None else hold_s,
         restore=RESTORE if restore is None else restore,
         allow=tuple(a for a in allow if a is not None),
+        protect=tuple(protect or ()),
     )
 
 

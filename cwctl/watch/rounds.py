@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from cwctl.actions.jobs import job_reader
 from cwctl.errors import CwctlError
 from cwctl.inventory import load_inventory
 from cwctl.request import ScanRequest
@@ -47,7 +49,7 @@ class Watch:
         fabric: Fabric | None = None,
     ) -> None:
         self.request = request
-        self.session = session or ScanSession(request, sliding=True)
+        self.session = session or _session(request)
         self.metrics = metrics or WatchMetrics()
         self.log: Log = log or (lambda _: None)
         self.clock, self.wall = clock, wall
@@ -64,9 +66,10 @@ class Watch:
     @property
     def fabric(self) -> Fabric:
         """What actions apply to: this session's hosts (for --sim, the model it probes)."""
+        protect = self.policy.protect if self.policy is not None else ()
         if self._fabric is not None:
-            return self._fabric
-        return Fabric(self.request, model=self.session.model)
+            return replace(self._fabric, protect=protect)
+        return Fabric(self.request, model=self.session.model, protect=protect)
 
     async def scan(self) -> FabricSnapshot | None:
         """One scan of the session; a failure is logged and counted, not raised."""
@@ -178,7 +181,7 @@ class Watch:
             self._reload_failed("inventory", path, exc)
             return
         old = self.session
-        self.session = ScanSession(self.request, sliding=True)
+        self.session = _session(self.request)
         self._inventory_text = text
         await old.aclose()
         self.log(
@@ -226,3 +229,9 @@ def _round_line(n: int, snapshot: FabricSnapshot, duration_s: float) -> dict[str
         ],
         "healthy": snapshot.healthy,
     }
+
+
+def _session(request: ScanRequest) -> ScanSession:
+    """The watch's scan session: sliding, reading the running jobs each round where the
+    inventory names a scheduler (or ``--sim --jobs N``), so that suspects name them."""
+    return ScanSession(request, sliding=True, jobs=job_reader(request))

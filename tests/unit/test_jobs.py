@@ -12,7 +12,15 @@ from hypothesis import strategies as st
 
 from cwctl.errors import InputError
 from cwctl.jobs import Job, JobMap, JobRead
-from cwctl.jobs.affected import flows_move, hurt, loses_node, protected, sits_on
+from cwctl.jobs.affected import (
+    flows_move,
+    hurt,
+    loses_node,
+    protected,
+    protected_in,
+    sits_on,
+    touched_json,
+)
 from cwctl.jobs.k8s import parse_pods
 from cwctl.jobs.simjobs import sim_jobs
 from cwctl.jobs.slurm import expand_hostlist, parse_squeue
@@ -115,9 +123,11 @@ def test_what_a_plan_touches() -> None:
     ]  # fmt: skip
     moved = flows_move(jobs, leaves=["leaf1"], spine="spine2", leaf_of=LEAF, what="x")
     assert [j.id for j, _ in moved] == ["1"]  # 2 stays inside leaf1; 3 never reaches it
-    assert protected(job("9", "a1", comment="protected"), ["qos=high", "comment=protected"])
-    assert protected(job("9", "a1", qos="normal"), ["qos=high"]) is None
-    assert protected(job("9", "a1", **{"label:team": "x"}), ["label:team"]) == "label:team"
+    assert protected({"comment": "protected"}, ["qos=high", "comment=protected"])
+    assert protected({"qos": "normal"}, ["qos=high"]) is None
+    assert protected({"label:team": "x"}, ["label:team"]) == "label:team"
+    plan = touched_json(moved + loses_node(JobMap([job("7", "c1", qos="high")]), "c1"))
+    assert protected_in(plan, ["qos=high"]) == ["7 (qos=high)"]
 
 
 def test_a_host_suspect_hurts_the_jobs_on_it_even_without_paths() -> None:

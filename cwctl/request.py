@@ -10,7 +10,7 @@ interface every source of records answers: sim, ssh, local, replay, and slurm ne
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -51,6 +51,14 @@ class ScanRequest:
     accept_new_host_keys: bool = False
     via: str = "ssh"  # how inventory hosts are reached: ssh | slurm (one srun step)
     overrides: dict[str, Any] = field(default_factory=dict)  # probe settings from flags
+    budget: str | None = None  # --budget: quick | watch; None: the inventory's, else below
+    command_budget: str = settings.BUDGET_QUICK  # the budget of the command that asks
+
+    def at_budget(self, name: str) -> ScanRequest:
+        """This request at the budget ``name`` (settings.BUDGETS), as a command that runs
+        at it by default asks: ``--budget`` and the inventory's ``[probe] budget`` still
+        win, and so do an explicit ``--rate``/``--duration`` (``cwctl.budgets``)."""
+        return replace(self, command_budget=name)
 
     @property
     def source(self) -> str:

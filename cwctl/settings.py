@@ -8,6 +8,7 @@ the names. This module imports nothing of cwctl: every layer may read it.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -29,9 +30,30 @@ SIM_DISCOVERY: Final = True  # simulated agents trace their flows (path records)
 SIM_JOBS: Final = 0  # simulated running jobs (--jobs N; cwctl.jobs.simjobs)
 SIM_HOST_PREFIX: Final = "gpu"
 
+# --- probe budgets (docs/sync.md, "Probe budgets") ---------------------------------------
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much probing one scan does: coded pairs per second per peer, for how long."""
+
+    name: str
+    rate: float  # coded pairs per second per peer
+    duration_s: float  # seconds of probing per scan (per window, for watch)
+    use: str  # which commands choose it
+
+
+BUDGET_QUICK: Final = "quick"  # the most accurate answer now: short and dense
+BUDGET_WATCH: Final = "watch"  # continuous and sparse: accuracy builds across windows
+BUDGETS: Final = {
+    BUDGET_QUICK: Budget(BUDGET_QUICK, 100.0, 2.0, "scan, reroute --verify, sync --count 1"),
+    BUDGET_WATCH: Budget(BUDGET_WATCH, 2.0, 5.0, "tui, watch, the sync loop"),
+}
+WATCH_HISTORY_S: Final = 60.0  # the watch budget's clock model looks back this far
+
 # --- probing (the inventory's [probe] section) ------------------------------------------
-PROBE_DURATION_S: Final = 10.0  # seconds of probing per scan
-PROBE_RATE: Final = 2.0  # coded pairs per second per peer
+PROBE_DURATION_S: Final = BUDGETS[BUDGET_QUICK].duration_s  # a scan's, unless a budget says
+PROBE_RATE: Final = BUDGETS[BUDGET_QUICK].rate  # coded pairs per second per peer
 # the sane ranges of both (flags, inventory keys, record file headers): an hour of probing,
 # a thousand pairs a second to each peer (ten times a dense quick scan's)
 PROBE_DURATION_MIN_S: Final = 0.1
@@ -56,10 +78,6 @@ TUI_INTERVAL_S: Final = 1.0  # pause between two scans
 
 # --- cwctl watch (docs/watch.md) ----------------------------------------------------------
 WATCH_INTERVAL_S: Final = 30.0  # from the start of one round to the start of the next
-# Sparse probing for the rounds until the `watch` probe budget lands: 4 s at 1 pair/s
-# per peer (10 peers, 4 ports: ~80 packets/s per agent, a few kbit/s); flags override.
-WATCH_DURATION_S: Final = 4.0
-WATCH_RATE: Final = 1.0
 
 # --- cwctl sync: feeding chronyd (docs/sync.md, "Feeding chronyd") ----------------------
 SYNC_SOCKET: Final = "/run/chrony/cwctl.sock"  # the refclock SOCK path on each host

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cwctl import settings
 from cwctl.actions.history import Action
 from cwctl.actions.journal import Journal
 from cwctl.actions.plan import ActionPlan, Step, utc_now
@@ -207,7 +208,8 @@ async def verify(target: Any, element: str, *, duration_s: float | None = None) 
 
     from cwctl.session import ScanSession
 
-    request = target.request
+    # a verdict now, as a scan gives it: the quick budget unless --budget said otherwise
+    request = target.request.at_budget(settings.BUDGET_QUICK)
     if duration_s is not None:
         request = replace(request, duration_s=duration_s)
     source: Any = None

@@ -36,7 +36,7 @@ SudoOpt = Annotated[
     bool, typer.Option("--sudo", help="Run each command through 'sudo -n' on its host.")
 ]
 # The ScanRequest an action plans against (and --verify rescans) comes from these.
-ACTION_FLAGS = ("inventory", "sim", *SIM_SHAPE, "fault", "duration", "jobs")
+ACTION_FLAGS = ("inventory", "sim", *SIM_SHAPE, "fault", "budget", "duration", "jobs")
 RESUME_FLAGS = ("inventory", "sim", *SIM_SHAPE)
 
 PlanFormatOpt = Annotated[

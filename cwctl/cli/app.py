@@ -15,7 +15,7 @@ from typing import Annotated, NoReturn, TypeVar
 
 import typer
 
-from cwctl import __version__, atomic
+from cwctl import __version__, atomic, settings
 from cwctl.cli.usage import OneLineGroup
 from cwctl.errors import EXIT_OK, EXIT_USAGE, CwctlError
 
@@ -46,6 +46,11 @@ class Format(StrEnum):
     table = "table"
     json = "json"
     prom = "prom"
+
+
+class BudgetName(StrEnum):
+    quick = settings.BUDGET_QUICK
+    watch = settings.BUDGET_WATCH
 
 
 class Timestamps(StrEnum):

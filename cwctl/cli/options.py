@@ -19,8 +19,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from cwctl import settings
-from cwctl.cli.app import Ecmp, Format, Timestamps, Via, fail
+from cwctl import budgets, settings
+from cwctl.cli.app import BudgetName, Ecmp, Format, Timestamps, Via, fail
 from cwctl.cli.durations import METAVAR as DURATION
 from cwctl.cli.durations import Duration
 
@@ -48,6 +48,7 @@ class SourceFlags:
     jobs: int = settings.SIM_JOBS
     duration: float | None = None
     rate: float | None = None
+    budget: BudgetName | None = None
     save_records: Path | None = None
     reference: str | None = None
     concurrency: int | None = None
@@ -145,7 +146,8 @@ FLAGS: dict[str, Any] = {
             "--duration",
             parser=Duration(low=settings.PROBE_DURATION_MIN_S, high=settings.PROBE_DURATION_MAX_S),
             metavar=DURATION,
-            help="How long to probe: 5s, 500ms, 2m (a bare number is seconds).",
+            help="How long to probe: 5s, 500ms, 2m (a bare number is seconds; default: the "
+            "budget's).",
         ),
     ],
     "rate": Annotated[
@@ -155,7 +157,18 @@ FLAGS: dict[str, Any] = {
             min=settings.PROBE_RATE_MIN,
             max=settings.PROBE_RATE_MAX,
             metavar="PAIRS",
-            help=f"Coded probe pairs per second per peer (default {settings.PROBE_RATE:g}).",
+            help="Coded probe pairs per second per peer (default: the budget's).",
+        ),
+    ],
+    "budget": Annotated[
+        BudgetName | None,
+        typer.Option(
+            "--budget",
+            metavar="quick|watch",
+            help=budgets.help_text(
+                "quick for scan, reroute --verify and sync --count 1; watch for tui and the "
+                "sync loop"
+            ),
         ),
     ],
     "save_records": Annotated[
@@ -197,7 +210,8 @@ assert set(FLAGS) == set(_DEFAULTS), "every SourceFlags field is one flag, and b
 SIM_SHAPE = ("hosts", "hosts_per_leaf", "spines", "seed")
 SIM_FLAGS = (*SIM_SHAPE, "fault", "timestamps", "load", "ecmp", "discovery")
 SSH_FLAGS = ("reference", "concurrency", "accept_new_host_keys")
-SCAN_FLAGS = ("inventory", "local", "sim", *SIM_FLAGS, "duration", "rate", *SSH_FLAGS)
+PROBE_FLAGS = ("budget", "duration", "rate")
+SCAN_FLAGS = ("inventory", "local", "sim", *SIM_FLAGS, *PROBE_FLAGS, *SSH_FLAGS)
 
 # Flags of single commands that more than one command shares.
 FormatOpt = Annotated[
@@ -267,9 +281,10 @@ def source_flags(*names: str) -> Callable[[F], F]:
     return decorate
 
 
-def build_request(flags: SourceFlags) -> Any:
+def build_request(flags: SourceFlags, budget: str = settings.BUDGET_QUICK) -> Any:
     """A ScanRequest from the flags; exactly one source of hosts; every flag and
-    combination checked first (``cwctl.cli.validate``)."""
+    combination checked first (``cwctl.cli.validate``). ``budget``: the command's own
+    (``cwctl.budgets.COMMAND_BUDGETS``), which ``--budget`` and the inventory override."""
     from cwctl.atomic import expand
     from cwctl.cli.validate import check_flags, check_reference
 
@@ -322,5 +337,7 @@ def build_request(flags: SourceFlags) -> Any:
         accept_new_host_keys=flags.accept_new_host_keys,
         via=flags.via.value,
         overrides={} if flags.rate is None else {"rate": flags.rate},
+        budget=flags.budget.value if flags.budget is not None else None,
+        command_budget=budget,
     )
     return request

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from cwctl import settings
+from cwctl.budgets import COMMAND_BUDGETS
 from cwctl.cli.app import (
     STATE,
     Format,
@@ -105,7 +106,9 @@ def scan(
         checked = {o: check_output(p, o) if p is not None else None for o, p in outputs.items()}
         out_path, heatmap_path = checked["--out"], checked["--heatmap"]
 
-        request = build_request(replace(flags, save_records=checked["--save-records"]))
+        request = build_request(
+            replace(flags, save_records=checked["--save-records"]), COMMAND_BUDGETS["scan"]
+        )
         import asyncio  # lazy: `cwctl --help` need not load it
 
         from cwctl.actions.jobs import job_reader

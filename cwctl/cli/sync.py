@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from cwctl import settings
+from cwctl.budgets import COMMAND_BUDGETS
 from cwctl.cli.app import app, fail, run_guarded
 from cwctl.cli.durations import METAVAR as DURATION
 from cwctl.cli.durations import Duration
@@ -129,7 +130,8 @@ def sync(
         )
         if count is not None and count < 1:
             fail(f"--count {count}: give at least 1 round")
-        request = build_request(flags)
+        # one round is an answer now (quick); the loop watches (watch)
+        request = build_request(flags, COMMAND_BUDGETS["sync-once" if count == 1 else "sync"])
         reference = flags.reference
         fleet = fleet_for(request)
         check_socket_template(socket, fleet.names)
@@ -137,7 +139,10 @@ def sync(
             check_socket_template(chronyc_socket, fleet.names, "--chronyc-socket")
         if apply:
             fleet.require_hosts("--apply")
-        scan_s = request.duration_s or settings.PROBE_DURATION_S
+        scan_s = (
+            request.duration_s
+            or settings.BUDGETS[request.budget or request.command_budget].duration_s
+        )
         feeder = FeederSettings(
             period_s=period,
             hold_s=2 * max(interval, scan_s + 5.0) + 10.0,

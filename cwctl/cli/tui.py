@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from cwctl import settings
+from cwctl.budgets import COMMAND_BUDGETS
 from cwctl.cli.app import app, fail, run_guarded
 from cwctl.cli.durations import METAVAR as DURATION
 from cwctl.cli.durations import Duration
@@ -33,7 +34,7 @@ def tui(
     """
 
     def body() -> None:
-        request = build_request(flags)
+        request = build_request(flags, COMMAND_BUDGETS["tui"])
         from cwctl.actions.jobs import job_reader
         from cwctl.session import ScanSession  # after every check: numpy, asyncssh, ...
 

@@ -32,6 +32,8 @@ def check_flags(flags: Any, defaults: dict[str, Any]) -> None:
             fail("--duration does nothing with --replay: the saved records set the duration")
         if flags.rate is not None:
             fail("--rate does nothing with --replay: the saved records were probed already")
+        if flags.budget is not None:
+            fail("--budget does nothing with --replay: the saved records were probed already")
         if flags.save_records is not None:
             fail("--save-records with --replay: the records are saved already, in "
                  f"{flags.replay}")  # fmt: skip

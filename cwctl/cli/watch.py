@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from cwctl import settings
+from cwctl.budgets import COMMAND_BUDGETS
 from cwctl.cli.app import app, run_guarded
 from cwctl.cli.durations import METAVAR as DURATION
 from cwctl.cli.durations import Duration
@@ -66,12 +66,7 @@ def watch(
     def body() -> int:
         from cwctl.atomic import check_output
 
-        sparse = replace(
-            flags,
-            duration=flags.duration if flags.duration is not None else settings.WATCH_DURATION_S,
-            rate=flags.rate if flags.rate is not None else settings.WATCH_RATE,
-        )
-        request = build_request(sparse)
+        request = build_request(flags, COMMAND_BUDGETS["watch"])
         out = check_output(textfile, "--textfile") if textfile is not None else None
         from cwctl.watch.metrics import parse_listen
         from cwctl.watch.policy import load_policy

@@ -14,6 +14,7 @@ import ipaddress
 import math
 from collections import Counter
 
+from cwctl import settings
 from cwctl.inventory.model import Inventory
 
 
@@ -91,11 +92,18 @@ def discovery_summary(inv: Inventory) -> list[str]:
     out = [f"path discovery: on, {known} switch addresses, {pace}"]
     if limit and (scans := _scans_to_learn(inv)) is not None:
         out.append(
-            f"  about {scans} scan{'s' if scans != 1 else ''} of {inv.probe.duration:g} s to "
+            f"  about {scans} scan{'s' if scans != 1 else ''} of {_window_s(inv):g} s to "
             "learn every spine a host's flows cross (then only revalidation)"
         )
     out += [f"  lacks: {gap}" for gap in gaps] or ["  nothing missing"]
     return out
+
+
+def _window_s(inv: Inventory) -> float:
+    """A scan's probing window: the inventory's, else its budget's, else a scan's (quick)."""
+    if inv.probe.duration is not None:
+        return inv.probe.duration
+    return settings.BUDGETS[inv.probe.budget or settings.BUDGET_QUICK].duration_s
 
 
 def _scans_to_learn(inv: Inventory) -> int | None:
@@ -117,5 +125,5 @@ def _scans_to_learn(inv: Inventory) -> int | None:
         answers = 2 * peers * inv.probe.ports * share  # its probe flows and replies
         per_s = spines * 1000.0 / inv.probe.icmp_ratelimit_ms
         worst = max(worst, max(0.0, answers - 6 * spines) / per_s)
-    window_s = inv.probe.duration + 0.7  # probing and the linger after it
+    window_s = _window_s(inv) + 0.7  # probing and the linger after it
     return max(1, math.ceil(worst / window_s))

@@ -38,6 +38,7 @@ from cwctl.inventory.model import (
     jump_parts,
     section_keys,
 )
+from cwctl.settings import BUDGETS
 from cwctl.tomlcheck import TomlChecker, did_you_mean, syntax_problem
 
 # --- validation -----------------------------------------------------------------------
@@ -106,6 +107,7 @@ def _check_probe(c: TomlChecker, doc: Mapping[str, Any]) -> ProbeSettings:
     c.unknown_keys(t, "probe", _PROBE_KEYS, _homes("[probe]"))
     return ProbeSettings(
         **present(
+            budget=c.choice(t, "probe", "budget", tuple(BUDGETS)),
             duration=c.positive(t, "probe", "duration", settings.PROBE_DURATION_MAX_S),
             rate=c.positive(t, "probe", "rate", settings.PROBE_RATE_MAX),
             peers=c.integer(t, "probe", "peers", 1),

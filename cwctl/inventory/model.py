@@ -38,8 +38,9 @@ def jump_parts(jump: str) -> tuple[str | None, str, int | None]:
 
 @dataclass(frozen=True)
 class ProbeSettings:
-    duration: float = settings.PROBE_DURATION_S  # seconds of probing per scan
-    rate: float = settings.PROBE_RATE  # coded pairs per second per peer
+    budget: str | None = None  # quick | watch; None: the command's (settings.BUDGETS)
+    duration: float | None = None  # seconds of probing per scan; None: the budget's
+    rate: float | None = None  # coded pairs per second per peer; None: the budget's
     peers: int = settings.PROBE_PEERS  # peers each host probes (K)
     port: int = settings.PROBE_PORT  # UDP port that answers probes; 0 = any free port
     ports: int = settings.PROBE_PORTS  # source ports each host probes from (spreads ECMP paths)

@@ -57,8 +57,11 @@ def summarize(inv: Inventory) -> str:
         verb = "overrides" if overrides == 1 else "override"
         out.append(f"  {_plural(overrides, 'host')} {verb} user, port or python")
     p = inv.probe
+    budget = f"budget {p.budget}" if p.budget else "each command's budget (scan quick, tui watch)"
+    window = "" if p.duration is None else f", {p.duration:g} s"
+    rate = "" if p.rate is None else f", {p.rate:g} pairs/s per peer"
     out.append(
-        f"probe: {p.duration:g} s, {p.rate:g} pairs/s per peer, {p.peers} peers per host, "
+        f"probe: {budget}{window}{rate}, {p.peers} peers per host, "
         f"port {p.port or 'any'}, {p.ports} source ports, pair gap {p.gap_us:g} us"
     )
     sched = inv.scheduler

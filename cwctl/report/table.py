@@ -132,6 +132,21 @@ def silent_hosts(snapshot: FabricSnapshot) -> list[str]:
     ]
 
 
+def budget_line(snapshot: FabricSnapshot) -> str | None:
+    """The probe budget the scan ran at and what it cost each agent (``cwctl.budgets``)."""
+    b = snapshot.telemetry.get("budget")
+    if not isinstance(b, dict):
+        return None
+    name = b.get("name") or "custom"
+    if b.get("name") and not b.get("own", True):
+        name = f"{name}, rate or window changed"
+    return (
+        f"budget {name} ({b['rate']:g} pairs/s/peer × {b['duration_s']:g} s): per agent "
+        f"{b['probes_s']:,.0f} probes/s, {b['kbit_s']:,.0f} kbit/s, ~{b['core_pct']:.2g} % "
+        "of a core"
+    )
+
+
 def summary_lines(snapshot: FabricSnapshot) -> list[str]:
     """The plain-text summary (also what the TUI's status line can show)."""
     ok = sum(h.status == "ok" for h in snapshot.hosts)
@@ -150,6 +165,9 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
         f"{snapshot.records:,} records · {len(snapshot.paths):,} paths · "
         f"{snapshot.duration_s:g} s"
     )
+    budget = budget_line(snapshot)
+    if budget:
+        lines.append(budget)
     p99 = sync_p99_ns(snapshot)
     sync = f"±{fmt_ns(p99)} (p99 uncertainty)" if p99 is not None else "unsolved"
     ref = f" vs {snapshot.reference}" if snapshot.reference else ""

@@ -126,9 +126,9 @@ class FabricModel:
         )
         self.state = ModelState()
         self.host_addresses: dict[str, str] = {}  # host -> address, when an inventory gave them
-        self.default_duration_s = (
-            settings.PROBE_DURATION_S
-        )  # an inventory's [probe] duration, when one gave it
+        # a scan's window unless told: the budget's, or the inventory's [probe] duration
+        self.default_duration_s = settings.PROBE_DURATION_S
+        self.inventory_probe: Any = None  # the inventory's [probe] settings, when one gave them
         self.elapsed_s = 0.0  # where the next window starts, seconds after the origin
         self.windows = 0
         # what the agents discovered, by traced tuple (tracing NIC, peer, role, port)

@@ -125,6 +125,9 @@ def build_snapshot(
             telemetry["background_delayed"] = round(results[1].fit.background, 8)
         if busy_exchanges:
             telemetry["busy_exchanges"] = busy_exchanges
+    budget = collection.params.get("budget")
+    if isinstance(budget, dict):  # what the probing cost (cwctl.budgets), for the header
+        telemetry["budget"] = dict(budget)
     few = _few_probes(collection)
     if few is not None:
         telemetry["few_probes"] = few

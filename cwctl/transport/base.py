@@ -39,7 +39,7 @@ from cwctl.transport.hostrun import (
     Launcher,
     last_line,
 )
-from cwctl.transport.plan import ScanPlan
+from cwctl.transport.plan import ScanPlan, budget_params
 from cwctl.transport.traceplan import probers_of, trace_plan
 
 PROBE_TIMEOUT_S = 0.5  # an exchange unanswered this long is lost (agent's timeout_s)
@@ -134,6 +134,7 @@ async def run_scan(
             "gap_ns": int(settings.gap_us * 1000),
             "duration_s": plan.duration_s,
             "seed": plan.seed,
+            "budget": budget_params(settings, len(plan.hosts)),
         },
     )
     if plan.cache is not None:  # known paths stand in where this scan learnt less

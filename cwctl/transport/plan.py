@@ -8,6 +8,8 @@ import secrets
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from cwctl import budgets
+from cwctl import settings as defaults
 from cwctl.collection import HostInfo
 from cwctl.inventory import Inventory, ProbeSettings
 from cwctl.pathcache import PathCache
@@ -58,6 +60,33 @@ def probe_settings(base: ProbeSettings, overrides: dict[str, Any]) -> ProbeSetti
     return replace(base, **{k: v for k, v in overrides.items() if k in known and v is not None})
 
 
+def resolve_probe(request: ScanRequest, base: ProbeSettings | None = None) -> ProbeSettings:
+    """The probe settings a scan runs at, every one of them set: the flags' over the
+    inventory's (``base``) over the chosen budget's rate and window (``cwctl.budgets``).
+    ``budget`` names the budget chosen."""
+    base = probe_settings(base or ProbeSettings(), request.overrides)
+    chosen = budgets.choose(request.budget, base.budget, request.command_budget)
+    duration = request.duration_s if request.duration_s is not None else base.duration
+    return replace(
+        base,
+        budget=chosen.name,
+        duration=duration if duration is not None else chosen.duration_s,
+        rate=base.rate if base.rate is not None else chosen.rate,
+    )
+
+
+def budget_params(probe: ProbeSettings, hosts: int) -> dict[str, Any]:
+    """``Collection.params["budget"]`` of a scan at ``probe`` (``resolve_probe``'s) over
+    ``hosts`` hosts: the budget, whether flags or the inventory changed its rate or
+    window, and what it costs each agent."""
+    rate, duration = float(probe.rate or 0.0), float(probe.duration or 0.0)
+    chosen = budgets.budget(probe.budget or defaults.BUDGET_QUICK)
+    return {
+        **budgets.report_params(chosen.name, rate, duration, probe.peers, hosts),
+        "own": rate == chosen.rate and duration == chosen.duration_s,
+    }
+
+
 def request_plan(
     request: ScanRequest,
     hosts: list[HostInfo],
@@ -67,10 +96,11 @@ def request_plan(
 ) -> ScanPlan:
     """A plan with what the request says of every scan: its duration (else the probe
     settings') and its seed."""
+    settings = resolve_probe(request, settings)
     return ScanPlan(
         hosts=hosts,
         settings=settings,
-        duration_s=request.duration_s if request.duration_s is not None else settings.duration,
+        duration_s=float(settings.duration or 0.0),
         source=source,
         seed=int(request.overrides.get("seed", 0) or 0),
         **more,

@@ -12,10 +12,12 @@ one window of a fresh model, synchronous, for benches and tests.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
+from cwctl.budgets import report_params
 from cwctl.collection import Collection, HostInfo, HostStatus
+from cwctl.inventory import ProbeSettings
 from cwctl.records.path import PathTable
 from cwctl.request import Progress, ScanRequest, SimOptions
 from cwctl.sim.applied import applied_changes
@@ -23,6 +25,7 @@ from cwctl.sim.fabric import HIDDEN_LEAF
 from cwctl.sim.model import FabricModel
 from cwctl.sim.params import SimParams
 from cwctl.sim.state import restore_saved_state
+from cwctl.transport.plan import budget_params, resolve_probe
 
 _PROBE_KEYS = {"rate": "rate", "peers": "peers", "ports": "ports", "gap_us": "gap_ns"}
 
@@ -30,7 +33,7 @@ _PROBE_KEYS = {"rate": "rate", "peers": "peers", "ports": "ports", "gap_us": "ga
 def _params(
     options: SimOptions, probe: Any = None, overrides: dict[str, Any] | None = None
 ) -> SimParams:
-    """SimParams from the options, the inventory's [probe] section and flag overrides."""
+    """SimParams from the options, the probe settings and flag overrides."""
     knobs: dict[str, Any] = {
         "timestamps": options.timestamps,
         "load": options.load,
@@ -47,37 +50,47 @@ def _params(
 
 
 def model_for(request: ScanRequest | None = None, options: SimOptions | None = None) -> FabricModel:
-    """The model a request describes: its inventory's topology, else the leaf-spine default."""
-    options = options or (request.sim if request is not None else None) or SimOptions()
-    overrides = request.overrides if request is not None else {}
-    inventory_path = request.inventory if request is not None else None
-    if inventory_path is not None:
+    """The model a request describes: its inventory's topology, else the leaf-spine default;
+    probing at the request's budget (``cwctl.transport.plan.resolve_probe``)."""
+    request = request if request is not None else ScanRequest()
+    options = options or request.sim or SimOptions()
+    if request.inventory is not None:
         from cwctl.inventory import load_inventory
 
-        inv = load_inventory(inventory_path)
+        inv = load_inventory(request.inventory)
+        probe = resolve_probe(request, inv.probe)
         model = FabricModel(
             [h.name for h in inv.hosts],
             inv.topology(),
-            params=_params(options, inv.probe, overrides),
+            params=_params(options, probe),
             seed=options.seed,
             faults=options.faults,
             nics={h.name: h.nics for h in inv.hosts if h.nics},
         )
         model.host_addresses = {h.name: h.address for h in inv.hosts}
-        model.default_duration_s = inv.probe.duration
-        return model
-    return FabricModel.leaf_spine(
-        options.hosts,
-        options.hosts_per_leaf,
-        options.spines,
-        params=_params(options, None, overrides),
-        seed=options.seed,
-        faults=options.faults,
-    )
+        model.inventory_probe = inv.probe
+    else:
+        probe = resolve_probe(request)
+        model = FabricModel.leaf_spine(
+            options.hosts,
+            options.hosts_per_leaf,
+            options.spines,
+            params=_params(options, probe),
+            seed=options.seed,
+            faults=options.faults,
+        )
+    model.default_duration_s = float(probe.duration or model.default_duration_s)
+    return model
 
 
-def run_model(model: FabricModel, duration_s: float) -> Collection:
-    """One probing window of ``model`` as a ``Collection`` (source ``sim``)."""
+def run_model(
+    model: FabricModel, duration_s: float, probe: ProbeSettings | None = None
+) -> Collection:
+    """One probing window of ``model`` as a ``Collection`` (source ``sim``); ``probe``: the
+    settings it runs at (``resolve_probe``'s: its rate replaces the model's), else the
+    model's own."""
+    if probe is not None and probe.rate is not None and probe.rate != model.params.rate:
+        model.params = replace(model.params, rate=float(probe.rate))
     window = model.probe(duration_s)
     fabric, params = model.fabric, model.params
     hosts = [
@@ -119,6 +132,9 @@ def run_model(model: FabricModel, duration_s: float) -> Collection:
             "discovery": params.discovery,
             "window_start_s": window.start_s,
             "window": model.windows,
+            "budget": budget_params(probe, fabric.n_hosts)
+            if probe is not None
+            else report_params(None, params.rate, duration_s, params.peers, fabric.n_hosts),
         },
     )
 
@@ -161,10 +177,11 @@ class SimSource:
         """The next window of the model. The numpy work runs in a thread (a TUI stays live)."""
         model = self._model if self._model is not None else await asyncio.to_thread(self._load)
         n = model.fabric.n_hosts
-        duration_s = request.duration_s or model.default_duration_s
+        probe = resolve_probe(request, model.inventory_probe)
+        duration_s = float(probe.duration or model.default_duration_s)
         if progress is not None:
             progress("started", {"hosts": n, "of": n, "source": "sim"})
-        collection = await asyncio.to_thread(run_model, model, duration_s)
+        collection = await asyncio.to_thread(run_model, model, duration_s, probe)
         if progress is not None:
             progress("records", {"records": len(collection.table)})
             progress("done", {"ok": n, "of": n})

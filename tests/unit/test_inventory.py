@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cwctl import settings
 from cwctl.cli import app
 from cwctl.errors import InputError
 from cwctl.inventory import (
@@ -63,8 +62,11 @@ LOADER_KEYS = [(section, section_keys(section)) for section in SECTIONS]
 
 def test_example_sets_every_key_the_loader_knows() -> None:
     """The example shows every key: each key path the loader accepts appears in it."""
-    lines = key_lines(EXAMPLE.read_text())
+    text = EXAMPLE.read_text()
+    lines = key_lines(text)
     shown = {re.sub(r"\[\d+\]", "", k) for k in lines}
+    # keys whose absence means something (the budget's rate and window) are shown commented
+    shown |= {f"probe.{m}" for m in re.findall(r"^# (\w+) = ", text, re.MULTILINE)}
     for table, keys in LOADER_KEYS:
         for key in keys:
             assert f"{table}.{key}" in shown, f"{table}.{key} missing from the example"
@@ -83,7 +85,7 @@ def test_defaults_from_a_minimal_inventory() -> None:
     assert inv.switches == ()
     assert inv.ssh.port == 22 and inv.ssh.user is None and inv.ssh.known_hosts is None
     assert inv.ssh.concurrency == 128 and inv.ssh.python == "python3"
-    assert inv.probe.port == 0 and inv.probe.rate == settings.PROBE_RATE
+    assert inv.probe.port == 0 and inv.probe.rate is None and inv.probe.budget is None
     assert inv.scheduler.kind == "none" and inv.scheduler.host is None
     assert inv.topology() is None
 
@@ -147,7 +149,7 @@ def test_summary_lists_hosts_per_leaf_switches_scheduler_and_probe() -> None:
     assert re.search(r"leaf2\s+3\s+gpu-004, gpu-005, gpu-006", text)
     assert re.search(r"leaf1\s+leaf\s+uplinks spine1, spine2", text)
     assert "scheduler: slurm on slurm-ctl" in text
-    assert "probe: 10 s, 2 pairs/s per peer, 10 peers per host" in text
+    assert "probe: each command's budget (scan quick, tui watch), 10 peers per host" in text
     assert "1 host overrides user, port or python" in text
 
 

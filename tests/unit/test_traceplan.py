@@ -68,10 +68,11 @@ def test_a_large_simulated_fleet_learns_its_share_of_the_spines_budget() -> None
     from random phases with a burst of one, a 10 s window learns close to 4 spines x
     1 000/s x 10 s of cross-leaf paths (in step, with the old bursts of 24 each, the
     spines' buckets were spent in the first milliseconds and 3 120 were learnt)."""
-    from cwctl.request import SimOptions
+    from cwctl.request import ScanRequest, SimOptions
     from cwctl.transport.sim import simulate
 
-    paths = simulate(SimOptions(hosts=10_000)).paths
+    sparse = ScanRequest(budget="watch")  # 2 pairs/s per peer: the traces, not the probes
+    paths = simulate(SimOptions(hosts=10_000), 10.0, request=sparse).paths
     cross = [r for r in paths if len(r.hops) > 2]
     learnt = sum(r.hops[1] is not None for r in cross)
     assert learnt > 0.8 * 4 * 1000 * 10

@@ -1,0 +1,87 @@
+"""Probe budgets: which one a scan runs at, what overrides it, and what it says it costs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cwctl import budgets, settings
+from cwctl.cli import app
+from cwctl.errors import InputError
+from cwctl.inventory import ProbeSettings
+from cwctl.request import ScanRequest, SimOptions
+from cwctl.transport.plan import resolve_probe
+from cwctl.transport.sim import SimSource
+
+QUICK = settings.BUDGETS[settings.BUDGET_QUICK]
+WATCH = settings.BUDGETS[settings.BUDGET_WATCH]
+
+
+def test_the_command_chooses_unless_the_inventory_or_the_flag_does() -> None:
+    scan, tui = ScanRequest(), ScanRequest().at_budget("watch")
+    assert (resolve_probe(scan).rate, resolve_probe(scan).duration) == (QUICK.rate, 2.0)
+    assert (resolve_probe(tui).rate, resolve_probe(tui).duration) == (WATCH.rate, 5.0)
+    pinned = ProbeSettings(budget="watch")
+    assert resolve_probe(scan, pinned).budget == "watch"
+    assert resolve_probe(ScanRequest(budget="quick").at_budget("watch"), pinned).rate == QUICK.rate
+
+
+def test_explicit_rate_and_duration_win_over_the_budget() -> None:
+    inv = ProbeSettings(rate=7.0)
+    got = resolve_probe(ScanRequest().at_budget("watch"), inv)
+    assert (got.budget, got.rate, got.duration) == ("watch", 7.0, WATCH.duration_s)
+    flagged = ScanRequest(overrides={"rate": 3.0}, duration_s=1.5)
+    got = resolve_probe(flagged, inv)
+    assert (got.rate, got.duration) == (3.0, 1.5)
+
+
+def test_an_unknown_budget_is_one_line_naming_where() -> None:
+    with pytest.raises(InputError, match="--budget 'slow': give quick or watch"):
+        budgets.choose("slow", None, "quick")
+
+
+def test_the_cost_follows_the_wire_and_the_measured_cpu() -> None:
+    quick, watch = budgets.cost(QUICK.rate, 10), budgets.cost(WATCH.rate, 10)
+    # 6 datagrams of 80 bytes per pair each end: 3.84 kbit/s per pair/s per peer
+    assert quick.kbit_s == pytest.approx(3.84 * QUICK.rate * 10)
+    assert quick.probes_s == 2 * QUICK.rate * 10
+    # the watch budget is under issue 14's bar: 1 % of a core and 100 kbit/s
+    assert watch.kbit_s < 100 and watch.core_pct < 1.0
+    assert quick.core_pct > 10 * budgets.AGENT_CPU_FIXED_PCT
+
+
+def test_a_scan_states_its_budget_and_cost_in_the_header_and_json(tmp_path: Path) -> None:
+    import json
+
+    runner = CliRunner()
+    table = runner.invoke(app, ["scan", "--sim", "--hosts", "16", "--no-discovery"])
+    assert "budget quick (100 pairs/s/peer × 2 s): per agent 2,000 probes/s" in table.output
+    out = runner.invoke(
+        app,
+        ["scan", "--sim", "--hosts", "16", "--budget", "watch", "--rate", "4", "--format", "json"],
+    )
+    b = json.loads(out.stdout)["telemetry"]["budget"]
+    assert (b["name"], b["rate"], b["duration_s"], b["own"]) == ("watch", 4.0, 5.0, False)
+    assert b["kbit_s"] == pytest.approx(3.84 * 4 * 10, abs=0.1)
+
+
+def test_a_simulated_source_probes_each_scan_at_its_request_s_budget() -> None:
+    import asyncio
+
+    request = ScanRequest(sim=SimOptions(hosts=8, discovery=False))
+    source = SimSource(request.at_budget("watch"))
+    sparse = asyncio.run(source.scan(request.at_budget("watch")))
+    dense = asyncio.run(source.scan(request))  # --verify's rescan on the same model
+    assert sparse.duration_s == WATCH.duration_s and dense.duration_s == QUICK.duration_s
+    per_s = [len(c.table) / c.duration_s for c in (sparse, dense)]
+    assert per_s[1] == pytest.approx(per_s[0] * QUICK.rate / WATCH.rate, rel=0.05)
+
+
+def test_an_inventory_budget_key_is_checked(tmp_path: Path) -> None:
+    bad = tmp_path / "inv.toml"
+    bad.write_text('[probe]\nbudget = "fast"\n[[host]]\nname = "a"\naddress = "10.0.0.1"\n')
+    result = CliRunner().invoke(app, ["inventory", "check", "-i", str(bad)])
+    assert result.exit_code == 2
+    assert "inv.toml:2: key 'probe.budget': must be one of quick | watch" in result.output

@@ -66,7 +66,7 @@ def test_steering_moves_new_iperf3_runs_off_the_lossy_link(fabric, tmp_path: Pat
     server = iperf_server(bed, RECEIVER)
     try:
         time.sleep(0.3)
-        cport = ports_on(bed, SENDER, RECEIVER, "spine2", 4, 50000)
+        cport, later = ports_on(bed, SENDER, RECEIVER, "spine2", 4, 50000, count=2)
         early = iperf_client(bed, SENDER, RECEIVER, cport=cport, streams=2, seconds=6)
         time.sleep(1.0)
         inv = str(bed.inventory)
@@ -81,7 +81,7 @@ def test_steering_moves_new_iperf3_runs_off_the_lossy_link(fabric, tmp_path: Pat
         assert iperf_result(early)["end"]["sum_received"]["bytes"] > 0
 
         counted = faulty_link_packets(bed)
-        steered = iperf_client(bed, SENDER, RECEIVER, cport=cport, streams=4, seconds=2)
+        steered = iperf_client(bed, SENDER, RECEIVER, cport=later, streams=4, seconds=2)
         carried = faulty_link_packets(bed) - counted
         report = iperf_result(steered)
         assert report["end"]["sum_received"]["bytes"] > 10_000_000

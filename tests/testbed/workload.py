@@ -77,16 +77,27 @@ def spines_of(bed: Testbed, sender: str, receiver: str, tuples: list[tuple[int, 
     return found
 
 
-def ports_on(bed: Testbed, sender: str, receiver: str, spine: str, n: int, start: int) -> int:
-    """The first port from ``start`` such that ``n`` consecutive client ports to iperf3 on
-    ``receiver`` all take ``spine`` (iperf3 ``--cport P -P n`` uses P..P+n-1)."""
-    ports = list(range(start, start + 2000))
+def ports_on(
+    bed: Testbed, sender: str, receiver: str, spine: str, n: int, start: int, count: int = 1
+) -> list[int]:
+    """``count`` first ports from ``start`` (their runs apart) such that ``n`` consecutive
+    client ports to iperf3 on ``receiver`` all take ``spine`` (iperf3 ``--cport P -P n``
+    uses P..P+n-1). A run never reuses another's ports: a port the last run left in
+    TIME_WAIT cannot be bound again ("Address already in use")."""
+    ports = list(range(start, start + 4000))
     found = spines_of(bed, sender, receiver, [(p, IPERF_PORT) for p in ports])
     picks = dict(zip(ports, found, strict=True))
-    for p in ports[:-n]:
+    out: list[int] = []
+    p = start
+    while p < ports[-n] and len(out) < count:
         if all(picks[p + i] == spine for i in range(n)):
-            return p
-    raise TestbedError(f"no {n} consecutive ports from {start} take {spine}")
+            out.append(p)
+            p += n
+        else:
+            p += 1
+    if len(out) < count:
+        raise TestbedError(f"only {len(out)} runs of {n} ports from {start} take {spine}")
+    return out
 
 
 def iperf_server(bed: Testbed, host: str) -> subprocess.Popen[str]:
@@ -100,9 +111,19 @@ def iperf_server(bed: Testbed, host: str) -> subprocess.Popen[str]:
 
 
 def iperf_client(
-    bed: Testbed, sender: str, receiver: str, *, cport: int, streams: int, seconds: float
+    bed: Testbed,
+    sender: str,
+    receiver: str,
+    *,
+    cport: int,
+    streams: int,
+    seconds: float,
+    mbit_per_stream: int = 0,
 ) -> subprocess.Popen[str]:
+    """iperf3 TCP, ``streams`` in parallel from client ports ``cport``...; paced at
+    ``mbit_per_stream`` each when given (0: as fast as the machine goes)."""
     argv = ["iperf3", "-c", L.probe_address(receiver), "-B", L.probe_address(sender)]
+    argv += ["-b", f"{mbit_per_stream}M"] if mbit_per_stream else []
     argv += ["-p", str(IPERF_PORT), "--cport", str(cport), "-P", str(streams)]
     argv += ["-t", f"{seconds:g}", "-J", "--connect-timeout", "3000"]
     return subprocess.Popen(

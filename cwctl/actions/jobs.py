@@ -18,7 +18,14 @@ from cwctl.actions.plan import LOCAL, ActionPlan
 from cwctl.actions.runners import LocalRunner, Runner, SSHRunner
 from cwctl.collection import Collection
 from cwctl.jobs import Job, JobRead
-from cwctl.jobs.affected import flows_move, loses_node, protected_in, touched_json, uses_nic
+from cwctl.jobs.affected import (
+    flows_move,
+    flows_steered,
+    loses_node,
+    protected_in,
+    touched_json,
+    uses_nic,
+)
 from cwctl.jobs.read import read_jobs, scheduler_of
 from cwctl.jobs.simjobs import sim_jobs
 from cwctl.session import JobReader, default_jobs
@@ -86,6 +93,10 @@ def touched(plan: ActionPlan, target: Any, read: JobRead) -> list[tuple[Job, str
     if plan.kind == "drain" or plan.element in _leaf_of(target):  # (a reroute of a host
         # is its drain)
         return loses_node(jobs, plan.element)
+    steered = plan.steering.get("pools") or plan.steering.get("roce")
+    if steered:  # host-side steering (steer.py): the pairs it steers
+        pairs = [(str(s["host"]), str(s["peer"])) for s in steered]
+        return flows_steered(jobs, pairs, str(plan.steering.get("suspect", plan.element)))
     element = resolve(plan.element, target)
     if element.kind == "nic":
         assert element.host is not None and element.nic is not None

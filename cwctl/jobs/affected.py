@@ -139,6 +139,25 @@ def flows_move(
     return out
 
 
+def flows_steered(
+    jobs: JobMap, pairs: Iterable[tuple[str, str]], suspect: str
+) -> list[tuple[Job, str]]:
+    """Host-side steering of ``pairs`` (sender, peer) off ``suspect``: the jobs with both
+    ends of a steered pair (their new connections between those nodes leave from other
+    source ports; connections already open keep their path)."""
+    steered = {(a, b) for a, b in pairs}
+    out = []
+    for job in jobs.jobs:
+        mine = set(job.hosts)
+        n = sum(1 for a, b in steered if a in mine and b in mine)
+        if n:
+            out.append(
+                (job, f"new connections of {n} of its host pairs leave by ports that avoid "
+                      f"{suspect} (open ones keep their path)")
+            )  # fmt: skip
+    return out
+
+
 def uses_nic(jobs: JobMap, host: str, nic: str) -> list[tuple[Job, str]]:
     """Excluding ``nic`` on ``host``: the jobs running there. NCCL reads its NIC list
     when a communicator is made: a running job keeps the NIC until it restarts."""

@@ -14,6 +14,7 @@ from cwctl.errors import InputError
 from cwctl.jobs import Job, JobMap, JobRead
 from cwctl.jobs.affected import (
     flows_move,
+    flows_steered,
     hurt,
     loses_node,
     protected,
@@ -126,6 +127,10 @@ def test_what_a_plan_touches() -> None:
     assert protected({"comment": "protected"}, ["qos=high", "comment=protected"])
     assert protected({"qos": "normal"}, ["qos=high"]) is None
     assert protected({"label:team": "x"}, ["label:team"]) == "label:team"
+    steered = flows_steered(jobs, [("a1", "b1"), ("b1", "a1"), ("a2", "b2")], "spine2")
+    assert [(j.id, how.split(" leave")[0]) for j, how in steered] == [
+        ("1", "new connections of 2 of its host pairs")
+    ]  # 2 has a2 but not b2; 3 has b2 but not a2
     plan = touched_json(moved + loses_node(JobMap([job("7", "c1", qos="high")]), "c1"))
     assert protected_in(plan, ["qos=high"]) == ["7 (qos=high)"]
 
@@ -138,3 +143,23 @@ def test_a_host_suspect_hurts_the_jobs_on_it_even_without_paths() -> None:
          "on_node": ["a1"]}
     ]  # fmt: skip
     assert JobRead("slurm", jobs.jobs).to_json() == {"scheduler": "slurm", "running": 2}
+
+
+def test_a_steering_plan_names_the_jobs_of_the_pairs_it_steers(tmp_path: Path) -> None:
+    from cwctl.actions.jobs import touched
+    from cwctl.actions.plan import ActionPlan, Step
+    from cwctl.actions.planner import Target
+    from cwctl.inventory import load_inventory
+
+    inv = tmp_path / "inv.toml"
+    inv.write_text(
+        "".join(f'[[host]]\nname = "{h}"\naddress = "10.0.0.{i}"\n\n' for i, h in enumerate(LEAF))
+    )
+    plan = ActionPlan("reroute", "leaf1-spine2", "", [Step("a1", "nft")])
+    plan.steering = {"suspect": "leaf1-spine2", "pools": [
+        {"host": "a1", "peer": "b1"}, {"host": "b2", "peer": "c1"},
+    ]}  # fmt: skip
+    read = JobRead("slurm", (job("1", "a1", "b1"), job("2", "a2"), job("3", "b2", "c1")))
+    found = touched(plan, Target(inventory=load_inventory(inv)), read)
+    assert [j.id for j, _ in found] == ["1", "3"]
+    assert "1 of its host pairs" in found[0][1] and "leaf1-spine2" in found[0][1]

@@ -49,6 +49,9 @@ class Collection:
     truth: dict[str, Any] | None = None  # simulator only: the scan JSON's "truth" object
     params: dict[str, Any] = field(default_factory=dict)  # rate, gap, ports, seed, ...
     paths: PathTable = field(default_factory=PathTable)  # discovered paths (path records)
+    # what telemetry/consistency.py found wrong in the records (to_json of each); None:
+    # not checked yet
+    consistency: list[dict[str, Any]] | None = None
 
     @property
     def host_names(self) -> list[str]:

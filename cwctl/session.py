@@ -28,6 +28,7 @@ from cwctl.snapshot import FabricSnapshot
 from cwctl.sync import solve
 from cwctl.sync.incremental import SlidingSolver
 from cwctl.telemetry import build_snapshot
+from cwctl.telemetry.consistency import checked
 
 
 def _sim(request: ScanRequest) -> Source:
@@ -104,6 +105,7 @@ def analyse(
     """Solve the clocks, then measure the paths and localise faults: one scan's snapshot.
     ``release``: the collection is the analysis's to consume (``build_snapshot``)."""
     _check_reference(collection, reference)
+    checked(collection)
     solution = solve(collection.table, reference=reference)
     return build_snapshot(collection, solution, release=release)
 
@@ -187,6 +189,7 @@ class ScanSession:
             # The window is this scan's probes (offsets are reported at its middle, as
             # the truth is); the graph, the Huber weights and the offsets stay warm.
             self._solver = SlidingSolver(window_s=collection.duration_s, reference=reference)
+        checked(collection)
         return build_snapshot(collection, self._solver.update(collection.table), release=True)
 
     async def aclose(self) -> None:

@@ -225,6 +225,9 @@ class FabricSnapshot:
     records: int = 0
     telemetry: dict[str, Any] = field(default_factory=dict)  # thresholds and baselines used
     t_ref_ns: int | None = None  # the instant (reference time) the offsets hold at
+    # records that cannot be right (telemetry/consistency.py): [{"check", "rows_left_out",
+    # "detail"}]; a scan with any is never healthy
+    consistency: list[dict[str, Any]] = field(default_factory=list)
     crossings: Crossings | None = None  # which probed pairs each suspect crosses
     jobs: dict[str, Any] | None = None  # the scheduler read: {"scheduler", "running"[, "error"]}
 
@@ -260,6 +263,7 @@ class FabricSnapshot:
             and not self.unreachable
             and self.unlocalised is None
             and not self.busy_with_loss
+            and not self.consistency
         )
 
     def to_json(self, *, paths: bool = True) -> dict[str, Any]:
@@ -285,6 +289,8 @@ class FabricSnapshot:
             out["jobs"] = self.jobs
         if self.telemetry:
             out["telemetry"] = self.telemetry
+        if self.consistency:
+            out["consistency"] = self.consistency
         if self.truth is not None:
             out["truth"] = self.truth
         return out

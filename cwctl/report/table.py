@@ -191,6 +191,8 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
                 f"not healthy: {len(busy_with_loss)} busy hosts on paths that lost "
                 "probes; rescan when their CPUs are free to tell host from network"
             )
+    for problem in snapshot.consistency:  # telemetry/consistency.py
+        lines.append(f"not healthy: records inconsistent ({problem['check']}): {problem['detail']}")
     refused = refused_datagrams(snapshot)
     if refused:
         lines.append(

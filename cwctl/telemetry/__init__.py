@@ -149,6 +149,7 @@ def build_snapshot(
         timestamp_source=timestamp_source,
         sync=dict(solution.quality),
         truth=collection.truth,
+        consistency=list(collection.consistency or ()),
         records=n_records,
         telemetry=telemetry,
         t_ref_ns=solution.t_ref_ns if solution.reference is not None else None,

@@ -56,6 +56,12 @@ from cwctl.probe.exchanges import Agent
 from cwctl.probe.gpu.sampler import GpuSampler
 from cwctl.probe.wire import now_ns
 
+# The loop runs at most once per tick: what arrives or falls due within it (probes to
+# answer, stamps, replies, pairs to send) is handled in one wake-up, not one each. The
+# stamps are the kernel's, so waiting changes none of them; a pair leaves at most a
+# tick late (the schedule is kept, not the phase).
+TICK_S = 0.02
+
 
 def make_sampler(host):
     """The GPU sampler for this window, or None if it cannot even be built."""
@@ -127,25 +133,31 @@ def run(control, out):
     for msg in control.backlog:  # lines that came in the same read as the params
         reason = on_control(msg) or reason
     control.backlog = []
+    probing = False  # the probing window's CPU is counted from its first due pair
+    linger_ns = int(agent.linger_s * 1e9)
+    tick_s = max(0.0, float(params.get("tick_s", TICK_S)))
+    if not (agent.rx_kernel and agent.tx_kernel):  # user-time stamps: every wait shows
+        tick_s = 0.0
+    woke = 0.0
     while reason is None:
-        finish_ns = None if agent.end_ns is None else agent.end_ns + int(agent.linger_s * 1e9)
-        now = now_ns()
         mono = time.monotonic()
-        timeouts = [deadline - mono]
+        if mono - woke < tick_s:  # woken a moment ago: let more work gather first
+            time.sleep(woke + tick_s - mono)
+            mono = time.monotonic()
+        now = now_ns()
+        wait_s = deadline - mono
         if out.buf:  # records waiting in the buffer: out within 0.2 s
-            timeouts.append(last_flush + 0.2 - mono)
-        due = agent.next_due_ns()
-        if due is not None:
-            timeouts.append((due - now) / 1e9)
-        expires_ns = agent.next_expiry_ns()
-        if expires_ns is not None:  # an exchange times out
-            timeouts.append((expires_ns - now) / 1e9)
+            wait_s = min(wait_s, last_flush + 0.2 - mono)
+        for due_ns in (agent.next_due_ns(), agent.next_expiry_ns()):  # a pair, a timeout
+            if due_ns is not None:
+                wait_s = min(wait_s, (due_ns - now) / 1e9)
         batch_wait_s = agent.batch_wait_s(mono)
         if batch_wait_s is not None:
-            timeouts.append(batch_wait_s)
+            wait_s = min(wait_s, batch_wait_s)
+        finish_ns = None if agent.end_ns is None else agent.end_ns + linger_ns
         if finish_ns is not None:
-            timeouts.append((finish_ns - now) / 1e9)
-        wait_ms = max(0.0, min(timeouts)) * 1000
+            wait_s = min(wait_s, (finish_ns - now) / 1e9)
+        wait_ms = max(0.0, wait_s) * 1000
         if out.waiting != out_registered:
             if out.waiting:
                 poller.register(1, select.POLLOUT)
@@ -154,7 +166,9 @@ def run(control, out):
             out_registered = out.waiting
         planned_ns = now + int(wait_ms * 1e6)  # when this loop means to run again
         events_now = poller.poll(wait_ms)
-        agent.cost.ran(planned_ns, now_ns())  # later than planned: the host starved us
+        woke = time.monotonic()
+        now = now_ns()
+        agent.cost.ran(planned_ns, now)  # later than planned: the host starved us
         for fd, events in events_now:
             if fd == 1:
                 out.flush()
@@ -173,28 +187,32 @@ def run(control, out):
                     agent.drain_errqueue(sock)
                 if events & select.POLLIN:
                     agent.drain(sock)
-        now = now_ns()
+        if events_now:
+            now = now_ns()
         if agent.start_ns is not None and now >= agent.start_ns:
-            agent.cost.probing_started()
+            if not probing:
+                agent.cost.probing_started()
+                probing = True
             if now >= agent.end_ns:
                 agent.cost.probing_ended()
             agent.send_due(now)
         agent.drain_stamped()
         agent.expire(now)
         agent.expire_replies(now)
-        batch_wait_s = agent.batch_wait_s(time.monotonic())
+        mono = time.monotonic()
+        batch_wait_s = agent.batch_wait_s(mono)
         if batch_wait_s is not None and batch_wait_s <= 0:
             agent.flush_batch()
             out.flush()
         if stop["reason"]:
             reason = stop["reason"]
-        elif time.monotonic() >= deadline:
+        elif mono >= deadline:
             reason = "deadline"
         elif finish_ns is not None and now >= finish_ns:
             reason = "done"
-        if time.monotonic() - last_flush >= 0.2:
+        if mono - last_flush >= 0.2:
             out.flush()
-            last_flush = time.monotonic()
+            last_flush = mono
         if out.broken:
             reason = reason or "stdout closed"
     agent.expire(now_ns(), everything=True)

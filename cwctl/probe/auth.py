@@ -24,11 +24,12 @@ checked, as before.
 import hashlib
 import hmac
 
-from cwctl.probe.wire import WIRE, decode
+from cwctl.probe.wire import MAGIC, WIRE, decode
 
 NONCE_SIZE = 8
 MAC_SIZE = 8
 SEALED_SIZE = NONCE_SIZE + MAC_SIZE + WIRE.size
+HEADER_AT = NONCE_SIZE + MAC_SIZE  # where the header starts in a sealed datagram
 FIRST_UNSIGNED = 4  # kinds from here on (path tracing) are not timestamp carriers
 
 # why an agent dropped a datagram (the summary's "dropped" counts, by reason)
@@ -88,34 +89,38 @@ class Auth:
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
 
     def open(self, data):
-        """The header's fields if ``data`` is a datagram of this scan, else None (and the
-        reason counted)."""
+        """The header's fields if ``data`` (bytes, or a memoryview of a receive buffer)
+        is a datagram of this scan, else None (and the reason counted)."""
         if self.key is None:
             fields = decode(data)
             if fields is None:
                 self.drop("malformed")
             return fields
-        if len(data) == WIRE.size:  # unsigned: only path tracing may be
+        size = len(data)
+        if size == WIRE.size:  # unsigned: only path tracing may be
             fields = decode(data)
             if fields is None or fields[0] < FIRST_UNSIGNED:
                 self.drop("malformed")
                 return None
             return fields
-        if len(data) != SEALED_SIZE:
+        if size != SEALED_SIZE:
             self.drop("malformed")
             return None
-        nonce, tag, header = data[:NONCE_SIZE], data[NONCE_SIZE : -WIRE.size], data[-WIRE.size :]
-        fields = decode(header)
-        if fields is None:
+        magic, kind, flags, idx, _pad, rid, seq, a, b = WIRE.unpack_from(data, HEADER_AT)
+        if magic != MAGIC:
             self.drop("malformed")
             return None
+        nonce = data[:NONCE_SIZE]
         if nonce != self.nonce:
             self.drop("other_scan")
             return None
-        if not hmac.compare_digest(tag, self.mac(nonce, header)):
+        h = self._keyed.copy()
+        h.update(nonce)
+        h.update(data[HEADER_AT:])
+        if not hmac.compare_digest(h.digest(), data[NONCE_SIZE:HEADER_AT]):
             self.drop("bad_mac")
             return None
-        return fields
+        return kind, flags, idx, rid, seq, a, b
 
 
 class Guard:

@@ -26,41 +26,43 @@ class Batch:
         self.index = {name: i for i, name in enumerate(self.hosts)}
         self.gap_ns = gap_ns
         self.pack = pack
-        self.columns = [[] for _ in BATCH_COLUMNS]
+        self.rows = []  # one tuple per exchange, columns as BATCH_COLUMNS: no per-cell work
         self.ts = []
         self.nic = []  # per row: index into nics, -1 unnamed (multi-rail hosts)
         self.nics = []
         self.since = 0.0  # monotonic time of the oldest row
 
     def __len__(self):
-        return len(self.ts)
+        return len(self.rows)
 
     def add(self, peer, sport, pair, idx, ts, t1, t2, t3, t4, nic=None):
-        if not self.ts:
+        if not self.rows:
             self.since = time.monotonic()
-        row = (self.index[peer], sport, pair, idx, t1, t2, t3, t4)
-        for column, value in zip(self.columns, row):  # noqa: B905 (3.8: no strict)
-            column.append(value)
+        self.rows.append((self.index[peer], sport, pair, idx, t1, t2, t3, t4))
         self.ts.append(ts)
-        if nic is not None and nic not in self.nics:
-            self.nics.append(nic)
-        self.nic.append(-1 if nic is None else self.nics.index(nic))
+        if nic is None:
+            self.nic.append(-1)
+        else:
+            if nic not in self.nics:
+                self.nics.append(nic)
+            self.nic.append(self.nics.index(nic))
 
     def take(self):
         """The rows so far as one record; the batch starts empty again."""
-        n = len(self.ts)
+        n = len(self.rows)
         rec = {"type": "probes", "v": RECORD_VERSION, "n": n, "src": self.host}
         rec["hosts"] = self.hosts
         rec["gap_ns"] = self.gap_ns
         rec["ts"] = self.ts[0] if self.ts.count(self.ts[0]) == n else self.ts
-        for key, column in zip(BATCH_COLUMNS, self.columns):  # noqa: B905 (3.8)
+        for key, column in zip(BATCH_COLUMNS, zip(*self.rows)):  # noqa: B905 (3.8)
             if self.pack:  # base64 of little-endian int64: no number parsing at home
-                column = base64.b64encode(struct.pack(f"<{n}q", *column)).decode("ascii")
-            rec[key] = column
+                rec[key] = base64.b64encode(struct.pack(f"<{n}q", *column)).decode("ascii")
+            else:
+                rec[key] = list(column)
         if self.nics:  # the NIC each probe left from: indices into nics
             rec["nics"] = list(self.nics)
             rec["nic"] = self.nic
-        self.columns = [[] for _ in BATCH_COLUMNS]
+        self.rows = []
         self.ts = []
         self.nic = []
         return rec

@@ -14,6 +14,7 @@ in the guard's ``dropped`` (``icmp_unasked``, ``stray_stamp``) and changes nothi
 import errno
 
 from cwctl.probe.stamps import (
+    ERR_ANCILLARY,
     MSG_ERRQUEUE,
     SO_EE_ORIGIN_ICMP,
     SO_EE_ORIGIN_TIMESTAMPING,
@@ -22,15 +23,21 @@ from cwctl.probe.stamps import (
 )
 from cwctl.probe.wire import KIND_PROBE, KIND_REPLY, decode
 
+ERR_BYTES = 512  # an error-queue message: the looped-back packet, or an ICMP quote
+
 
 class ErrorQueue:
     """The error-queue half of the ``Agent`` (exchanges.py), whose state it reads:
-    ``pending`` (seq -> Exchange), ``replies`` (rid -> entry), ``guard``, ``tracer``."""
+    ``pending`` (seq -> Exchange), ``replies`` (rid -> entry), ``guard``, ``tracer``,
+    ``tracing``, ``stamped`` (socket -> TX stamps asked for since its queue was read)."""
 
-    def drain_errqueue(self, sock):
-        while True:
+    def drain_errqueue(self, sock, expected=-1):
+        """Read the socket's error queue until it is empty, or until ``expected``
+        messages were read (the stamps just asked for: no read that finds it empty)."""
+        while expected:
+            expected -= 1
             try:
-                data, anc, _flags, addr = sock.recvmsg(512, 512, MSG_ERRQUEUE)
+                data, anc, _flags, addr = sock.recvmsg(ERR_BYTES, ERR_ANCILLARY, MSG_ERRQUEUE)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
@@ -70,11 +77,18 @@ class ErrorQueue:
     def drain_stamped(self):
         """Read the TX stamps of what this wake-up sent, now: a software stamp is queued
         as the packet leaves, so this spares the poll wake-up it would cost later. Twice:
-        a reply's stamp sends its follow-up, whose own stamp is then there to take."""
+        a reply's stamp sends its follow-up, whose own stamp (where every datagram is
+        stamped) is then there to take. ``stamped``: socket -> stamps asked for."""
+        if not self.stamped:
+            return
         if not self.tx_kernel:
             self.stamped.clear()
             return
         for _ in (0, 1):
-            socks, self.stamped = self.stamped, set()
-            for sock in socks:
-                self.drain_errqueue(sock)
+            socks, self.stamped = self.stamped, {}
+            for sock, expected in socks.items():
+                # with IP_RECVERR (path tracing) ICMP errors queue there too, and each
+                # one left sets the socket's error again (the next send fails): read all
+                self.drain_errqueue(sock, -1 if self.tracing else expected)
+            if not self.stamped:
+                return

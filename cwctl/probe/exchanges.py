@@ -8,6 +8,7 @@ import errno
 import os
 import platform
 import socket
+import time
 
 from cwctl.probe.auth import Guard
 from cwctl.probe.batch import BATCH_ROWS, BATCH_S, Batch, probe_record
@@ -16,7 +17,15 @@ from cwctl.probe.errqueue import ErrorQueue
 from cwctl.probe.hostfacts import guess_vm, read_text
 from cwctl.probe.inflight import Exchange
 from cwctl.probe.rails import Rails
-from cwctl.probe.stamps import enable_timestamps, interface_of, kernel_stamp, nic_timestamping
+from cwctl.probe.stamps import (
+    RX_ANCILLARY,
+    TX_STAMP_REQUEST,
+    enable_timestamps,
+    interface_of,
+    kernel_stamp,
+    nic_timestamping,
+    per_packet_stamps,
+)
 from cwctl.probe.trace import QUEUED_ERRORS, Tracer, answer_trace, enable_recverr
 from cwctl.probe.wire import (
     FLAG_FOLLOW_UP,
@@ -30,6 +39,10 @@ from cwctl.probe.wire import (
     encode,
     now_ns,
 )
+
+RX_BYTES = 256  # our datagrams are 52 bytes; anything longer is not ours
+SEND_TRIES = 4  # a send that reports an earlier ICMP error is tried again, this often
+FAR_BEHIND_NS = 200000000  # a pair due longer ago than this (a stall) is skipped
 
 
 class Agent(ErrorQueue):
@@ -50,8 +63,10 @@ class Agent(ErrorQueue):
         self.answers = set(self.rails.answers)
         self.sources = self.rails.sources
         self.rx_kernel, self.tx_kernel = True, True
+        # each probe and reply asks for its own TX stamp; follow-ups and traces do not
+        self.per_packet = per_packet_stamps(platform.release())
         for sock in self.rails.all_sockets():
-            rx, tx = enable_timestamps(sock)
+            rx, tx = enable_timestamps(sock, self.per_packet)
             self.rx_kernel = self.rx_kernel and rx
             self.tx_kernel = self.tx_kernel and tx
         self.by_fd = {s.fileno(): s for s in self.rails.all_sockets()}
@@ -73,9 +88,16 @@ class Agent(ErrorQueue):
         self.send_errors = {}
         self.start_ns = None
         self.end_ns = None
-        self.schedule = []  # per target: next pair number
-        self.next_pair_ns = None  # when the next of them is due (None: none is)
-        self.stamped = set()  # sockets sent on since their error queues were read
+        # the schedule is one sequence of slots: slot k is pair k // T to target k % T
+        self.slot = 0
+        self.slot_ns = 0.0  # ns between slots: the period over the targets
+        self.next_pair_ns = None  # when the next slot is due (None: none is)
+        self.stamped = {}  # socket -> TX stamps asked for since its error queue was read
+        self.next_expiry = None  # no pending exchange expires before this (lower bound)
+        # receive buffers made once; each datagram is read into them (recvmsg_into)
+        self.rx_buf = bytearray(RX_BYTES)
+        self.rx_bufs = [self.rx_buf]
+        self.rx_view = memoryview(self.rx_buf)
         self.cost = Cost()  # CPU, bytes on the wire, lateness: the summary's "cost"
         self.guard = Guard(params)  # signs what it sends, drops what is not this scan's
 
@@ -127,8 +149,9 @@ class Agent(ErrorQueue):
         self.end_ns = start_ns + int(self.duration_s * 1e9)
         for name in self.targets:
             self.sent[name] = self.complete[name] = self.lost[name] = 0
-        self.schedule = [0] * len(self.targets)
-        self.next_pair_ns = self._next_pair_ns()
+        self.slot = 0
+        self.slot_ns = 1e9 / self.rate / max(1, len(self.targets))
+        self.next_pair_ns = self._slot_due_ns(0)
         if self.batch_rows:
             self.batch = Batch(self.host, self.targets, self.gap_ns, self.pack)
         if self.tracing and msg.get("trace"):
@@ -138,9 +161,14 @@ class Agent(ErrorQueue):
 
     def due_ns(self, i, pair):
         """When pair ``pair`` to target ``i`` is due: evenly spaced, targets staggered."""
-        period_ns = 1e9 / self.rate
-        offset = (i / max(1, len(self.targets))) * period_ns
-        return self.start_ns + int(pair * period_ns + offset)
+        return self._slot_due_ns(pair * len(self.targets) + i)
+
+    def _slot_due_ns(self, slot):
+        """When slot ``slot`` is due, or None past the end of probing."""
+        if not self.targets:
+            return None
+        due = self.start_ns + int(slot * self.slot_ns)
+        return due if due < self.end_ns else None
 
     def next_due_ns(self):
         if self.start_ns is None:
@@ -152,61 +180,84 @@ class Agent(ErrorQueue):
                 best = traced
         return best
 
-    def _next_pair_ns(self):
-        best = None
-        for i, pair in enumerate(self.schedule):
-            due = self.due_ns(i, pair)
-            if due < self.end_ns and (best is None or due < best):
-                best = due
-        return best
-
     def send_due(self, now):
         if self.tracer is not None:
             self.traced("send_due", now)
-        for i, name in enumerate(self.targets):
-            while True:
-                pair = self.schedule[i]
-                due = self.due_ns(i, pair)
-                if due > now or due >= self.end_ns:
-                    break
-                self.schedule[i] = pair + 1
-                if now - due > 200000000:  # far behind (a stall): skip, do not burst
-                    continue
-                self.send_pair(name, pair)
-        self.next_pair_ns = self._next_pair_ns()
+        due = self.next_pair_ns
+        targets = self.targets
+        pairs = []
+        while due is not None and due <= now:
+            slot = self.slot
+            self.slot = slot + 1
+            if now - due <= FAR_BEHIND_NS:  # far behind (a stall): skip, do not burst
+                pairs.append((targets[slot % len(targets)], slot // len(targets)))
+            due = self.next_pair_ns = self._slot_due_ns(slot + 1)
+        if pairs:
+            self.send_pairs(pairs)
 
     def send_pair(self, name, pair):
-        i = pair % len(self.sources)
-        sock, sport = self.sources[i], self.sports[i]
-        addr = self.rails.destination(name, sock)
-        first = 0
-        for idx in (0, 1):
-            if idx == 1:  # the coded pair's spacing: a short spin, gap_ns is microseconds
-                while now_ns() - first < self.gap_ns:
-                    pass
-            seq = self.next_seq
-            self.next_seq += 1
-            t1 = now_ns()
-            if idx == 0:
-                first = t1
-            probe = self.guard.seal(encode(KIND_PROBE, seq, idx=idx))
-            sent = self.send_probe(sock, probe, addr, name)
-            self.sent[name] += 1
-            # a probe that could not leave is an exchange lost at once, not a silent gap
-            ex = Exchange(name, sport, pair, idx, t1, t1 + self.timeout_ns if sent else t1)
-            ex.dst, ex.nic, ex.wire = addr, self.rails.nic_of(sock), probe
-            self.pending[seq] = ex
+        self.send_pairs([(name, pair)])
+
+    def send_pairs(self, pairs):
+        """Send coded pairs ``[(peer, pair number)]``: each pair's second probe leaves
+        ``gap_ns`` after its first (or just after), the first probes of the next pairs
+        going out meanwhile: a wake-up with several pairs due spins little."""
+        clock, gap_ns, seal, pending = time.time_ns, self.gap_ns, self.guard.seal, self.pending
+        seconds = []  # (when due, pair's send state) of second probes, oldest first
+        for name, pair in pairs:
+            i = pair % len(self.sources)
+            sock = self.sources[i]
+            state = (name, pair, sock, self.sports[i], self.rails.destination(name, sock))
+            self._send_one(state, 0, clock, seal, pending)
+            seconds.append((clock() + gap_ns, state))
+            while seconds and clock() >= seconds[0][0]:
+                self._send_one(seconds.pop(0)[1], 1, clock, seal, pending)
+        for due, state in seconds:
+            while clock() < due:  # the coded pair's spacing: a short spin (microseconds)
+                pass
+            self._send_one(state, 1, clock, seal, pending)
+
+    def _send_one(self, state, idx, clock, seal, pending):
+        name, pair, sock, sport, addr = state
+        seq = self.next_seq
+        self.next_seq = seq + 1
+        t1 = clock()  # user time until the kernel's TX stamp replaces it
+        probe = seal(encode(KIND_PROBE, seq, idx=idx))
+        sent = self.send_probe(sock, probe, addr, name)
+        self.sent[name] += 1
+        # a probe that could not leave is an exchange lost at once, not a silent gap
+        ex = Exchange(name, sport, pair, idx, t1, t1 + self.timeout_ns if sent else t1)
+        ex.dst, ex.nic, ex.wire = addr, self.rails.nic_of(sock), probe
+        pending[seq] = ex
+        if self.next_expiry is None or ex.expires < self.next_expiry:
+            self.next_expiry = ex.expires
+
+    def send_stamped(self, sock, data, addr):
+        """Send a datagram whose TX stamp we need, and count the stamp to read."""
+        if self.per_packet:
+            try:
+                sock.sendmsg([data], TX_STAMP_REQUEST, 0, addr)
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+                self.per_packet = False  # the kernel refuses the control message
+                for each in self.by_fd.values():
+                    enable_timestamps(each, False)
+                sock.sendto(data, addr)
+        else:
+            sock.sendto(data, addr)
+        self.cost.sent(len(data))
+        self.stamped[sock] = self.stamped.get(sock, 0) + 1
 
     def send_probe(self, sock, data, addr, name):
-        """Send one probe; an error left by an earlier ICMP message gets one retry."""
-        for attempt in (0, 1):
+        """Send one probe; an error left by an earlier ICMP message is retried (each ICMP
+        error arriving meanwhile leaves one more: ``SEND_TRIES`` in all)."""
+        for attempt in range(SEND_TRIES):
             try:
-                sock.sendto(data, addr)
-                self.cost.sent(len(data))
-                self.stamped.add(sock)
+                self.send_stamped(sock, data, addr)
                 return True
             except OSError as exc:
-                if attempt == 0 and exc.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH):
+                if attempt < SEND_TRIES - 1 and exc.errno in QUEUED_ERRORS:
                     continue
                 self.send_errors[name] = self.send_errors.get(name, 0) + 1
                 if self.send_errors[name] == 1:  # one record per peer, the summary counts
@@ -216,21 +267,21 @@ class Agent(ErrorQueue):
     # --- receiving ----------------------------------------------------------------
 
     def drain(self, sock):
+        recv, bufs, view, ancillary = sock.recvmsg_into, self.rx_bufs, self.rx_view, RX_ANCILLARY
         while True:
             try:
-                data, anc, _flags, addr = sock.recvmsg(256, 256)
+                size, anc, _flags, addr = recv(bufs, ancillary)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:  # e.g. ECONNREFUSED from an earlier ICMP error
                 if exc.errno in QUEUED_ERRORS:
                     continue
                 raise
-            self.cost.received(len(data))
-            fields = self.guard.open(data)
+            self.cost.received(size)
+            fields = self.guard.open(view[:size])
             if fields is None:
                 continue
-            stamp = kernel_stamp(anc)
-            self.on_datagram(sock, fields, stamp, addr)
+            self.on_datagram(sock, fields, kernel_stamp(anc) if anc else 0, addr)
 
     def on_datagram(self, sock, fields, stamp, addr):
         kind, flags, idx, rid, seq, a, b = fields
@@ -282,30 +333,36 @@ class Agent(ErrorQueue):
             ex.t3, ex.t3k, ex.follow = a, True, False
             self.maybe_done(seq, ex)
 
-    def send_reply(self, sock, data, addr):
-        """Send a reply or follow-up; an error left by an earlier ICMP answer (a path
-        trace's, with IP_RECVERR) is reported once by the next send: retry once."""
-        for attempt in (0, 1):
+    def send_reply(self, sock, data, addr, stamped=True):
+        """Send a reply (``stamped``: its TX stamp is the real t3) or a follow-up; an
+        error left by an earlier ICMP answer (a path trace's, with IP_RECVERR) is
+        reported by the next send: tried again (``SEND_TRIES``)."""
+        for attempt in range(SEND_TRIES):
             try:
-                sock.sendto(data, addr)
-                self.cost.sent(len(data))
-                self.stamped.add(sock)
+                if stamped or not self.per_packet:  # socket-wide stamps: every send has one
+                    self.send_stamped(sock, data, addr)
+                else:
+                    sock.sendto(data, addr)
+                    self.cost.sent(len(data))
                 return True
             except OSError as exc:
-                if attempt == 0 and exc.errno in QUEUED_ERRORS:
+                if attempt < SEND_TRIES - 1 and exc.errno in QUEUED_ERRORS:
                     continue
                 return False
         return False
 
     def send_follow(self, addr, seq, t3, sock):
-        self.send_reply(sock, self.guard.seal(encode(KIND_FOLLOW, seq, a=t3)), addr)
+        self.send_reply(sock, self.guard.seal(encode(KIND_FOLLOW, seq, a=t3)), addr, False)
 
     def expire_replies(self, now):
-        """Replies whose TX stamp never came: their initiators keep the user-time t3."""
-        if not self.replies:
-            return
-        for rid in [r for r, e in self.replies.items() if now - e[2] > self.timeout_ns]:
-            del self.replies[rid]
+        """Replies whose TX stamp never came: their initiators keep the user-time t3.
+        They were sent in order, so the oldest are first."""
+        replies = self.replies
+        while replies:
+            rid = next(iter(replies))
+            if now - replies[rid][2] <= self.timeout_ns:
+                return
+            del replies[rid]
 
     # --- records ------------------------------------------------------------------
 
@@ -315,14 +372,18 @@ class Agent(ErrorQueue):
             self.emit(ex)
 
     def next_expiry_ns(self):
-        """When the first pending exchange times out (None: none is pending)."""
+        """When the first pending exchange may time out (None: none is pending): a lower
+        bound, kept as exchanges are sent and made exact by ``expire``."""
         if not self.pending:
-            return None
-        return min(ex.expires for ex in self.pending.values())
+            self.next_expiry = None
+        return self.next_expiry
 
     def expire(self, now, everything=False):
-        for seq in [s for s, ex in self.pending.items() if everything or ex.expires <= now]:
-            self.emit(self.pending.pop(seq))
+        if everything or (self.next_expiry is not None and self.next_expiry <= now):
+            pending = self.pending
+            for seq in [s for s, ex in pending.items() if everything or ex.expires <= now]:
+                self.emit(pending.pop(seq))
+            self.next_expiry = min([ex.expires for ex in pending.values()], default=None)
         if self.tracer is not None:
             self.traced("finish") if everything else self.traced("expire", now)
 

@@ -30,10 +30,24 @@ SO_EE_ORIGIN_TIMESTAMPING = 4
 MSG_ERRQUEUE = getattr(socket, "MSG_ERRQUEUE", 0x2000)  # include/linux/socket.h
 TIMESPEC = struct.Struct("@ll")  # struct timespec (64-bit: two longs)
 TIMESPEC3 = struct.Struct("@llllll")  # struct scm_timestamping: software, legacy, hardware
+# control-message room for a receive (one timespec) and for an error-queue message
+# (scm_timestamping, the sock_extended_err with its offender address, a spare)
+RX_ANCILLARY = socket.CMSG_SPACE(TIMESPEC.size) + 64
+ERR_ANCILLARY = 512
+# a TX stamp asked for one datagram (sendmsg's control message, Linux 4.6 and later)
+TX_STAMP_REQUEST = [
+    (socket.SOL_SOCKET, SO_TIMESTAMPING, struct.pack("I", SOF_TIMESTAMPING_TX_SOFTWARE))
+]
+PER_PACKET_KERNEL = (4, 6)
 
 
 def kernel_stamp(ancdata):
     """The software timestamp in a message's control data, ns since the epoch, or 0."""
+    if len(ancdata) == 1:  # the usual receive: one SO_TIMESTAMPNS, no loop
+        level, kind, data = ancdata[0]
+        if kind == SO_TIMESTAMPNS and level == socket.SOL_SOCKET and len(data) >= TIMESPEC.size:
+            sec, nsec = TIMESPEC.unpack_from(data)
+            return sec * 1000000000 + nsec
     for level, kind, data in ancdata:
         if level != socket.SOL_SOCKET:
             continue
@@ -57,8 +71,22 @@ def error_origin(ancdata):
     return None
 
 
-def enable_timestamps(sock):
-    """Ask for kernel RX (SO_TIMESTAMPNS) and software TX stamps; say which took."""
+def per_packet_stamps(release):
+    """Can a datagram ask for its own TX stamp (``TX_STAMP_REQUEST``) on this kernel
+    (``platform.release()``)? Older kernels ignore that control message silently."""
+    try:
+        major, minor = release.split(".")[:2]
+        return (int(major), int("".join(c for c in minor if c.isdigit()) or 0)) >= PER_PACKET_KERNEL
+    except ValueError:
+        return False
+
+
+def enable_timestamps(sock, per_packet=False):
+    """Ask for kernel RX (SO_TIMESTAMPNS) and software TX stamps; say which took.
+
+    ``per_packet``: only report software stamps socket-wide; each datagram that wants a
+    TX stamp asks with ``TX_STAMP_REQUEST``, so the others (follow-ups, path traces)
+    cost no stamp and no error-queue read."""
     rx = tx = False
     try:
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
@@ -66,7 +94,7 @@ def enable_timestamps(sock):
     except OSError:
         pass
     try:
-        flags = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE
+        flags = SOF_TIMESTAMPING_SOFTWARE | (0 if per_packet else SOF_TIMESTAMPING_TX_SOFTWARE)
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, flags)
         tx = True
     except OSError:

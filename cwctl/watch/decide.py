@@ -45,10 +45,29 @@ class Seen:
 
 
 def seen_in(snapshot: FabricSnapshot) -> list[Seen]:
-    """The suspects of a snapshot, and its hosts whose GPU verdict is fail."""
-    out = [Seen(s.element, s.kind, float(s.score)) for s in snapshot.suspects]
+    """The suspects of a snapshot, and its hosts whose GPU verdict is fail. A suspect the
+    data cannot pin down (``candidates``) is seen as the one switch that all of them are
+    or end on (a one-way down link also silences the traces that would cross it: the
+    candidates are a spine and its links), else as the ambiguous set it is."""
+    out = []
+    for s in snapshot.suspects:
+        switch = covering_switch(s.candidates) if s.candidates else None
+        if switch is not None:
+            out.append(Seen(switch, "switch", float(s.score)))
+        else:
+            out.append(Seen(s.element, s.kind, float(s.score)))
     out += [Seen(h.name, "gpu", 1.0) for h in snapshot.hosts if h.gpu_verdict == "fail"]
     return out
+
+
+def covering_switch(candidates: list[str]) -> str | None:
+    """The switch every candidate is, or is a link of (``leaf1-spine2`` ends on
+    ``spine2``), or None."""
+    for c in candidates:
+        end = c.rsplit("-", 1)[-1]
+        if all(x == end or x.endswith(f"-{end}") for x in candidates):
+            return end
+    return None
 
 
 @dataclass(frozen=True)

@@ -225,3 +225,13 @@ def test_decisions_read_as_json_lines() -> None:
         "why": "named in 1 consecutive rounds, score 0.88",
         "score": 0.8765,
     }
+
+
+def test_a_candidate_set_of_one_spine_and_its_links_is_that_spine() -> None:
+    from cwctl.watch.decide import covering_switch
+
+    assert covering_switch(["spine2", "leaf1-spine2", "leaf2-spine2"]) == "spine2"
+    assert covering_switch(["leaf1-spine2", "leaf2-spine2"]) == "spine2"
+    assert covering_switch(["leaf1-spine1", "leaf1-spine2"]) is None
+    assert covering_switch(["gpu-001-leaf1", "leaf1"]) == "leaf1"  # the planner refuses a leaf
+    assert covering_switch(["gpu-001", "gpu-002"]) is None

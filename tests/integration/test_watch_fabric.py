@@ -1,0 +1,57 @@
+"""``cwctl watch`` heals the namespace fabric by policy: a congested, then a down leaf-spine
+link is rerouted round by the leaves' ECMP groups (verified by a rescan), and once the
+fault is cleared and the hold has passed, rolled back: every switch's ``ip route`` as it
+was, byte for byte. An intermittent fault causes at most one action per hold period.
+
+One trial per fault (bench/bench_watch_fabric.py runs five and prints p50 and max); short
+rounds (2 s of probing, --interval 2) and a short hold keep it to a few minutes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+
+from tests.testbed import layout as L
+from tests.testbed.bed import Testbed
+from tests.testbed.watchtrial import WatchRun, intermittent, trial
+
+pytestmark = pytest.mark.netns
+HOLD_S = 20.0
+
+
+@pytest.fixture(scope="module")
+def watching(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WatchRun]:
+    testbed.reset_routes()
+    run = WatchRun(testbed, tmp_path_factory.mktemp("watch"), hold_s=HOLD_S, interval_s=2.0)
+    try:
+        yield run
+    finally:
+        code = run.stop()
+        assert code == 0, [e for _, e in run.lines[-5:]]
+
+
+@pytest.mark.parametrize("kind", ["congested", "down"])
+def test_a_sick_link_is_rerouted_verified_then_restored_exactly(
+    fabric: Testbed, watching: WatchRun, kind: str
+) -> None:
+    result = trial(fabric, watching, "leaf1>spine2", kind)
+    assert result.element in ("leaf1-spine2", "spine2"), result
+    assert result.routes_changed == list(L.LEAVES), result  # the leaves' groups, nothing else
+    assert result.restored_exactly, result
+    print(f"{result.fault}: rerouted in {result.reroute_s:.1f} s, restored "
+          f"{result.restore_s:.1f} s after the fault cleared")  # fmt: skip
+
+
+def test_an_intermittent_fault_causes_at_most_one_action_per_hold(
+    fabric: Testbed, watching: WatchRun
+) -> None:
+    acts = intermittent(
+        fabric, watching, "leaf1>spine2", "down", on_s=10.0, off_s=10.0, total_s=2.5 * HOLD_S
+    )
+    assert acts, "the intermittent fault was never acted on"
+    gaps = [b - a for a, b in itertools.pairwise(acts)]
+    assert all(g >= HOLD_S for g in gaps), acts
+    assert len(acts) <= 1 + 2.5 * HOLD_S // HOLD_S + 1, acts

@@ -8,7 +8,7 @@ spine ``spine2``               ECMP weight 0 in every leaf  the leaves' ECMP gro
                                                             with --gateway: host routes
 link ``leaf1-spine2``          ECMP weight 0 in every leaf  ``leaf1``'s groups + the other
                                (see ``_link_note``)         leaves' routes towards leaf1
-spine or link, ``--via hosts``  refused (needs real hosts)   source ports at the hosts
+spine or link, ``--via hosts``  pairs steered in the model  source ports at the hosts
                                                             (``steer.py``: nftables SNAT)
 NIC ``gpu-001/mlx5_1``         exclude the NIC              NCCL exclusion on ``gpu-001``
 host ``gpu-001``, access link  drain                        drain through ``[scheduler]``
@@ -219,11 +219,15 @@ async def _host_steps(
             f"--via hosts steers around a spine or a leaf-spine link, not {element.kind} "
             f"{element.name}"
         )
-    if target.model is not None:
-        raise InputError(
-            "--via hosts traces and changes real hosts: give an inventory (-i), not --sim"
-        )
     suspect = Suspect(element.name, element.spine, element.leaf)
+    if target.model is not None:
+        if options.steer.roce:
+            raise InputError("--roce traces real hosts: give an inventory (-i), not --sim")
+        model = target.model
+        plan.prior = {"sim": sim_state.state_to_json(model.state)}
+        pairs = steer.model_pairs(model.fabric, suspect)
+        plan.steering = {"method": "simulated", "suspect": element.name, "pairs": len(pairs)}
+        return simulated.steer_pairs_step(model, pairs, suspect.spine)
     return await steer.plan_host_steering(target.inventory, suspect, runner, options.steer, plan)
 
 

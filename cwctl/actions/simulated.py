@@ -23,6 +23,7 @@ from cwctl.sim.model import (
     IncludeNic,
     ResumeHost,
     SetEcmpWeight,
+    SteerPairs,
 )
 
 
@@ -38,6 +39,10 @@ def to_change(data: dict[str, Any]) -> Change:
         return DrainHost(str(data["host"]))
     if op == "resume_host":
         return ResumeHost(str(data["host"]))
+    if op == "steer_pairs":
+        pairs = tuple((str(a), str(b)) for a, b in data["pairs"])
+        spine = data.get("spine")
+        return SteerPairs(pairs, None if spine is None else str(spine))
     raise InputError(f"not a simulator change: {data!r}")
 
 
@@ -107,5 +112,31 @@ def drain_step(model: FabricModel, host: str, *, resume: bool = False) -> list[S
             change=back if resume else drain,
             undo_change=drain if resume else back,
             undo_description=f"{'drain' if resume else 'resume'} {host}",
+        )
+    ]
+
+
+def steer_pairs_step(model: FabricModel, pairs: list[tuple[str, str]], spine: str) -> list[Step]:
+    """Host-side steering in the model: each pair's flows leave from source ports whose
+    hash avoids ``spine``; the undo puts back what each pair had (steered or not)."""
+    wanted = sorted({(min(a, b), max(a, b)) for a, b in pairs})
+    todo = [p for p in wanted if model.state.steered.get(p) != spine]
+    if not todo:
+        return []
+    other = [
+        f"{a}-{b} ({model.state.steered[(a, b)]})" for a, b in todo if (a, b) in model.state.steered
+    ]
+    if other:
+        raise InputError(
+            f"host pair(s) already steered off another spine: {', '.join(other[:4])}; "
+            "roll that action back first"
+        )
+    return [
+        Step(
+            host=SIM,
+            description=f"{len(todo)} host pair(s): new flows leave from source ports off {spine}",
+            change={"op": "steer_pairs", "pairs": [list(p) for p in todo], "spine": spine},
+            undo_change={"op": "steer_pairs", "pairs": [list(p) for p in todo], "spine": None},
+            undo_description=f"{len(todo)} host pair(s): source ports as before",
         )
     ]

@@ -74,6 +74,18 @@ class Fabric:
         )
 
 
+def model_pairs(fabric: Any, suspect: sp.Suspect) -> list[tuple[str, str]]:
+    """The pairs a suspect affects in the simulator's fabric (``cwctl.sim.fabric``)."""
+    leaf_of = {
+        h: fabric.leaves[int(i)] for h, i in zip(fabric.hosts, fabric.host_leaf, strict=True)
+    }
+    uplinks = {
+        leaf: [fabric.spines[s] for s in ups]
+        for leaf, ups in zip(fabric.leaves, fabric.uplinks, strict=True)
+    }
+    return sp.plan_pairs(leaf_of, uplinks, suspect)
+
+
 def table_name(plan_id: str) -> str:
     return "cwctl_steer_" + re.sub(r"[^A-Za-z0-9]", "_", plan_id)
 

@@ -21,4 +21,8 @@ def applied_changes(state: ModelState) -> list[str]:
     ]
     lines += [f"NIC {nic} excluded" for nic in sorted(state.excluded_nics)]
     lines += [f"{host} drained" for host in sorted(state.drained_hosts)]
+    lines += [
+        f"{a} <-> {b} steered off {spine} by source port"
+        for (a, b), spine in sorted(state.steered.items())
+    ]
     return lines

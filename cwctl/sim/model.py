@@ -74,7 +74,16 @@ class ResumeHost:
     host: str
 
 
-Change = SetEcmpWeight | ExcludeNic | IncludeNic | DrainHost | ResumeHost
+@dataclass(frozen=True)
+class SteerPairs:
+    """The flows between each pair of hosts leave from source ports whose paths avoid
+    ``spine`` (``spine`` None: steered no more)."""
+
+    pairs: tuple[tuple[str, str], ...]
+    spine: str | None
+
+
+Change = SetEcmpWeight | ExcludeNic | IncludeNic | DrainHost | ResumeHost | SteerPairs
 
 
 class FabricModel:
@@ -179,8 +188,24 @@ class FabricModel:
                     self.state.drained_hosts.add(change.host)
                 else:
                     self.state.drained_hosts.discard(change.host)
+            elif isinstance(change, SteerPairs):
+                self._steer(change)
             else:  # pragma: no cover - the type says it cannot happen
                 raise TypeError(f"not a model change: {change!r}")
+
+    def _steer(self, change: SteerPairs) -> None:
+        fabric = self.fabric
+        if change.spine is not None and change.spine not in fabric.spines:
+            raise InputError(f"no spine named {change.spine!r} in the simulated fabric")
+        for a, b in change.pairs:
+            for host in (a, b):
+                if host not in fabric.hosts:
+                    raise InputError(f"no host named {host!r} in the simulated fabric")
+            key = (min(a, b), max(a, b))
+            if change.spine is None:
+                self.state.steered.pop(key, None)
+            else:
+                self.state.steered[key] = change.spine
 
     def snapshot_state(self) -> ModelState:
         """A copy of the current state (to restore with ``restore_state``)."""

@@ -43,6 +43,7 @@ def state_to_json(state: ModelState) -> dict[str, Any]:
         "ecmp_weight": [[leaf, spine, w] for (leaf, spine), w in sorted(state.ecmp_weight.items())],
         "excluded_nics": sorted(state.excluded_nics),
         "drained_hosts": sorted(state.drained_hosts),
+        "steered": [[a, b, spine] for (a, b), spine in sorted(state.steered.items())],
     }
 
 
@@ -51,6 +52,7 @@ def state_from_json(data: dict[str, Any]) -> ModelState:
         ecmp_weight={(str(a), str(b)): int(w) for a, b, w in data.get("ecmp_weight", [])},
         excluded_nics={str(n) for n in data.get("excluded_nics", [])},
         drained_hosts={str(h) for h in data.get("drained_hosts", [])},
+        steered={(str(a), str(b)): str(s) for a, b, s in data.get("steered", [])},
     )
 
 
@@ -91,6 +93,10 @@ def restore_saved_state(model: FabricModel, request: Any) -> bool:
         all(leaf in fabric.leaves and spine in fabric.spines for leaf, spine in state.ecmp_weight)
         and all(fabric.has("nic", n) for n in state.excluded_nics)
         and all(h in fabric.hosts for h in state.drained_hosts)
+        and all(
+            a in fabric.hosts and b in fabric.hosts and s in fabric.spines
+            for (a, b), s in state.steered.items()
+        )
     )
     if not fits:
         return False

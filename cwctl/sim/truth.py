@@ -150,5 +150,6 @@ def window_truth(
             },
             "excluded_nics": sorted(model.state.excluded_nics),
             "drained_hosts": sorted(model.state.drained_hosts),
+            "steered": [[a, b, s] for (a, b), s in sorted(model.state.steered.items())],
         },
     }

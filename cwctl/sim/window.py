@@ -19,7 +19,7 @@ import numpy.typing as npt
 from cwctl.records import TS_CODE, ProbeTable
 from cwctl.sim.delays import queue_rho, sample_queueing, stamp_error
 from cwctl.sim.discovery import discover
-from cwctl.sim.ecmp import documented_hash, host_id, tuple_hash
+from cwctl.sim.ecmp import documented_hash, host_id, splitmix64, tuple_hash
 from cwctl.sim.faults import fault_active
 from cwctl.sim.truth import window_truth
 from cwctl.sim.world import FlowPaths, ProbeWindow, SimWorld
@@ -53,6 +53,29 @@ def _ecmp_groups(model: SimWorld) -> list[list[int]]:
     return groups
 
 
+_STEER_TRIES = 32
+
+
+def _steered_off(model: SimWorld, a: I32, b: I32) -> I32:
+    """Per flow, the spine index its pair is steered off (host-side steering), else -1."""
+    out = np.full(len(a), -1, np.int32)
+    steered = model.state.steered
+    if not steered:
+        return out
+    fabric = model.fabric
+    index = {h: i for i, h in enumerate(fabric.hosts)}
+    n = len(fabric.hosts)
+    codes = {min(index[x], index[y]) * n + max(index[x], index[y]): fabric.spines.index(s)
+             for (x, y), s in steered.items()}  # fmt: skip
+    keys = np.array(sorted(codes), np.int64)
+    spines = np.array([codes[k] for k in keys], np.int32)
+    flow = np.minimum(a, b).astype(np.int64) * n + np.maximum(a, b).astype(np.int64)
+    pos = np.minimum(np.searchsorted(keys, flow), len(keys) - 1)
+    hit = keys[pos] == flow
+    out[hit] = spines[pos[hit]]
+    return out
+
+
 def _choose_spine(
     model: SimWorld,
     groups: list[list[int]],
@@ -84,6 +107,15 @@ def _choose_spine(
             table[leaf, : len(group)] = group
             size[leaf] = len(group)
     spine = table[la, (h % size[la]).astype(np.intp)]
+    avoid = _steered_off(model, a, b)
+    for _ in range(_STEER_TRIES):  # a steered pair's flow leaves from another source
+        # port (NAT at the host) until its hash picks a spine other than the one avoided
+        moved = (avoid >= 0) & (spine == avoid)
+        if not moved.any():
+            break
+        with np.errstate(over="ignore"):
+            h = np.where(moved, splitmix64(h + np.uint64(1)), h)
+        spine = np.where(moved, table[la, (h % size[la]).astype(np.intp)], spine)
     has_uplinks = np.array([bool(u) for u in fabric.uplinks])[la]
     spine = np.where(has_uplinks, spine, CORE)
     return np.where(la == lb, SAME_LEAF, spine).astype(np.int32)

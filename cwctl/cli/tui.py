@@ -26,6 +26,15 @@ def tui(
         ),
     ] = settings.TUI_INTERVAL_S,
     readonly: Annotated[bool, typer.Option("--readonly", help="Hide every action.")] = False,
+    steer_port: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--steer-port",
+            metavar="[PROTO:]PORT",
+            help="R (steer at the hosts): a destination port the workload connects to "
+            "(5201, udp:9000; repeatable).",
+        ),
+    ] = None,
 ) -> None:
     """The scan pipeline, continuously, in a live terminal UI (--replay FILE: review a
     saved scan). Needs a terminal on stdin and stdout.
@@ -35,6 +44,10 @@ def tui(
 
     def body() -> None:
         request = build_request(flags, COMMAND_BUDGETS["tui"])
+        from cwctl.actions.steer import SteerOptions
+        from cwctl.actions.steerports import parse_service
+
+        steer = SteerOptions(services=tuple(sorted({parse_service(p) for p in steer_port or ()})))
         from cwctl.actions.jobs import job_reader
         from cwctl.session import ScanSession  # after every check: numpy, asyncssh, ...
 
@@ -52,6 +65,7 @@ def tui(
             readonly=readonly or review,
             interval_s=interval,
             max_scans=1 if review else None,
+            steer=steer,
         )
         app_.run()
 

@@ -21,6 +21,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable
 
 from cwctl import settings
+from cwctl.actions.steer import SteerOptions
 from cwctl.errors import CwctlError, InputError
 from cwctl.snapshot import FabricSnapshot
 from cwctl.tui.control import ActionKind, PlannedAction, plan_action
@@ -36,7 +37,7 @@ from cwctl.tui.widgets.hosts import HostsTable
 from cwctl.tui.widgets.statusbar import status_text
 from cwctl.tui.widgets.suspects import SuspectsTable, jobs_lines
 
-ACTIONS = frozenset({"reroute", "drain"})
+ACTIONS = frozenset({"reroute", "steer", "drain"})
 RETRY_INTERVAL_S = 5.0
 
 
@@ -52,6 +53,7 @@ class CwctlApp(App[None]):
         Binding("enter", "details", "Details", priority=False),
         Binding("s", "scan_now", "Scan"),
         Binding("r", "reroute", "Reroute"),
+        Binding("R", "steer", "Steer at hosts", key_display="R", show=False),
         Binding("d", "drain", "Drain"),
     ]
 
@@ -63,8 +65,10 @@ class CwctlApp(App[None]):
         interval_s: float = settings.TUI_INTERVAL_S,
         max_scans: int | None = None,
         clock: Callable[[], float] = time.time,
+        steer: SteerOptions | None = None,
     ) -> None:
         super().__init__()
+        self.steer = steer or SteerOptions()  # R: reroute --via hosts with these ports
         self.clock = clock  # wall clock for the status bar (tests pin it)
         self.source = source
         self.readonly = readonly
@@ -303,7 +307,7 @@ class CwctlApp(App[None]):
         ]
         return max(mine, key=lambda s: s.score).element if mine else None
 
-    def _plan(self, kind: ActionKind) -> None:
+    def _plan(self, kind: ActionKind, *, steer: bool = False) -> None:
         if self.readonly or self._covered():
             return
         if kind == "drain":
@@ -314,14 +318,17 @@ class CwctlApp(App[None]):
         if target is None:
             self.notify(why, title=kind, severity="warning")
             return
-        self.notify(f"planning {kind} {target}…", timeout=2)
-        self.plan_worker(kind, target)
+        self.notify(f"planning {kind} {target}{' at the hosts' if steer else ''}…", timeout=2)
+        self.plan_worker(kind, target, self.steer if steer else None)
 
     @work(exclusive=True, group="action")
-    async def plan_worker(self, kind: ActionKind, target: str) -> None:
+    async def plan_worker(
+        self, kind: ActionKind, target: str, steer: SteerOptions | None = None
+    ) -> None:
         """Plan off the UI (a reroute reads routes over SSH), then ask."""
         try:
-            plan = await plan_action(kind, target, self.source, suspect=self._blamed(kind, target))
+            blamed = self._blamed(kind, target)
+            plan = await plan_action(kind, target, self.source, suspect=blamed, steer=steer)
         except Exception as exc:
             self.notify(f"{type(exc).__name__}: {exc}", title=f"{kind} failed", severity="error")
             return
@@ -361,6 +368,10 @@ class CwctlApp(App[None]):
     def action_reroute(self) -> None:
         self._plan("reroute")
 
+    def action_steer(self) -> None:
+        """R: reroute around the suspect by source port at the hosts (--via hosts)."""
+        self._plan("reroute", steer=True)
+
     def action_drain(self) -> None:
         self._plan("drain")
 
@@ -372,8 +383,14 @@ def make_app(
     interval_s: float = settings.TUI_INTERVAL_S,
     max_scans: int | None = None,
     clock: Callable[[], float] = time.time,
+    steer: SteerOptions | None = None,
 ) -> CwctlApp:
     """The app around ``source`` (a ``ScanSession`` for the CLI, anything in tests)."""
     return CwctlApp(
-        source, readonly=readonly, interval_s=interval_s, max_scans=max_scans, clock=clock
+        source,
+        readonly=readonly,
+        interval_s=interval_s,
+        max_scans=max_scans,
+        clock=clock,
+        steer=steer,
     )

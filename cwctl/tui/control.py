@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from cwctl.actions.plan import format_plan
+from cwctl.actions.planner import RouteOptions
 from cwctl.actions.session import ActionSession, Ask
+from cwctl.actions.steer import SteerOptions
 from cwctl.errors import CwctlError
 
 ActionKind = Literal["reroute", "drain"]
@@ -55,13 +57,19 @@ def unavailable(kind: ActionKind, target: str, why: str) -> PlannedAction:
 
 
 async def plan_action(
-    kind: ActionKind, target: str, source: Any, *, suspect: str | None = None
+    kind: ActionKind,
+    target: str,
+    source: Any,
+    *,
+    suspect: str | None = None,
+    steer: SteerOptions | None = None,
 ) -> PlannedAction:
     """The plan for ``kind`` on ``target`` with the hosts ``source`` scans, made through
     the actions' one front door (``ActionSession``: the CLI's too). The session holds the
     action lock from planning until the plan is applied or discarded, and refuses to
     apply a plan whose state has changed meanwhile. ``suspect``: for a drain, the element
-    that caused it (the scheduler's reason names it)."""
+    that caused it (the scheduler's reason names it). ``steer``: a reroute steered by
+    source port at the hosts (``reroute --via hosts``) with these options."""
     request = getattr(source, "request", None)
     if request is None:
         return unavailable(kind, target, "these snapshots come from no hosts to act on")
@@ -71,7 +79,9 @@ async def plan_action(
     except CwctlError as exc:
         return PlannedAction(kind, target, f"{kind} {target}: no plan", str(exc), None)
     try:
-        plan = await session.plan(Ask(kind, target, reason="cwctl tui", suspect=suspect))
+        options = None if steer is None else RouteOptions(via="hosts", steer=steer)
+        ask = Ask(kind, target, options=options, reason="cwctl tui", suspect=suspect)
+        plan = await session.plan(ask)
     except CwctlError as exc:
         await session.close()
         return PlannedAction(kind, target, f"{kind} {target}: no plan", str(exc), None)

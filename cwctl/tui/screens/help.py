@@ -21,13 +21,18 @@ KEYS = [
     ("", "the column a table is sorted by shows ▼ (largest first) or ▲"),
     ("s", "scan now"),
     ("r", "reroute around the selected suspect (plan, then confirm)"),
+    (
+        "R",
+        "steer around it at the hosts: new connections leave from source ports whose "
+        "paths avoid it (reroute --via hosts; ports: tui --steer-port)",
+    ),
     ("d", "drain the selected host (plan, then confirm)"),
     ("y, n", "in a confirm dialog: apply, cancel (esc cancels too)"),
     ("esc, backspace", "close a dialog, this help or the host detail"),
     ("q", "quit (in a dialog or this help: close it)"),
     ("ctrl+c, ctrl+q", "quit from anywhere"),
 ]
-READONLY_HIDDEN = ("r", "d", "y, n")
+READONLY_HIDDEN = ("r", "R", "d", "y, n")
 
 
 def help_text(readonly: bool) -> str:

@@ -21,7 +21,7 @@ earlier actions saved.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -49,7 +49,9 @@ from cwctl.actions.runners import Runner, SimRunner, SSHRunner
 from cwctl.actions.steer import verify_steering
 from cwctl.errors import CwctlError, InputError
 
-Kind = Literal["reroute", "drain", "resume"]
+# "steer": a reroute by source port at the hosts (``reroute --via hosts``, steer.py);
+# its options' ``steer`` says which ports (none needed on the simulator)
+Kind = Literal["reroute", "steer", "drain", "resume"]
 
 
 @dataclass(frozen=True)
@@ -215,8 +217,11 @@ class ActionSession:
 
     async def plan(self, ask: Ask) -> ActionPlan:
         """Plan ``ask`` on this session's target (reading the hosts through the runner)."""
-        if ask.kind == "reroute":
-            plan = await plan_reroute(ask.element, self.target, self.runner, ask.options)
+        if ask.kind in ("reroute", "steer"):
+            options = ask.options
+            if ask.kind == "steer":
+                options = replace(options or RouteOptions(), via="hosts")
+            plan = await plan_reroute(ask.element, self.target, self.runner, options)
         elif ask.kind == "drain":
             plan = plan_drain(
                 ask.element, self.target, reason=ask.reason, evict=ask.evict, suspect=ask.suspect
@@ -255,15 +260,19 @@ class ActionSession:
             outcome.lines.append(f"rolled back {plan.rollback_of} (journal {plan.id})")
         else:
             outcome.lines.append(f"applied {plan.id}; undo with: cwctl rollback {plan.id}")
-        if check and plan.kind != "rollback" and plan.steering.get("pools"):
-            outcome.verification = await verify_steering(plan, self.target.inventory, self.runner)
-            record_verification(self.journal, plan, outcome.verification)
-            outcome.lines.append(outcome.verification.message())
-        elif check and plan.kind != "rollback":
-            outcome.verification = await verify(self.target, plan.element)
+        if check and plan.kind != "rollback":
+            outcome.verification = await self.verify(plan)
             record_verification(self.journal, plan, outcome.verification)
             outcome.lines.append(outcome.verification.message())
         return outcome
+
+    async def verify(self, plan: ActionPlan, *, duration_s: float | None = None) -> Verification:
+        """Is ``plan``'s element avoided now? Host steering on real hosts: its installed
+        ports traced again both ways (a scan's probes are not steered); anything else, and
+        steering on the simulator: a rescan of the same hosts or model."""
+        if plan.steering.get("pools"):
+            return await verify_steering(plan, self.target.inventory, self.runner)
+        return await verify(self.target, plan.element, duration_s=duration_s)
 
     async def close(self) -> None:
         try:

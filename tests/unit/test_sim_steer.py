@@ -48,3 +48,24 @@ def test_the_plan_step_steers_every_affected_pair_and_undoes_exactly() -> None:
     assert simulated.steer_pairs_step(model, pairs, "spine2") == []  # already steered
     model.apply(simulated.to_change(step.undo_change or {}))
     assert state_to_json(model.state) == before
+
+
+async def test_the_steer_ask_plans_applies_and_verifies_through_the_front_door(
+    tmp_path, monkeypatch
+) -> None:
+    """What ``watch`` calls: ``Ask("steer", ELEMENT)`` through ``ActionSession``."""
+    from cwctl.actions.journal import Journal
+    from cwctl.actions.session import ActionSession, Ask
+    from cwctl.request import ScanRequest, SimOptions
+
+    monkeypatch.setenv("CWCTL_STATE_DIR", str(tmp_path))
+    request = ScanRequest(
+        sim=SimOptions(hosts=16, hosts_per_leaf=4, seed=3, faults=("switch:spine3:down",)),
+        duration_s=0.3,
+        overrides={"rate": 100.0},
+    )
+    async with ActionSession(request, journal=Journal(tmp_path / "journal")) as session:
+        plan = await session.plan(Ask("steer", "spine3"))
+        assert plan.kind == "reroute" and plan.steering["method"] == "simulated"
+        outcome = await session.apply(plan, check=True)
+        assert outcome.ok and outcome.verification is not None and outcome.verification.gone

@@ -218,6 +218,13 @@ def nft_script(table: str, src: str, rules: list[tuple[str, sp.Service, list[int
     return " ; ".join(out)
 
 
+def undo_script(table: str) -> str:
+    """Delete the table, whether or not the step ran (an apply killed before it): the
+    ``add`` is a no-op when the table is there and makes an empty one when not, in the
+    same transaction as the delete, so the undo always ends with no such table."""
+    return f"add table ip {table} ; delete table ip {table}"
+
+
 def steer_steps(fabric: Fabric, table: str, pools: dict[sp.Key, list[int]]) -> list[Step]:
     by_sender: dict[str, list[tuple[str, sp.Service, list[int]]]] = {}
     for (a, b, service), ports in sorted(pools.items()):
@@ -234,7 +241,7 @@ def steer_steps(fabric: Fabric, table: str, pools: dict[sp.Key, list[int]]) -> l
                     f"ports (nft table {table}, {n}+ ports per peer and service)"
                 ),
                 argv=("nft", nft_script(table, fabric.address[host], rules)),
-                undo_argv=("nft", "delete", "table", "ip", table),
+                undo_argv=("nft", undo_script(table)),
                 undo_description=f"{host}: delete nft table {table}",
             )
         )

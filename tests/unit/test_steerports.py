@@ -185,7 +185,8 @@ async def test_plan_installs_only_ports_whose_both_ways_avoid_the_spine() -> Non
     for entry in plan.steering["pools"]:
         assert len(entry["ports"]) == 8
         assert all(runner.spine_of(p, 5201) == "spine1" for p in entry["ports"])
-    assert steps[0].undo_argv == ("nft", "delete", "table", "ip", steer.table_name(plan.id))
+    table = steer.table_name(plan.id)
+    assert steps[0].undo_argv == ("nft", f"add table ip {table} ; delete table ip {table}")
     assert set(plan.prior) == {"nft:a1", "nft:b1"}
 
 

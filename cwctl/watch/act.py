@@ -18,6 +18,7 @@ from cwctl.actions.executor import Verification, record_verification, rollback_p
 from cwctl.actions.history import find, history
 from cwctl.actions.jobs import refuse_protected
 from cwctl.actions.journal import Journal
+from cwctl.actions.planner import RouteOptions
 from cwctl.actions.session import ActionSession, Ask
 from cwctl.errors import CwctlError
 from cwctl.watch.decide import Decision
@@ -48,6 +49,15 @@ class Fabric:
     protect: tuple[str, ...] = ()  # the policy's protected job marks (policy.py)
 
 
+def ask_for(decision: Decision) -> Ask:
+    """The front door's ``Ask`` for a policy action (``policy.ACTIONS``)."""
+    if decision.action == "steer":  # host-side: source-port steering (steer.py)
+        options = RouteOptions(via="hosts")
+        return Ask("reroute", decision.element, options=options, reason=REASON)
+    kind = "drain" if decision.action == "drain" else "reroute"
+    return Ask(kind, decision.element, reason=REASON, suspect=decision.element)
+
+
 async def act(fabric: Fabric, decision: Decision) -> Done:
     """Plan, apply, rescan (a reroute), roll back if the rescan still names the element."""
     try:
@@ -55,7 +65,7 @@ async def act(fabric: Fabric, decision: Decision) -> Done:
     except CwctlError as exc:  # another action holds the lock, or the hosts are unreadable
         return Done(False, False, None, "lock" if "lock" in str(exc) else "refused", str(exc))
     try:
-        ask = Ask(decision.action, decision.element, reason=REASON, suspect=decision.element)  # type: ignore[arg-type]
+        ask = ask_for(decision)
         try:
             plan = await session.plan(ask)
         except CwctlError as exc:  # the planner's refusals: the last path, a leaf, ...

@@ -18,7 +18,7 @@ together in one ``PolicyError`` (the inventory's shape, ``cwctl.tomlcheck``).
 
     [[allow]]
     kind = "link"            # switch | link | nic | host | gpu (a host's GPU verdict: fail)
-    action = "reroute"       # reroute | drain
+    action = "reroute"       # reroute | steer | drain
     match = ["leaf*-spine*"] # optional: shell patterns over the element's name
 
 docs/watch.md describes every key; ``docs/watch-policy.example.toml`` shows them all.
@@ -39,9 +39,11 @@ from cwctl.tomlcheck import TomlChecker, syntax_problem
 
 # What a suspect may be (a snapshot's suspect kinds, and "gpu": a host whose GPU verdict
 # is fail) and which actions fit each: a reroute goes round a switch, link or NIC; a
-# drain takes a host out of the scheduler. Host-side steering joins as one more action.
+# steer moves the hosts' new connections off a spine or link; a drain takes a host out
+# of the scheduler.
 ACTIONS: Final = {
-    "reroute": ("switch", "link", "nic"),
+    "reroute": ("switch", "link", "nic"),  # the switches' ECMP groups (the model in --sim)
+    "steer": ("switch", "link"),  # source ports at the hosts (reroute --via hosts)
     "drain": ("host", "gpu"),
 }
 KINDS: Final = ("switch", "link", "nic", "host", "gpu")

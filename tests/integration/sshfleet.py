@@ -14,7 +14,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,6 +98,7 @@ class SSHFleet:
         self.known_hosts = tmp_path / "known_hosts"
         self.handshaking = 0  # connections not yet authenticated, now
         self.max_handshaking = 0  # ... and at most, over the fleet's life
+        self._listen: dict[str, Callable[[int], Awaitable[asyncssh.SSHAcceptor]]] = {}
 
     @property
     def pids(self) -> list[int]:
@@ -132,22 +133,37 @@ class SSHFleet:
             finally:
                 self.handlers.discard(task)
 
-        server = await asyncssh.listen(
-            address,
-            0,
-            server_host_keys=[host_key],
-            authorized_client_keys=authorized_keys,
-            process_factory=process_factory,
-            server_factory=lambda: _FleetServer(self, forwarding),
-            encoding=None,
-            allow_scp=False,
-        )
+        async def listen(port: int) -> asyncssh.SSHAcceptor:
+            return await asyncssh.listen(
+                address,
+                port,
+                server_host_keys=[host_key],
+                authorized_client_keys=authorized_keys,
+                process_factory=process_factory,
+                server_factory=lambda: _FleetServer(self, forwarding),
+                encoding=None,
+                allow_scp=False,
+                reuse_address=True,
+            )
+
+        server = await listen(0)
         host.port = server.sockets[0].getsockname()[1]
+        self._listen[name] = listen
         self.servers.append(server)
         self.hosts.append(host)
         if known:
             self.trust(host)
         return host
+
+    async def stop(self, host: FakeHost) -> None:
+        """The host goes away: its server stops listening (a scan finds it unreachable)."""
+        server = self.servers[self.hosts.index(host)]
+        server.close()
+        await server.wait_closed()
+
+    async def start(self, host: FakeHost) -> None:
+        """The host comes back, on the same address, port and host key."""
+        self.servers[self.hosts.index(host)] = await self._listen[host.name](host.port)
 
     def trust(self, host: FakeHost, key: asyncssh.SSHKey | None = None) -> None:
         key = key or host.host_key

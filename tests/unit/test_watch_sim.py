@@ -195,3 +195,18 @@ async def test_reload_keeps_the_old_policy_when_the_new_file_is_bad(
         assert watch.metrics.dry_run is True
     finally:
         await watch.aclose()
+
+
+async def test_host_side_steering_goes_through_the_front_door_which_refuses_it_in_sim() -> None:
+    policy = Policy(rounds=1, allow=(Allow("link", "steer"),))
+    watch, clock, _ = watch_on("link:leaf1-spine2:down", policy=policy)
+    try:
+        out = await run(watch, clock, 1)
+        assert seen(out) == [
+            ("act", "leaf1-spine2", "policy"),
+            ("failed", "leaf1-spine2", "refused"),
+        ]
+        assert "--via hosts traces and changes real hosts" in out[-1].why
+        assert 0 not in watch.session.model.state.ecmp_weight.values()
+    finally:
+        await watch.aclose()

@@ -14,11 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cwctl.actions.executor import Verification, record_verification, rollback_plan, verify
+from cwctl.actions.executor import record_verification, rollback_plan, verify
 from cwctl.actions.history import find, history
 from cwctl.actions.jobs import refuse_protected
 from cwctl.actions.journal import Journal
-from cwctl.actions.planner import RouteOptions
 from cwctl.actions.session import ActionSession, Ask
 from cwctl.errors import CwctlError
 from cwctl.watch.decide import Decision
@@ -51,11 +50,11 @@ class Fabric:
 
 def ask_for(decision: Decision) -> Ask:
     """The front door's ``Ask`` for a policy action (``policy.ACTIONS``)."""
-    if decision.action == "steer":  # host-side: source-port steering (steer.py)
-        options = RouteOptions(via="hosts")
-        return Ask("reroute", decision.element, options=options, reason=REASON)
-    kind = "drain" if decision.action == "drain" else "reroute"
-    return Ask(kind, decision.element, reason=REASON, suspect=decision.element)
+    if decision.action == "drain":
+        return Ask("drain", decision.element, reason=REASON, suspect=decision.element)
+    if decision.action == "steer":  # source ports at the hosts (reroute --via hosts)
+        return Ask("steer", decision.element, reason=REASON)
+    return Ask("reroute", decision.element, reason=REASON, suspect=decision.element)
 
 
 async def act(fabric: Fabric, decision: Decision) -> Done:
@@ -80,7 +79,9 @@ async def act(fabric: Fabric, decision: Decision) -> Done:
             return Done(False, True, plan.id, "failed", outcome.message.splitlines()[-1])
         if decision.action == "drain":
             return Done(True, True, plan.id, "applied", f"applied {plan.id}")
-        checked = await _rescan(session, fabric, plan.element)
+        # the check that fits the plan: steered ports traced again on real hosts, else a
+        # rescan of the same hosts or model
+        checked = await session.verify(plan, duration_s=fabric.verify_s)
         record_verification(session.journal, plan, checked)
         if checked.gone:
             return Done(True, True, plan.id, "verified", checked.message())
@@ -109,7 +110,7 @@ async def restore(fabric: Fabric, decision: Decision) -> Done:
         outcome = await session.apply(plan)
         if outcome.execution.failed is not None:
             return Done(False, True, decision.action_id, "failed", outcome.message)
-        checked = await _rescan(session, fabric, decision.element)
+        checked = await verify(session.target, decision.element, duration_s=fabric.verify_s)
         record_verification(session.journal, plan, checked)
     finally:
         await session.close()
@@ -118,7 +119,3 @@ async def restore(fabric: Fabric, decision: Decision) -> Done:
     again = await act(fabric, decision)
     why = f"{checked.message()}: applied anew ({again.why})"
     return Done(False, True, again.action_id if again.ok else None, "reapplied", why)
-
-
-async def _rescan(session: ActionSession, fabric: Fabric, element: str) -> Verification:
-    return await verify(session.target, element, duration_s=fabric.verify_s)

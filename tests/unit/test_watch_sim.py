@@ -197,16 +197,24 @@ async def test_reload_keeps_the_old_policy_when_the_new_file_is_bad(
         await watch.aclose()
 
 
-async def test_host_side_steering_goes_through_the_front_door_which_refuses_it_in_sim() -> None:
-    policy = Policy(rounds=1, allow=(Allow("link", "steer"),))
+async def test_host_side_steering_by_policy_is_applied_verified_and_restored() -> None:
+    policy = Policy(rounds=1, hold_s=20.0, allow=(Allow("link", "steer"),))
     watch, clock, _ = watch_on("link:leaf1-spine2:down", policy=policy)
     try:
         out = await run(watch, clock, 1)
         assert seen(out) == [
             ("act", "leaf1-spine2", "policy"),
-            ("failed", "leaf1-spine2", "refused"),
+            ("acted", "leaf1-spine2", "verified"),
         ]
-        assert "--via hosts traces and changes real hosts" in out[-1].why
-        assert 0 not in watch.session.model.state.ecmp_weight.values()
+        model = watch.session.model
+        assert model.state.steered and set(model.state.steered.values()) == {"spine2"}
+        assert 0 not in model.state.ecmp_weight.values()  # the hosts steer, not the switches
+        model.faults = []
+        later = await run(watch, clock, 4)
+        assert seen(later) == [
+            ("restore", "leaf1-spine2", "clean"),
+            ("restored", "leaf1-spine2", "clean"),
+        ]
+        assert not model.state.steered
     finally:
         await watch.aclose()

@@ -129,6 +129,25 @@ def test_500_connections_all_connect_and_none_crosses_the_spine(fabric, tmp_path
         assert undone.returncode == 0, undone.stderr[-2000:]
 
 
+def test_roce_sets_are_udp_4791_tuples_off_the_spine(fabric, tmp_path: Path) -> None:
+    """``--roce`` plans nothing and prints, per ordered pair, source ports whose UDP
+    tuple to 4791 the sender's leaf hashes off spine2 (asked of the leaf itself)."""
+    bed = fabric
+    before = {h: ruleset(bed, h) for h in L.HOSTS}
+    out = cwctl(
+        bed, tmp_path, "reroute", LINK, "-i", str(bed.inventory), "--via", "hosts",
+        "--roce", "--pool", "8", "--format", "json",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    plan = json.loads(out.stdout)["plan"]
+    assert plan["steps"] == [] and len(plan["steering"]["roce"]) == 32
+    for entry in plan["steering"]["roce"]:
+        assert entry["dport"] == 4791 and len(entry["ports"]) == 8
+        tuples = [(p, 4791) for p in entry["ports"]]
+        assert set(spines_of(bed, entry["host"], entry["peer"], tuples, "udp")) == {"spine1"}
+    assert {h: ruleset(bed, h) for h in L.HOSTS} == before
+
+
 pytestmark = pytest.mark.skipif(
     not all(Path(f"/usr/{d}/{b}").exists() for d, b in (("sbin", "nft"), ("bin", "iperf3"))),
     reason="host-side steering needs nftables and iperf3 (apt install nftables iperf3)",

@@ -56,12 +56,14 @@ def _sysctl(bed: Testbed, node: str, setting: str) -> None:
     run(["sh", "-c", f"echo {value} > {path}"], ns=bed.ns(node))
 
 
-def spines_of(bed: Testbed, sender: str, receiver: str, tuples: list[tuple[int, int]]) -> list[str]:
-    """The spine the sender's leaf picks for each TCP (sport, dport) towards ``receiver``."""
+def spines_of(
+    bed: Testbed, sender: str, receiver: str, tuples: list[tuple[int, int]], proto: str = "tcp"
+) -> list[str]:
+    """The spine the sender's leaf picks for each (sport, dport) towards ``receiver``."""
     leaf = L.leaf_of(sender)
     src, dst = L.probe_address(sender), L.probe_address(receiver)
     lines = [
-        f"route get {dst} from {src} iif {sender} ipproto tcp sport {s} dport {d}"
+        f"route get {dst} from {src} iif {sender} ipproto {proto} sport {s} dport {d}"
         for s, d in tuples
     ]
     out = subprocess.run(

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from cwctl.gpu.xid import describe
+from cwctl.records.bounds import printable
 
 Verdict = Literal["ok", "warn", "fail", "none"]
 _RANK: Final = {"none": 0, "ok": 1, "warn": 2, "fail": 3}
@@ -95,7 +96,7 @@ def _total(counter: Any) -> int:
 
 def _gpu_key(gpu: Mapping[str, Any]) -> tuple[str, Any]:
     for key in ("uuid", "pci_bus_id", "index"):
-        if gpu.get(key) is not None:
+        if isinstance(gpu.get(key), (str, int)):
             return key, gpu[key]
     return "id", id(gpu)
 
@@ -106,22 +107,36 @@ def _add_deltas(into: dict[str, Any], older: Mapping[str, Any]) -> None:
         new, old = _get(into, path), _get(older, path)
         if isinstance(new, dict) and isinstance(_get(old, ("delta",)), int):
             new["delta"] = _delta(new) + _delta(old)
-    old_links = {ln.get("link"): ln for ln in older.get("nvlink") or [] if isinstance(ln, dict)}
-    for link in into.get("nvlink") or []:
-        prev = old_links.get(link.get("link"))
+    old_links = {ln.get("link"): ln for ln in _list(older.get("nvlink")) if isinstance(ln, dict)}
+    for link in _list(into.get("nvlink")):
+        prev = old_links.get(link.get("link")) if isinstance(link, dict) else None
         if prev is None:
             continue
         for name in _NVLINK_COUNTERS:
             if isinstance(link.get(name), dict) and isinstance(_get(prev, (name, "delta")), int):
                 link[name]["delta"] = _delta(link[name]) + _delta(prev[name])
-    into["xid"] = list(older.get("xid") or []) + list(into.get("xid") or [])
+    into["xid"] = _list(older.get("xid")) + _list(into.get("xid"))
+
+
+def _list(value: Any) -> list[Any]:
+    """A record's list field, [] where a record (an agent's word, or a file's) has another
+    type there."""
+    return list(value) if isinstance(value, list) else []
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _index(gpu: Mapping[str, Any]) -> int:
+    return gpu["index"] if _is_int(gpu.get("index")) else 0
 
 
 def merge_gpus(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per-GPU entries of a host's records, oldest record first: last reading wins."""
     merged: dict[tuple[str, Any], dict[str, Any]] = {}
     for rec in records:
-        for gpu in rec.get("gpus") or []:
+        for gpu in _list(rec.get("gpus")):
             if not isinstance(gpu, Mapping):
                 continue
             entry = copy.deepcopy(dict(gpu))
@@ -129,14 +144,14 @@ def merge_gpus(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             if key in merged:
                 _add_deltas(entry, merged[key])
             merged[key] = entry
-    return sorted(merged.values(), key=lambda g: (g.get("index") is None, g.get("index") or 0))
+    return sorted(merged.values(), key=lambda g: (not _is_int(g.get("index")), _index(g)))
 
 
 def _findings(gpu: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(severity, reason) pairs for one GPU entry, in the order they were checked."""
     out: list[tuple[str, str]] = []
     seen: set[int] = set()
-    for event in gpu.get("xid") or []:
+    for event in _list(gpu.get("xid")):
         code = event.get("code") if isinstance(event, Mapping) else None
         if not isinstance(code, int) or code in seen:
             continue
@@ -160,8 +175,8 @@ def _findings(gpu: Mapping[str, Any]) -> list[tuple[str, str]]:
         out.append(("warn", "row remapping pending (reset the GPU)"))
     if _get(gpu, ("retired_pages", "pending")) is True:
         out.append(("warn", "page retirement pending (reset the GPU)"))
-    out.extend(_nvlink_findings(gpu.get("nvlink") or []))
-    throttle = set(gpu.get("throttle") or [])
+    out.extend(_nvlink_findings(_list(gpu.get("nvlink"))))
+    throttle = {t for t in _list(gpu.get("throttle")) if isinstance(t, str)}
     if throttle.intersection(_HW_SLOWDOWN):
         out.append(("warn", "HW slowdown throttling"))
     if throttle.intersection(_THERMAL):
@@ -210,18 +225,18 @@ def assess(records: Iterable[Mapping[str, Any]]) -> GpuHealth:
     recs = [r for r in records if isinstance(r, Mapping) and r.get("type", "gpu") == "gpu"]
     if not recs:
         return GpuHealth("none")
-    source = recs[-1].get("source")
+    source = recs[-1].get("source") if isinstance(recs[-1].get("source"), str) else None
     gpus = [judge_gpu(g) for g in merge_gpus(recs)]
     candidates: list[tuple[str, str]] = []
     for gpu in gpus:
         if gpu["verdict"] != "ok":
-            name = f"GPU {gpu['index']}" if gpu.get("index") is not None else "GPU"
-            if gpu.get("index") is None and gpu.get("pci_bus_id"):
-                name = f"GPU {gpu['pci_bus_id']}"
+            name = f"GPU {gpu['index']}" if _is_int(gpu.get("index")) else "GPU"
+            if not _is_int(gpu.get("index")) and isinstance(gpu.get("pci_bus_id"), str):
+                name = f"GPU {printable(gpu['pci_bus_id'], 40)}"
             candidates.append((gpu["verdict"], f"{name}: {gpu['reason']}"))
     failed = [r for r in recs if r.get("status") == "error"]
     if failed:
-        error = failed[-1].get("error") or "unknown error"
+        error = printable(str(failed[-1].get("error") or "unknown error"))
         candidates.append(("warn", f"GPU sampling failed: {error}"))
     if not gpus and not failed:
         return GpuHealth("none", None, [], source)

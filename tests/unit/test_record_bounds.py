@@ -254,3 +254,18 @@ def test_peak_rss_reading_the_amplification_files_stays_under_twice_a_good_files
     for path in (amplified, deflated):
         code, peak = _peak_rss_kib(["scan", "--replay", str(path)])
         assert code == 2 and peak < 2 * base, (path.name, peak, base)
+
+
+def test_gpu_records_of_the_wrong_types_are_read_as_unknown(good: Lines, tmp_path: Path) -> None:
+    """Found by the fuzz loop: ``"gpus": 1.5`` was a TypeError (exit 1)."""
+    host = good[0]["hosts"][0]["name"]
+    odd = [
+        {"type": "gpu", "v": 1, "host": host, "gpus": 1.5},
+        {"type": "gpu", "v": 1, "host": host, "gpus": [{"uuid": [1], "xid": 3, "throttle": [{}]}]},
+        {"type": "gpu", "v": 1, "host": host, "status": "error", "error": "x\x1b[2J\ny"},
+    ]
+    path = _write(tmp_path / "gpu.jsonl", good, [json.dumps(r) for r in odd])
+    result = CliRunner().invoke(app, ["scan", "--replay", str(path), "--format", "json"])
+    assert result.exit_code in (0, 3), result.output
+    (reported,) = [h for h in json.loads(result.stdout)["hosts"] if h["name"] == host]
+    assert reported["gpu_reason"] == "GPU sampling failed: x\\x1b[2J\\ny"

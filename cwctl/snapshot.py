@@ -109,6 +109,10 @@ class PathPorts:
         return f"PathPorts({self.to_json()!r})"
 
 
+# The heatmaps' metric, one name for the PNG, the TUI and the docs: PathReport.queueing_ns
+QUEUEING = "queueing p50 (p50 - floor)"
+
+
 @dataclass(slots=True)
 class PathReport:
     src: str
@@ -127,6 +131,14 @@ class PathReport:
     @property
     def loss(self) -> float:
         return 1.0 - self.received / self.sent if self.sent else 0.0
+
+    @property
+    def queueing_ns(self) -> float | None:
+        """The heatmaps' metric (``QUEUEING``): median queueing, p50 minus the floor
+        (steadier than p99, which rare bursts dominate)."""
+        if self.owd_p50_ns is None or self.owd_min_ns is None:
+            return None
+        return self.owd_p50_ns - self.owd_min_ns
 
     @property
     def excess_ns(self) -> float | None:

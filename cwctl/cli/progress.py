@@ -5,9 +5,8 @@ terminal, at most ten times a second, and erased when the scan is done, so the r
 that follows starts on a clean line. Off with ``--quiet`` and whenever stderr is not a
 terminal; ``--verbose`` instead logs one line per event (for logs and CI).
 
-Fed by the scan's ``progress(event, fields)`` callback: ``connected`` (one per host),
-``started`` (hosts, of, start_in_s, duration_s), ``records`` (records so far),
-``done`` (ok, of).
+Fed by the scan's ``progress(event, fields)`` callback, counted and worded by
+``cwctl.report.progress.ScanProgress`` (the TUI's first frames say the same).
 """
 
 from __future__ import annotations
@@ -15,6 +14,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
+
+from cwctl.report.progress import ScanProgress
 
 CLEAR = "\r\x1b[K"
 
@@ -38,7 +39,7 @@ class InPlaceLine:
             self.shown = False
 
 
-class ProgressLine(InPlaceLine):
+class ProgressLine(InPlaceLine, ScanProgress):
     """One line, redrawn in place: ``cwctl: scan: 12/64 hosts · 48,000 probes · 1.4 s left``."""
 
     def __init__(
@@ -49,43 +50,18 @@ class ProgressLine(InPlaceLine):
         clock: Callable[[], float] = time.monotonic,
         min_interval_s: float = 0.1,
     ) -> None:
-        super().__init__(stream)
+        InPlaceLine.__init__(self, stream)
+        ScanProgress.__init__(self, clock=clock)
         self.label = label
-        self.clock = clock
         self.min_interval_s = min_interval_s
-        self.connected = 0
-        self.hosts: int | None = None
-        self.records = 0
-        self.ends_at: float | None = None
         self._drawn_at = -1e9
 
     def text(self) -> str:
-        parts = []
-        if self.hosts is not None:
-            parts.append(f"{self.connected}/{self.hosts} hosts")
-        elif self.connected:
-            parts.append(f"{self.connected} hosts connected")
-        else:
-            parts.append("connecting")
-        if self.records:
-            parts.append(f"{self.records:,} probes")
-        if self.ends_at is not None:
-            left = self.ends_at - self.clock()
-            parts.append(f"{left:.1f} s left" if left > 0 else "collecting")
-        return f"cwctl: {self.label}: " + " · ".join(parts)
+        return f"cwctl: {self.label}: {self.words()}"
 
     def __call__(self, event: str, fields: dict[str, Any]) -> None:
-        if event == "connected":
-            self.connected += 1
-        elif event == "started":
-            self.hosts = int(fields.get("of", fields.get("hosts", 0)))
-            self.connected = int(fields.get("hosts", self.connected))
-            duration = fields.get("duration_s")
-            if isinstance(duration, int | float):
-                self.ends_at = self.clock() + float(fields.get("start_in_s", 0.0)) + duration
-        elif event == "records":
-            self.records = int(fields.get("records", self.records))
-        elif event == "done":
+        self.feed(event, fields)
+        if event == "done":
             self.clear()
             return
         self.draw(force=event == "started")

@@ -49,10 +49,8 @@ def sync_p99_ns(snapshot: FabricSnapshot) -> float | None:
 
 
 def median_queueing_ns(p: PathReport) -> float | None:
-    """p50 over the path's floor (steadier than p99, which rare bursts dominate)."""
-    if p.owd_p50_ns is None or p.owd_min_ns is None:
-        return None
-    return p.owd_p50_ns - p.owd_min_ns
+    """p50 over the path's floor: ``PathReport.queueing_ns`` (the heatmaps' metric)."""
+    return p.queueing_ns
 
 
 def path_badness(p: PathReport) -> tuple[float, float, float]:
@@ -70,6 +68,15 @@ def path_badness(p: PathReport) -> tuple[float, float, float]:
 def worst_paths(snapshot: FabricSnapshot, n: int) -> list[PathReport]:
     """The ``n`` worst, in ``path_badness`` order (ties in the snapshot's order)."""
     return heapq.nlargest(n, snapshot.paths, key=path_badness)
+
+
+def worst_path_line(p: PathReport) -> str:
+    """``worst path gpu-016 → gpu-018: loss 0%, queueing p50 4.32 us, p99 28.3 us``: the
+    report's summary line, and the TUI's history label."""
+    return (
+        f"worst path {p.src} → {p.dst}: loss {fmt_ratio(p.loss)}, "
+        f"queueing p50 {fmt_ns(median_queueing_ns(p))}, p99 {fmt_ns(p.excess_ns)}"
+    )
 
 
 def _suspect_hosts(snapshot: FabricSnapshot) -> set[str]:
@@ -208,11 +215,7 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
         )
     worst = worst_paths(snapshot, 1)
     if worst:
-        p = worst[0]
-        lines.append(
-            f"worst path {p.src} → {p.dst}: loss {fmt_ratio(p.loss)}, "
-            f"queueing p50 {fmt_ns(median_queueing_ns(p))}, p99 {fmt_ns(p.excess_ns)}"
-        )
+        lines.append(worst_path_line(worst[0]))
     if snapshot.suspects:
         s = snapshot.suspects[0]
         more = f" (+{len(snapshot.suspects) - 1} more)" if len(snapshot.suspects) > 1 else ""

@@ -23,9 +23,11 @@ from textual.widgets import DataTable
 from cwctl import settings
 from cwctl.actions.steer import SteerOptions
 from cwctl.errors import CwctlError, InputError
+from cwctl.report.progress import ScanProgress
 from cwctl.snapshot import FabricSnapshot
 from cwctl.tui.control import ActionKind, PlannedAction, plan_action
-from cwctl.tui.messages import ScanFailed, ScanFinished, ScanStarted
+from cwctl.tui.grid import exact_filter
+from cwctl.tui.messages import ScanFailed, ScanFinished, ScanProgressed, ScanStarted
 from cwctl.tui.screens.confirm import ConfirmScreen, NoticeScreen
 from cwctl.tui.screens.dashboard import DashboardScreen
 from cwctl.tui.screens.detail import HostDetailScreen
@@ -50,6 +52,7 @@ class CwctlApp(App[None]):
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("slash", "filter", "Filter", key_display="/"),
+        Binding("escape", "up_level", "Back", show=False),
         Binding("enter", "details", "Details", priority=False),
         Binding("s", "scan_now", "Scan"),
         Binding("r", "reroute", "Reroute"),
@@ -78,6 +81,9 @@ class CwctlApp(App[None]):
         self.scans = 0
         self.scanning = False
         self.host_filter = ""
+        self.filters: list[str] = []  # the filters enter (drilling down) replaced; esc: back
+        self.progress = ScanProgress(clock=clock)
+        self.progress_words: str | None = None
         self.applied: list[PlannedAction] = []
         self._scan_due = False
         self._next_scan: Timer | None = None
@@ -101,6 +107,8 @@ class CwctlApp(App[None]):
 
     def on_mount(self) -> None:
         self.sub_title = self.source.label
+        if hasattr(self.source, "progress"):  # a ScanSession: say how each scan is going
+            self.source.progress = self._on_progress
         self.call_after_refresh(self._begin)  # once the dashboard's widgets exist
 
     def _begin(self) -> None:
@@ -133,8 +141,24 @@ class CwctlApp(App[None]):
         if self._scan_due:
             self.start_scan()
 
+    def _on_progress(self, event: str, fields: dict[str, object]) -> None:
+        """The source's progress callback (in the scan's event loop, or a thread)."""
+        self.progress.feed(event, fields)
+        self.post_message(ScanProgressed(self.scans + 1, self.progress.words()))
+
+    def on_scan_progressed(self, message: ScanProgressed) -> None:
+        if not self.scanning:
+            return
+        self.progress_words = message.words
+        dashboard = self._dashboard()
+        if dashboard is not None and self.snapshot is None:
+            dashboard.query_one(Heatmap).set_waiting(f"first scan: {message.words}")
+        self._refresh_status()
+
     @work(exclusive=True, group="scan")
     async def run_scan(self, number: int) -> None:
+        self.progress = ScanProgress(clock=self.clock)
+        self.progress_words = None
         self.post_message(ScanStarted(number))
         started = self.clock()
         try:
@@ -191,6 +215,7 @@ class CwctlApp(App[None]):
                 elapsed_s=self._last_elapsed_s,
                 finished_at=self._last_finished,
                 scanning=self.scanning,
+                progress=self.progress_words if self.scanning else None,
                 error=self._last_error,
                 readonly=self.readonly,
             )
@@ -207,10 +232,27 @@ class CwctlApp(App[None]):
     def action_filter(self) -> None:
         def apply(needle: str | None) -> None:
             if needle is not None:
-                self.host_filter = needle
-                self.dashboard.set_filter(needle)
+                self.set_filter(needle)
 
         self.push_screen(FilterScreen(self.host_filter), apply)
+
+    def set_filter(self, needle: str, *, drill: bool = False) -> None:
+        """Show only the hosts ``needle`` keeps (heatmap, re-laid out, and hosts table);
+        ``drill``: enter went down a level, and esc comes back to this one."""
+        if drill:
+            self.filters.append(self.host_filter)
+        else:
+            self.filters.clear()
+        self.host_filter = needle
+        self.dashboard.set_filter(needle)
+
+    def action_up_level(self) -> None:
+        """esc on the dashboard: back to the filter before the last drill-down (or none)."""
+        if self._covered() or not (self.filters or self.host_filter):
+            return
+        previous = self.filters.pop() if self.filters else ""
+        self.host_filter = previous
+        self.dashboard.set_filter(previous)
 
     def selected_host(self) -> str | None:
         """The host the operator points at: the hosts table's row, else the heatmap's."""
@@ -226,10 +268,12 @@ class CwctlApp(App[None]):
         if self.snapshot is None or self._covered():
             return
         heatmap = self.dashboard.query_one(Heatmap)
-        if self.focused is heatmap and heatmap.grid is not None and heatmap.grid.level == "leaf":
-            leaf = heatmap.grid.labels[heatmap.rows[heatmap.cursor[0]]] if heatmap.rows else None
-            if leaf is not None:
-                self._show_leaf(leaf)
+        if self.focused is heatmap:  # the cell under the cursor, never another widget's row
+            group = heatmap.cursor_group
+            if group is not None:  # a leaf (or a run of them): re-lay the map as its hosts
+                self.set_filter(exact_filter(group[1]), drill=True)
+            elif heatmap.cursor_host is not None:
+                self.push_screen(HostDetailScreen(self.snapshot, heatmap.cursor_host))
             return
         if isinstance(self.focused, SuspectsTable):
             self._suspect_details(self.focused.selected_element)
@@ -260,9 +304,9 @@ class CwctlApp(App[None]):
             self.notify(f"{element}: its evidence is under the table; r plans a reroute")
 
     def _show_leaf(self, leaf: str) -> None:
-        """Filter to one leaf's hosts and move to the hosts table to pick one."""
-        self.host_filter = f"={leaf}"
-        self.dashboard.set_filter(self.host_filter)
+        """Filter to one leaf's hosts (the heatmap re-laid out as them) and move to the
+        hosts table to pick one."""
+        self.set_filter(exact_filter([leaf]), drill=True)
         self.dashboard.query_one(HostsTable).focus()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
@@ -283,8 +327,8 @@ class CwctlApp(App[None]):
         if isinstance(focused, HostsTable):
             return focused.selected_host, "select a host first"
         if isinstance(focused, Heatmap):
-            if focused.grid is not None and focused.grid.level == "leaf":
-                return None, "a leaf row: enter lists its hosts, d drains one of them"
+            if focused.cursor_group is not None:
+                return None, "a leaf row: enter shows its hosts, d drains one of them"
             return focused.cursor_host, "select a host first"
         if isinstance(focused, SuspectsTable):
             element = focused.selected_element

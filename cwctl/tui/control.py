@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cwctl.actions.plan import format_plan
+from cwctl.actions.plan import LOCAL, format_plan
 from cwctl.actions.planner import RouteOptions
 from cwctl.actions.session import ActionSession, Ask
 from cwctl.actions.steer import SteerOptions
@@ -103,13 +103,23 @@ async def plan_action(
     return PlannedAction(kind, target, title, format_plan(plan), apply, session.close, targets)
 
 
+# A scheduler's command changes the scheduler, wherever it runs: named for what it changes.
+SCHEDULERS = {"scontrol": "slurmctld", "kubectl": "the Kubernetes API"}
+SIMULATED = " (simulated)"
+
+
 def step_target(step: Any) -> str:
-    """What a step changes, by name: the host or switch it runs on, or for a simulator
-    step the element its change names (``leaf1``, ``gpu-003/mlx5_1``), marked simulated."""
+    """What a step changes, by name: the host or switch it runs on; for a scheduler's
+    command the scheduler (``slurmctld``, and the host its CLI runs on unless this
+    machine); for a simulator step the element its change names (``leaf1``,
+    ``gpu-003/mlx5_1``), marked simulated."""
     change = step.change or {}
     for key in ("leaf", "switch", "nic", "host", "node"):
         if isinstance(change.get(key), str):
-            return f"{change[key]} (simulated)"
+            return f"{change[key]}{SIMULATED}"
+    tool = next((SCHEDULERS[a] for a in step.argv if a in SCHEDULERS), None)
+    if tool is not None:
+        return tool if step.host == LOCAL else f"{tool} (via {step.host})"
     return str(step.host)
 
 

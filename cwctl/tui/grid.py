@@ -24,7 +24,7 @@ Metric = Literal["delay", "loss"]
 METRICS: tuple[Metric, ...] = ("delay", "loss")
 
 # Upper edges of the colour bins: a value v falls in bin searchsorted(edges, v, "right").
-# delay: excess one-way delay (p99 minus the floor), ns; loss: share of probes lost.
+# delay: queueing p50 (PathReport.queueing_ns: p50 minus the floor), ns; loss: share lost.
 BIN_EDGES: dict[Metric, tuple[float, ...]] = {
     "delay": (1_000.0, 4_000.0, 16_000.0, 64_000.0),
     "loss": (1e-9, 0.01, 0.05, 0.2),
@@ -33,30 +33,62 @@ N_BINS = 5  # ok, mild, elevated, bad, severe
 NO_DATA = -1  # bin of a cell with no probed path
 
 
+Level = Literal["host", "leaf", "leaf group", "host group"]
+_UNITS = {
+    "host": "hosts",
+    "leaf": "leaves",
+    "leaf group": "leaf groups",
+    "host group": "host groups",
+}
+
+
 @dataclass(frozen=True)
 class Grid:
-    """What the heatmap shows: labels, values (NaN where no path) and their colour bins."""
+    """What the heatmap shows: labels, values (NaN where no path) and their colour bins.
+    A cell is one host, one leaf, a run of whole leaves, or (hosts without leaves) a run
+    of hosts; ``members`` are the hosts behind each row/column."""
 
     metric: Metric
-    level: str  # "host" | "leaf" | "leaf group"
+    level: Level
     labels: list[str]
     members: list[list[str]]  # the hosts behind each row/column
     values: npt.NDArray[np.float64]  # (n, n), row = source, column = destination
     bins: npt.NDArray[np.int8]  # (n, n), NO_DATA or 0..N_BINS-1
+    leaves: list[list[str]] | None = None  # per row, the leaves it covers (leaf levels)
 
     @property
     def size(self) -> int:
         return len(self.labels)
 
+    @property
+    def aggregated(self) -> bool:
+        return self.level != "host"
+
+    def describe(self) -> str:
+        """What a cell is: ``64 hosts``, ``8 leaves``, ``16 leaf groups of 4 leaves`` (an
+        aggregated cell holds the worst path between its hosts: ``aggregated``)."""
+        what = f"{self.size} {_UNITS[self.level]}"
+        if self.level == "leaf group" and self.leaves:
+            what += f" of {max(len(g) for g in self.leaves)} leaves"
+        elif self.level == "host group":
+            what += f" of {max(len(m) for m in self.members)}"
+        return what
+
 
 def host_matches(host: HostReport, needle: str) -> bool:
     """The ``/`` filter: a case-insensitive substring of the name, leaf or status;
-    ``=word`` matches one of them exactly (``=leaf1`` is not ``leaf10``)."""
-    needle = needle.lower()
+    ``=word`` matches one of them exactly (``=leaf1`` is not ``leaf10``), and
+    ``=leaf1,leaf2`` any of the words listed."""
+    needle = needle.lower().strip()
     fields = [(f or "").lower() for f in (host.name, host.leaf, host.status)]
     if needle.startswith("="):
-        return needle[1:] in fields
+        return any(word.strip() in fields for word in needle[1:].split(","))
     return not needle or any(needle in f for f in fields)
+
+
+def exact_filter(words: Sequence[str]) -> str:
+    """The filter that keeps exactly these names or leaves: ``=leaf3``, ``=leaf1,leaf2``."""
+    return "=" + ",".join(words)
 
 
 def host_order(snapshot: FabricSnapshot) -> list[str]:
@@ -82,7 +114,7 @@ class PathColumns:
     order: tuple[str, ...]
     rows: npt.NDArray[np.intp]  # source's position in order, -1 if not a listed host
     cols: npt.NDArray[np.intp]
-    excess_ns: npt.NDArray[np.float64]  # NaN: unknown
+    excess_ns: npt.NDArray[np.float64]  # queueing p50 (PathReport.queueing_ns); NaN: unknown
     loss: npt.NDArray[np.float64]  # NaN: nothing sent
 
 
@@ -107,8 +139,8 @@ def path_columns(snapshot: FabricSnapshot, order: Sequence[str]) -> PathColumns:
     for k, p in enumerate(snapshot.paths):
         rows[k] = index.get(p.src, -1)
         cols[k] = index.get(p.dst, -1)
-        lo, hi = p.owd_min_ns, p.owd_p99_ns
-        excess[k] = np.nan if lo is None or hi is None else hi - lo
+        queueing = p.queueing_ns
+        excess[k] = np.nan if queueing is None else queueing
         loss[k] = 1.0 - p.received / p.sent if p.sent else np.nan
     columns = PathColumns(key, rows, cols, excess, loss)
     _last_columns = (snapshot, columns)
@@ -137,33 +169,59 @@ def value_bins(values: npt.NDArray[np.float64], metric: Metric) -> npt.NDArray[n
     return bins
 
 
-def _groups(snapshot: FabricSnapshot, order: list[str], fit: int) -> tuple[str, list[list[str]]]:
-    """Group the ordered hosts so that at most ``fit`` groups remain."""
+def _groups(
+    snapshot: FabricSnapshot, order: list[str], fit: int
+) -> tuple[Level, list[list[str]], list[list[str]] | None]:
+    """Group the ordered hosts so that at most ``fit`` groups remain: hosts, else
+    leaves, else runs of whole consecutive leaves, else (one leaf or none known) runs
+    of hosts. Returns the level, each group's hosts and each group's leaves."""
     if len(order) <= fit:
-        return "host", [[h] for h in order]
+        return "host", [[h] for h in order], None
     leaf_of = {h.name: h.leaf or "-" for h in snapshot.hosts}
     leaves: dict[str, list[str]] = {}
     for name in order:
         leaves.setdefault(leaf_of[name], []).append(name)
-    if len(leaves) <= fit and len(leaves) > 1:
-        return "leaf", list(leaves.values())
-    # Too many leaves (or none known): runs of consecutive hosts of equal size.
-    per = math.ceil(len(order) / max(fit, 1))
-    return "leaf group", [order[i : i + per] for i in range(0, len(order), per)]
+    names = list(leaves)
+    if len(names) <= 1:
+        per = math.ceil(len(order) / max(fit, 1))
+        return "host group", [order[i : i + per] for i in range(0, len(order), per)], None
+    if len(names) <= fit:
+        return "leaf", list(leaves.values()), [[n] for n in names]
+    per = math.ceil(len(names) / max(fit, 1))
+    runs = [names[i : i + per] for i in range(0, len(names), per)]
+    return "leaf group", [[h for leaf in run for h in leaves[leaf]] for run in runs], runs
 
 
-def _label(level: str, members: list[str], leaf_of: dict[str, str | None]) -> str:
+def _label(level: Level, members: list[str], leaves: list[str] | None) -> str:
     if level == "host":
         return members[0]
-    if level == "leaf":
-        return leaf_of[members[0]] or "-"
-    return f"{members[0]}+{len(members) - 1}"
+    if leaves is not None:
+        return leaves[0] if len(leaves) == 1 else f"{leaves[0]}-{_suffix(leaves[-1], leaves[0])}"
+    return f"{members[0]}-{_suffix(members[-1], members[0])}"
 
 
-def build_grid(snapshot: FabricSnapshot, metric: Metric = "delay", fit: int = 10**9) -> Grid:
-    """The heatmap for ``snapshot``: hosts if at most ``fit`` of them, else aggregated."""
+def _suffix(last: str, first: str) -> str:
+    """``leaf4`` after ``leaf1`` is ``4``: a run's label is ``leaf1-4``, ``gpu-001-016``."""
+    i = 0
+    while i < min(len(first), len(last)) and first[i] == last[i] and not first[i].isdigit():
+        i += 1
+    return last[i:]
+
+
+def build_grid(
+    snapshot: FabricSnapshot,
+    metric: Metric = "delay",
+    fit: int = 10**9,
+    hosts: Sequence[str] | None = None,
+) -> Grid:
+    """The heatmap for ``snapshot`` over ``hosts`` (default: all; a filter shows fewer,
+    and then only the paths between them): hosts if at most ``fit`` of them, else
+    aggregated (``_groups``)."""
     order = host_order(snapshot)
-    level, members = _groups(snapshot, order, max(fit, 1))
+    if hosts is not None:
+        keep = set(hosts)
+        order = [h for h in order if h in keep]
+    level, members, leaves = _groups(snapshot, order, max(fit, 1))
     if level == "host":
         values = path_matrix(snapshot, metric, order)
     else:
@@ -172,9 +230,10 @@ def build_grid(snapshot: FabricSnapshot, metric: Metric = "delay", fit: int = 10
         for g, names in enumerate(members):
             group_of[[position[n] for n in names]] = g
         values = aggregate_worst(path_columns(snapshot, order), metric, group_of, len(members))
-    leaf_of = {h.name: h.leaf for h in snapshot.hosts}
-    labels = [_label(level, m, leaf_of) for m in members]
-    return Grid(metric, level, labels, members, values, value_bins(values, metric))
+    labels = [
+        _label(level, m, leaves[i] if leaves is not None else None) for i, m in enumerate(members)
+    ]
+    return Grid(metric, level, labels, members, values, value_bins(values, metric), leaves)
 
 
 def aggregate_worst(

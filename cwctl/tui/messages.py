@@ -26,3 +26,15 @@ class ScanFailed(Message):
     number: int
     error: str
     retry: bool = True  # False: bad input (an InputError); scanning again cannot help
+
+
+@dataclass
+class ScanProgressed(Message):
+    """How the scan in flight is going, in words (``cwctl.report.progress``); a newer
+    one replaces one not yet handled."""
+
+    number: int
+    words: str
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ScanProgressed)

@@ -54,16 +54,21 @@ def test_aggregates_by_leaf_keeping_the_worst_path(known: FabricSnapshot) -> Non
     assert grid.values[0, 0] == 500.0 and grid.values[1, 1] == 30_000.0
 
 
-def test_too_many_leaves_fall_back_to_runs_of_hosts() -> None:
+def test_too_many_leaves_fall_back_to_runs_of_whole_leaves() -> None:
     n = 40
     hosts = [HostReport(name=f"h{i:03d}", leaf=f"leaf{i:02d}") for i in range(n)]
     paths = [
-        PathReport(f"h{i:03d}", f"h{(i + 1) % n:03d}", 10, 10, 0.0, 0.0, float(i)) for i in range(n)
+        PathReport(f"h{i:03d}", f"h{(i + 1) % n:03d}", 10, 10, 0.0, float(i), float(i))
+        for i in range(n)
     ]
     snap = FabricSnapshot(source="sim", reference=None, duration_s=1.0, hosts=hosts, paths=paths)
     grid = build_grid(snap, "delay", fit=8)
     assert grid.level == "leaf group" and grid.size == 8
     assert sum(len(m) for m in grid.members) == n
+    # whole leaves per cell, named by their range, and the title says so
+    assert grid.leaves is not None and grid.leaves[0] == [f"leaf{i:02d}" for i in range(5)]
+    assert grid.labels[0] == "leaf00-04" and grid.labels[-1] == "leaf35-39"
+    assert grid.describe() == "8 leaf groups of 5 leaves"
     # The worst path of the last block is h039 -> h000 (39 ns), in the last row, first column.
     assert grid.values[7, 0] == 39.0
     assert np.nanmax(grid.values) == 39.0

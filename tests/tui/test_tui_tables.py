@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from textual.binding import Binding
-from textual.widgets import Label
 from tui_fixtures import SIZE, known_snapshot, wait_for
 
 from cwctl.request import ScanRequest
@@ -38,18 +37,20 @@ async def test_tables_say_what_they_are_sorted_by_and_o_changes_it() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.scans == 1)
         hosts = app.dashboard.query_one(HostsTable)
-        assert _header(hosts)[1] == "leaf▲"  # the heatmap's order, and it says so
+        assert _header(hosts)[5] == "leaf▲"  # the heatmap's order, and it says so
+        assert _header(hosts)[:4] == ["host", "offset", "drift", "±"]  # the clock first
         assert _column(hosts, 0) == ["gpu-001", "gpu-002", "gpu-003", "gpu-004"]
         suspects = app.dashboard.query_one(SuspectsTable)
         assert _header(suspects)[0] == "score▼"
         hosts.focus()
-        await pilot.press("o")  # next sortable column: status
+        await pilot.press("o")  # next sortable column: GPU
+        await pilot.press("o")  # then (around) host
         await pilot.press("o")  # then offset, largest first
-        assert hosts.sorted_by == "offset▼" and _header(hosts)[3] == "offset▼"
-        assert _header(hosts)[1] == "leaf"  # the old arrow is gone
+        assert hosts.sorted_by == "offset▼" and _header(hosts)[1] == "offset▼"
+        assert _header(hosts)[5] == "leaf"  # the old arrow is gone
         # offsets are 1 us x the host's index in the fixture: gpu-002 3 us, gpu-004 2 us...
         assert _column(hosts, 0) == ["gpu-002", "gpu-004", "gpu-001", "gpu-003"]
-        hosts.sort_by(3)  # a second click on the same header reverses it
+        hosts.sort_by(1)  # a second click on the same header reverses it
         assert hosts.sorted_by == "offset▲"
         assert _column(hosts, 0) == ["gpu-003", "gpu-001", "gpu-004", "gpu-002"]
 
@@ -65,7 +66,7 @@ async def test_host_detail_paths_sorted_by_a_shown_column() -> None:
         peers = _column(table, 1)
         assert peers[0] == "gpu-001"  # 100 us of excess: the worst of gpu-004's paths
         excess = _column(table, 7)
-        assert excess[0] == "100 us"
+        assert excess[0] == "200 us"  # p99 - floor: the fixture's queueing p50 twice
 
 
 def _binding_keys() -> set[str]:
@@ -100,7 +101,9 @@ async def test_help_screen_opens_on_question_mark() -> None:
         await wait_for(pilot, lambda: app.scans == 1)
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
-        text = str(app.screen.query_one("#help-text").render())
+        await pilot.pause()
+        shown = app.screen.query_one("#help-text")
+        text = " ".join(s.text for s in shown.render_lines(shown.region.reset_offset))
         assert "sort a table" in text and "drain" in text
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
@@ -109,6 +112,18 @@ async def test_help_screen_opens_on_question_mark() -> None:
 def test_targets_line_names_every_target() -> None:
     assert targets_line(("gpu-003",)) == "changes gpu-003"
     assert targets_line(("leaf1", "leaf2", "leaf3")) == "changes leaf1, leaf2 and leaf3"
+    simulated = tuple(f"leaf{i} (simulated)" for i in range(1, 5))
+    assert targets_line(simulated) == "changes leaf1, leaf2, leaf3 and leaf4 (simulated)"
+
+
+def test_a_slurm_drain_names_the_scheduler_not_local() -> None:
+    from cwctl.actions.plan import LOCAL, Step
+    from cwctl.tui.control import step_target
+
+    argv = ("scontrol", "update", "NodeName=blackhole", "State=DRAIN", "Reason=x")
+    assert step_target(Step(LOCAL, "drain blackhole", argv)) == "slurmctld"
+    assert step_target(Step("slurm-ctl", "drain", argv)) == "slurmctld (via slurm-ctl)"
+    assert step_target(Step("gpu-001", "route", ("ip", "route"))) == "gpu-001"
 
 
 async def test_confirm_dialog_names_the_exact_targets() -> None:
@@ -118,7 +133,7 @@ async def test_confirm_dialog_names_the_exact_targets() -> None:
         app.push_screen(ConfirmScreen("reroute spine3: apply this plan?", "1. ...",
                                       ("leaf1", "leaf2")))  # fmt: skip
         await pilot.pause()
-        assert str(app.screen.query_one("#targets", Label).render()) == "changes leaf1 and leaf2"
+        assert str(app.screen.query_one("#targets").render()) == "changes leaf1 and leaf2"
         assert "Apply on 2 targets" in str(app.screen.query_one("#yes").render())
 
 
@@ -170,7 +185,7 @@ async def test_a_host_silent_on_the_fabric_reads_no_fabric() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.scans == 1)
         hosts = app.dashboard.query_one(HostsTable)
-        status = dict(zip(_column(hosts, 0), _column(hosts, 2), strict=True))
+        status = dict(zip(_column(hosts, 0), _column(hosts, 4), strict=True))
         assert status["gpu-004"] == "no fabric" and status["gpu-001"] == "ok"
 
 

@@ -9,7 +9,7 @@ from cwctl.snapshot import FabricSnapshot, HostReport, PathReport, Suspect
 
 # Four hosts on two leaves; hosts are listed out of leaf order on purpose.
 HOSTS = [("gpu-003", "leaf2"), ("gpu-001", "leaf1"), ("gpu-004", "leaf2"), ("gpu-002", "leaf1")]
-# (src, dst, excess_ns, loss): one path per colour bin, one lossy path.
+# (src, dst, queueing p50 ns, loss): one path per colour bin, one lossy path.
 PATHS = [
     ("gpu-001", "gpu-002", 500.0, 0.0),  # bin 0: < 1 µs
     ("gpu-001", "gpu-003", 2_000.0, 0.0),  # bin 1
@@ -39,8 +39,8 @@ def known_snapshot(*, suspects: bool = True) -> FabricSnapshot:
             sent=100,
             received=round(100 * (1 - loss)),
             owd_min_ns=1_000.0,
-            owd_p50_ns=1_100.0,
-            owd_p99_ns=1_000.0 + excess,
+            owd_p50_ns=1_000.0 + excess,  # queueing p50 (the heatmap's metric): excess
+            owd_p99_ns=1_000.0 + 2 * excess,
         )
         for src, dst, excess, loss in PATHS
     ]

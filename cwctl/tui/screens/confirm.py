@@ -10,14 +10,20 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
+SIMULATED = " (simulated)"
+
 
 def targets_line(targets: tuple[str, ...]) -> str:
-    """``changes gpu-003 and leaf1``: every host or switch the plan touches, by name."""
+    """``changes gpu-003 and leaf1``: every host or switch the plan touches, by name;
+    ``changes leaf1, leaf2 and leaf3 (simulated)`` when every one is simulated."""
     if not targets:
         return "changes nothing outside cwctl"
     names = list(targets)
+    simulated = all(n.endswith(SIMULATED) for n in names)
+    if simulated:
+        names = [n.removesuffix(SIMULATED) for n in names]
     said = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-    return f"changes {said}"
+    return f"changes {said}" + (SIMULATED if simulated else "")
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -36,10 +42,11 @@ class ConfirmScreen(ModalScreen[bool]):
         self.targets = targets
 
     def compose(self) -> ComposeResult:
-        on = self.targets[0] if len(self.targets) == 1 else f"{len(self.targets)} targets"
+        one = self.targets[0].removesuffix(SIMULATED) if len(self.targets) == 1 else ""
+        on = one or f"{len(self.targets)} targets"
         with Vertical(id="confirm", classes="dialog"):
             yield Label(self.title_text, classes="pane-title")
-            yield Label(targets_line(self.targets), id="targets")
+            yield Static(targets_line(self.targets), id="targets")  # wraps, never cut
             with VerticalScroll(id="plan"):
                 yield Static(self.body, id="plan-text")
             with Horizontal(classes="buttons"):

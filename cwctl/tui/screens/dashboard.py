@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
@@ -13,6 +14,8 @@ from cwctl.tui.widgets.history import History
 from cwctl.tui.widgets.hosts import HostsTable
 from cwctl.tui.widgets.statusbar import StatusBar
 from cwctl.tui.widgets.suspects import SuspectsTable, jobs_lines
+
+SIDE_MIN_W = 46  # the hosts table's host, offset, drift and ± columns, borders included
 
 
 class DashboardScreen(Screen[None]):
@@ -32,10 +35,16 @@ class DashboardScreen(Screen[None]):
                     yield HostsTable(id="hosts")
         yield History(id="history")
         yield StatusBar("starting…", id="status")
-        yield Footer()
+        yield Footer(show_command_palette=False)  # room for every key at 80 columns
 
     def on_mount(self) -> None:
         self.query_one(Heatmap).focus()
+
+    def on_resize(self, event: events.Resize) -> None:
+        # Narrow: the side panels keep the width the hosts' clock columns need (host,
+        # offset, drift, ±); the heatmap's cells shrink instead.
+        side = self.query_one("#side")
+        side.styles.width = SIDE_MIN_W if event.size.width < 2 * SIDE_MIN_W else "1fr"
 
     def show(self, snapshot: FabricSnapshot) -> None:
         self.query_one(Heatmap).update_snapshot(snapshot)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -13,10 +14,11 @@ from textual.widgets import Label, Static
 KEYS = [
     ("?", "this help"),
     ("/", "filter hosts (part of name, leaf or status; =word: exact); empty clears"),
-    ("enter", "details of the host under the cursor; on a leaf row: that leaf's hosts"),
+    ("enter", "details of the host under the cursor; on a leaf row: the map of its hosts"),
+    ("esc", "back up from a leaf's hosts (or clear the filter)"),
     ("tab", "next panel: heatmap, suspects, hosts"),
     ("arrows, h j k l", "move the heatmap's cursor"),
-    ("m", "heatmap metric: excess delay / loss"),
+    ("m", "heatmap metric: queueing p50 (p50 - floor) / loss"),
     ("o, click a header", "sort a table by its next column (a click: that one; again: reverse)"),
     ("", "the column a table is sorted by shows ▼ (largest first) or ▲"),
     ("s", "scan now"),
@@ -35,16 +37,35 @@ KEYS = [
 READONLY_HIDDEN = ("r", "R", "d", "y, n")
 
 
-def help_text(readonly: bool) -> str:
-    rows = [(k, what) for k, what in KEYS if not (readonly and k in READONLY_HIDDEN)]
-    lines = [f"{k:>16}  {what}" for k, what in rows]
-    if readonly:
-        lines.append("\n--readonly: actions are hidden.")
-    lines.append(
-        "\nHeatmap rows are sources, columns destinations, ordered by leaf; when the hosts"
-        "\ndo not fit, a cell is a leaf (the worst path between two leaves)."
+KEY_W = 16  # the key column; each description wraps in its own column beside it
+
+
+def help_rows(readonly: bool) -> list[tuple[str, str]]:
+    return [(k, what) for k, what in KEYS if not (readonly and k in READONLY_HIDDEN)]
+
+
+def help_notes(readonly: bool) -> str:
+    notes = "--readonly: actions are hidden.\n" if readonly else ""
+    return notes + (
+        "Heatmap rows are sources, columns destinations, ordered by leaf. When the hosts do "
+        "not fit, a cell is a leaf or a run of leaves (the worst path between them)."
     )
-    return "\n".join(lines)
+
+
+def help_text(readonly: bool) -> str:
+    """The help as plain text (keys, then notes)."""
+    lines = [f"{k:>{KEY_W}}  {what}" for k, what in help_rows(readonly)]
+    return "\n".join([*lines, "", help_notes(readonly)])
+
+
+def help_table(readonly: bool) -> Table:
+    """The keys as two columns: a long description wraps under itself, not under the keys."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column(justify="right", no_wrap=True, width=KEY_W, style="bold")
+    table.add_column(ratio=1)
+    for k, what in help_rows(readonly):
+        table.add_row(k, what)
+    return table
 
 
 class HelpScreen(ModalScreen[None]):
@@ -59,5 +80,6 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="help", classes="dialog"):
             yield Label("cwctl tui: keys", classes="pane-title")
-            yield Static(help_text(self.readonly), id="help-text")
+            yield Static(help_table(self.readonly), id="help-text")
+            yield Static(help_notes(self.readonly), id="help-notes")
             yield Label("esc closes", classes="hint")

@@ -19,34 +19,41 @@ def _abs(value: float | None) -> float:
     return number_key(abs(value) if value is not None else None)
 
 
+STATUS_W = 24  # a longer status (an SSH error) is cut here; the host detail has it whole
+
+
+def status_cell(h: HostReport) -> str:
+    text = h.status if h.error is None else f"{h.status}: {' '.join(h.error.split())}"
+    return text if len(text) <= STATUS_W else text[: STATUS_W - 1] + "…"
+
+
+# The clock's figures come right after the name, so a narrow panel cuts leaf, status and
+# GPU, never offset, drift or ± (and a long status cannot push them out: STATUS_W).
 HOST_COLUMNS: list[Column[HostReport]] = [
     Column("host", lambda h: h.name, lambda h: natural(h.name)),
+    Column("offset", lambda h: fmt_ns(h.offset_ns, signed=True), lambda h: _abs(h.offset_ns), True),
+    Column("drift", lambda h: fmt_ppb(h.drift_ppb), lambda h: _abs(h.drift_ppb), True),
+    Column("±", lambda h: fmt_ns(h.uncertainty_ns), lambda h: number_key(h.uncertainty_ns), True),
+    Column("status", status_cell, lambda h: (h.status == "ok", h.status, natural(h.name))),
     Column(
         "leaf",
         lambda h: h.leaf or "-",
         lambda h: (h.leaf is None, natural(h.leaf or ""), natural(h.name)),
     ),
     Column(
-        "status",
-        lambda h: h.status if h.error is None else f"{h.status}: {h.error}",
-        lambda h: (h.status == "ok", h.status, natural(h.name)),
-    ),
-    Column("offset", lambda h: fmt_ns(h.offset_ns, signed=True), lambda h: _abs(h.offset_ns), True),
-    Column("drift", lambda h: fmt_ppb(h.drift_ppb), lambda h: _abs(h.drift_ppb), True),
-    Column("±", lambda h: fmt_ns(h.uncertainty_ns), lambda h: number_key(h.uncertainty_ns), True),
-    Column(
         "GPU",
         lambda h: h.gpu_verdict or "-",
         lambda h: {"fail": 0, "warn": 1, "ok": 2}.get(h.gpu_verdict or "", 3),
     ),
 ]
+LEAF_COLUMN = 5
 
 
 class HostsTable(SortableTable[HostReport]):
     """One row per host (those the filter keeps); the row key is the host's name."""
 
     columns_spec = HOST_COLUMNS
-    default_sort = 1  # leaf, then name: the heatmap's order
+    default_sort = LEAF_COLUMN  # leaf, then name: the heatmap's order
 
     snapshot: FabricSnapshot | None = None
     host_filter: str = ""

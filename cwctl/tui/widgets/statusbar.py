@@ -18,6 +18,7 @@ def status_text(
     elapsed_s: float | None,
     finished_at: float | None,
     scanning: bool,
+    progress: str | None = None,
     error: str | None = None,
     readonly: bool = False,
 ) -> str:
@@ -41,7 +42,7 @@ def status_text(
         if snapshot.unreachable:
             parts.append(f"{len(snapshot.unreachable)} unreachable")
     if scanning:
-        parts.append("scanning…")
+        parts.append(f"scanning: {progress}" if progress else "scanning…")
     if error:
         parts.append(f"error: {error}")
     return " · ".join(parts)

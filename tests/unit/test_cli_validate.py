@@ -62,8 +62,8 @@ CASES = [
      "cwctl: sync: invalid value for '--interval': '5 parsecs' is not a duration: give "
      "500ms, 5s, 2m, 100us or a bare number of seconds (cwctl sync -h for help)"),
     (["scan", "--sim", "--duration", "50ms"],
-     "cwctl: scan: invalid value for '--duration': '50ms' is out of range: give at least "
-     "100ms (cwctl scan -h for help)"),
+     "cwctl: scan: invalid value for '--duration': '50ms' is out of range: give 100ms to "
+     "1h (cwctl scan -h for help)"),
 ]  # fmt: skip
 
 

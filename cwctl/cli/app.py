@@ -7,6 +7,7 @@ line on stderr and its exit code (docs/cli.md); a traceback only with ``--verbos
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Callable, Iterable
 from enum import StrEnum
@@ -125,6 +126,14 @@ def main_options(
     STATE.verbose = verbose
     STATE.quiet = quiet
     STATE.color = not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
+
+
+def report_width(out: Path | None, default: int = 80) -> int:
+    """Columns for a report: the terminal's (or $COLUMNS) when it goes to stdout, else
+    ``default`` (a file, a pipe)."""
+    if out is not None:
+        return default
+    return max(40, shutil.get_terminal_size((default, 24)).columns)
 
 
 def write_output(text: str | Iterable[bytes], out: Path | None) -> None:

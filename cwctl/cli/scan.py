@@ -18,6 +18,7 @@ from cwctl.cli.app import (
     app,
     fail,
     inventory_app,
+    report_width,
     run_guarded,
     write_output,
 )
@@ -125,7 +126,7 @@ def scan(
         write_output(
             render_bytes(snapshot, fmt.value, prom_paths=prom_paths, pretty=pretty)
             if fmt.value in BINARY
-            else render(snapshot, fmt.value, color=color),
+            else render(snapshot, fmt.value, color=color, width=report_width(out_path)),
             out_path,
         )
         if heatmap_path is not None:

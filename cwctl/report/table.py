@@ -23,6 +23,7 @@ from cwctl.units import fmt_ns, fmt_ppb, fmt_ratio
 HOST_ROWS = 12  # hosts shown when the fabric has more than HOST_ROWS_ALL
 HOST_ROWS_ALL = 16
 PATH_ROWS = 6
+PATHS_TITLE = "worst paths (sorted ▼ by loss, then queueing p50, then queueing p99)"
 SUSPECT_ROWS = 8
 
 
@@ -256,13 +257,25 @@ def _gpu_text(h: HostReport) -> Text:
     return Text(f"{n}{h.gpu_verdict}", style=style)
 
 
+def hosts_title(snapshot: FabricSnapshot, shown: int) -> str:
+    """Which hosts the table lists, and why: ``hosts: 12 of 64, the least certain clocks
+    (...); --format json lists every host``."""
+    total = len(snapshot.hosts)
+    if shown >= total:
+        return f"hosts: all {total}"
+    return (
+        f"hosts: {shown} of {total}, the least certain clocks (unreachable, GPU-failing "
+        "and suspect hosts first), in inventory order; --format json lists every host"
+    )
+
+
 def _hosts_table(snapshot: FabricSnapshot) -> tuple[Table, int]:
     shown = interesting_hosts(snapshot, HOST_ROWS)
     silent = set(silent_hosts(snapshot))
     gpu = any(h.gpu_verdict is not None for h in snapshot.hosts)
-    table = Table(box=box.SIMPLE_HEAD, title="hosts", title_justify="left", pad_edge=False)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("host", no_wrap=True)
-    table.add_column("status", overflow="fold", max_width=24)
+    table.add_column("status", overflow="fold")  # an SSH error: as wide as the terminal allows
     table.add_column("offset", justify="right", no_wrap=True)
     table.add_column("drift", justify="right", no_wrap=True)
     table.add_column("±", justify="right", no_wrap=True)
@@ -285,12 +298,7 @@ def _hosts_table(snapshot: FabricSnapshot) -> tuple[Table, int]:
 def _paths_table(snapshot: FabricSnapshot) -> Table:
     """The worst paths, in ``path_badness`` order, showing every column that order uses
     (loss, then median queueing, then p99 queueing); ▼ marks the sort columns."""
-    table = Table(
-        box=box.SIMPLE_HEAD,
-        title="worst paths (sorted ▼ by loss, then queueing p50, then queueing p99)",
-        title_justify="left",
-        pad_edge=False,
-    )
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("path", no_wrap=True, overflow="ellipsis", max_width=30)
     table.add_column("loss▼", justify="right", no_wrap=True)
     table.add_column("queue p50▼", justify="right", no_wrap=True)
@@ -319,7 +327,7 @@ def _lossy_ports(p: PathReport) -> str:
 
 
 def _suspects_table(snapshot: FabricSnapshot) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, title="suspects", title_justify="left", pad_edge=False)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("element", no_wrap=True, style="bold")
     table.add_column("kind", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
@@ -373,17 +381,16 @@ def render_table(snapshot: FabricSnapshot, *, color: bool = True, width: int = 8
         if line.startswith("top suspect"):
             style = "bold red"
         console.print(Text(line, style=style), overflow="fold")
+    # titles are lines of their own, as wide as the console, never folded to a table's width
     if snapshot.hosts:
         hosts, hidden = _hosts_table(snapshot)
+        console.print(Text(hosts_title(snapshot, len(snapshot.hosts) - hidden), style="bold"))
         console.print(hosts)
-        if hidden:
-            console.print(
-                Text(f"{hidden} more hosts not shown (--format json lists every host)"),
-                overflow="fold",
-            )
     if snapshot.paths:
+        console.print(Text(PATHS_TITLE, style="bold"))
         console.print(_paths_table(snapshot))
     if snapshot.suspects:
+        console.print(Text("suspects", style="bold"))
         console.print(_suspects_table(snapshot))
         if len(snapshot.suspects) > SUSPECT_ROWS:
             console.print(Text(f"{len(snapshot.suspects) - SUSPECT_ROWS} more suspects not shown"))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -291,6 +292,13 @@ class SSHLauncher:
                 "unreachable", f"{where}: cannot record its host key in known_hosts: {exc}"
             ) from None
         self._known_text += line
+        # as OpenSSH says it (StrictHostKeyChecking=accept-new): the operator sees each key
+        # that was trusted on first use, and where it went
+        print(
+            f"cwctl: Permanently added {fingerprint} for {where} to {self.known_hosts_path}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     async def close(self) -> None:
         if self._tunnel is not None:

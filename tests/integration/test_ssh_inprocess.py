@@ -71,13 +71,21 @@ async def test_unknown_host_key_refused_with_fingerprint(fleet: SSHFleet) -> Non
     assert not stranger.pids  # refused before any command ran
 
 
-async def test_accept_new_host_keys_records_the_key(fleet: SSHFleet) -> None:
+async def test_accept_new_host_keys_records_the_key(
+    fleet: SSHFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
     await fleet.add("node-1")
     stranger = await fleet.add("node-2", known=False)
     c = await scan(fleet, fleet.inventory(), accept_new_host_keys=True)
     assert c.status["node-2"].status == "ok"
     text = fleet.known_hosts.read_text()
     assert f"[{stranger.address}]:{stranger.port} ssh-ed25519 " in text
+    # said on stderr, once, for the one key added (as OpenSSH's "Permanently added")
+    said = [line for line in capsys.readouterr().err.splitlines() if "Permanently added" in line]
+    assert said == [
+        f"cwctl: Permanently added ssh-ed25519 {stranger.host_key.get_fingerprint()} for "
+        f"node-2 ({stranger.address}:{stranger.port}) to {fleet.known_hosts}"
+    ]
 
 
 async def test_changed_host_key_refused_even_with_accept_new(fleet: SSHFleet) -> None:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sys
 import socket
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any

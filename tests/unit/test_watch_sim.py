@@ -218,3 +218,36 @@ async def test_host_side_steering_by_policy_is_applied_verified_and_restored() -
         assert not model.state.steered
     finally:
         await watch.aclose()
+
+
+async def test_reload_takes_a_valid_new_inventory_and_keeps_a_broken_one_out(
+    tmp_path: Path,
+) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    text = (repo / "inventory.example.toml").read_text()
+    path = tmp_path / "inventory.toml"
+    path.write_text(text)
+    request = ScanRequest(sim=SimOptions(), inventory=path, duration_s=0.5)
+    log: list[Any] = []
+    watch = Watch(request, log=log.append)
+    try:
+        first = await watch.scan()
+        assert first is not None
+        before = watch.session
+        await watch.reload()  # unchanged: the same session (its warm solve kept)
+        assert watch.session is before and log[-1]["changed"] is False
+        path.write_text(text + "\n[[host]]\nname = 'gpu-001'\n")
+        await watch.reload()
+        assert watch.session is before
+        assert log[-1]["ok"] is False and log[-1]["error"].startswith(f"{path}:")
+        kept = await watch.scan()  # the old inventory still scans
+        assert kept is not None and len(kept.hosts) == len(first.hosts)
+        hosts = [line for line in text.splitlines() if line.startswith("[[host]]")]
+        cut = text.rindex("[[host]]")  # one host fewer
+        path.write_text(text[:cut])
+        await watch.reload()
+        assert watch.session is not before and log[-1]["ok"] is True
+        fewer = await watch.scan()
+        assert fewer is not None and len(fewer.hosts) == len(hosts) - 1
+    finally:
+        await watch.aclose()

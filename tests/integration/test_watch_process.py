@@ -151,3 +151,23 @@ def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:
         proc = cwctl(tmp_path, "--sim", "--once", "--listen", f"127.0.0.1:{port}")
     assert proc.returncode == 2, proc.stderr
     assert "cannot listen there" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_every_rounds_agents_are_gone_after_it(tmp_path: Path) -> None:
+    proc = start(tmp_path, "--local", "3", "--duration", "0.5", "--interval", "0", "--rounds", "4")
+    seen: set[int] = set()
+    try:
+        while proc.poll() is None:
+            seen.update(agents_of(proc.pid))
+            time.sleep(0.02)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-2000:]
+    assert len([x for x in lines(err) if x["event"] == "round"]) == 4
+    assert len(seen) >= 3  # it did start agents, round after round
+    deadline = time.monotonic() + 10
+    while any(pid_alive(p) for p in seen) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [p for p in seen if pid_alive(p)] == []

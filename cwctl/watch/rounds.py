@@ -111,7 +111,11 @@ class Watch:
     async def _carry_out(self, d: Decision) -> Decision:
         assert self.decider is not None
         fabric = self.fabric
-        done: Done = await (act(fabric, d) if d.verb == "act" else restore(fabric, d))
+        try:
+            done: Done = await (act(fabric, d) if d.verb == "act" else restore(fabric, d))
+        except SCAN_ERRORS as exc:  # the hosts failed under it: the journal says what ran
+            why = f"{str(exc).splitlines()[0]} (cwctl journal shows what ran)"
+            done = Done(False, True, d.action_id, "error", why)
         now = self.clock()
         if done.applied:
             self.session.fabric_changed()  # the paths learnt before no longer hold
@@ -127,7 +131,7 @@ class Watch:
         else:
             verb = "restore-failed"
             self.decider.restore_failed(now, d.element, done.action_id)
-        if not done.ok and done.code in ("lock", "failed"):
+        if not done.ok and done.code in ("lock", "failed", "error"):
             self.metrics.error("action")
         outcome = Decision(
             now, verb, d.element, d.kind, d.action, done.code, done.why, d.score, done.action_id

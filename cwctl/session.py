@@ -107,7 +107,17 @@ def analyse(
     _check_reference(collection, reference)
     checked(collection)
     solution = solve(collection.table, reference=reference)
-    return build_snapshot(collection, solution, release=release)
+    return _truth_at_t_ref(build_snapshot(collection, solution, release=release))
+
+
+def _truth_at_t_ref(snapshot: FabricSnapshot) -> FabricSnapshot:
+    """A simulated scan's truth restated at the report's own instant and reference, so
+    ``hosts[].offset_ns`` compares with ``truth.offset_ns`` directly (issue 27)."""
+    if snapshot.truth and snapshot.reference is not None and snapshot.t_ref_ns is not None:
+        from cwctl.sim.truth import truth_at
+
+        snapshot.truth = truth_at(snapshot.truth, snapshot.reference, snapshot.t_ref_ns)
+    return snapshot
 
 
 def _check_reference(collection: Collection, reference: str | None) -> None:
@@ -190,7 +200,8 @@ class ScanSession:
             # the truth is); the graph, the Huber weights and the offsets stay warm.
             self._solver = SlidingSolver(window_s=collection.duration_s, reference=reference)
         checked(collection)
-        return build_snapshot(collection, self._solver.update(collection.table), release=True)
+        solution = self._solver.update(collection.table)
+        return _truth_at_t_ref(build_snapshot(collection, solution, release=True))
 
     async def aclose(self) -> None:
         await self.source.aclose()

@@ -153,3 +153,34 @@ def window_truth(
             "steered": [[a, b, s] for (a, b), s in sorted(model.state.steered.items())],
         },
     }
+
+
+def truth_at(truth: dict[str, Any], reference: str, t_ref_ns: int) -> dict[str, Any]:
+    """``truth`` restated at a report's instant: ``t_ref_ns`` read on ``reference``'s clock.
+
+    A window's truth is taken at its midpoint on host 0's clock; a report states offsets at
+    its own ``t_ref_ns`` on its own reference's clock (the solver's choice). Each clock is
+    moved along its drift to that instant (the wander moves well under a nanosecond in the
+    tens of milliseconds between the two), then re-referenced, so ``offset_ns`` and
+    ``drift_ppb`` compare with the report's hosts directly. ``t_true_ns``: the instant in
+    true time; ``clock_error_ns`` is restated there too; ``t_mid_ns`` stays the window's.
+    A truth without the absolute clocks (an old record file) is returned as it was."""
+    error, drift = truth.get("clock_error_ns"), truth.get("clock_drift_ppb")
+    if not isinstance(error, dict) or not isinstance(drift, dict) or reference not in error:
+        return truth
+    hosts = list(error)
+    e = np.array([float(error[h]) for h in hosts])
+    d = np.array([float(drift.get(h, 0.0)) for h in hosts])
+    r = hosts.index(reference)
+    # when the reference's clock reads t_ref_ns: t_ref = t + e_r + d_r * (t - t_mid)
+    dt_ns = (t_ref_ns - int(truth["t_mid_ns"]) - e[r]) / (1.0 + d[r] * 1e-9)
+    at = e + d * 1e-9 * dt_ns
+    return {
+        **truth,
+        "reference": reference,
+        "t_ref_ns": int(t_ref_ns),
+        "t_true_ns": int(truth["t_mid_ns"]) + int(round(dt_ns)),
+        "offset_ns": dict(zip(hosts, _round(at - at[r]), strict=True)),
+        "drift_ppb": dict(zip(hosts, _round(d - d[r]), strict=True)),
+        "clock_error_ns": dict(zip(hosts, _round(at), strict=True)),
+    }

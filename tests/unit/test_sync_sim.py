@@ -41,7 +41,6 @@ def test_simulated_fabric_offsets_match_the_truth(stamps: str, bound_ns: float) 
     assert np.percentile(ntp, 99) > 10 * np.percentile(err, 99)
 
 
-
 def test_the_gap_s_edges_are_the_mean_of_the_points_nearest_it_on_each_side() -> None:
     from cwctl.sync.margin import band_edges
 

@@ -20,9 +20,7 @@ def test_a_scan_s_offsets_compare_with_its_truth_directly() -> None:
     report = json.loads(CliRunner().invoke(app, argv).stdout)
     truth = report["truth"]
     assert truth["t_ref_ns"] == report["t_ref_ns"] and truth["reference"] == report["reference"]
-    err = np.array(
-        [abs(h["offset_ns"] - truth["offset_ns"][h["name"]]) for h in report["hosts"]]
-    )
+    err = np.array([abs(h["offset_ns"] - truth["offset_ns"][h["name"]]) for h in report["hosts"]])
     assert np.percentile(err, 99) < 40.0  # quick, hw stamps: tens of ns, not microseconds
     assert truth["offset_ns"][report["reference"]] == 0.0
 

@@ -39,37 +39,53 @@ def sits_on(element: str, hosts: Iterable[str], leaf_of: Mapping[str, str | None
 
 
 def _pair_count(counts: Mapping[str, int], leaf_pairs: set[tuple[str, str]]) -> int:
+    """Pairs of a job's nodes (``counts``: how many behind each leaf) between two leaves
+    that ``leaf_pairs`` holds (sorted pairs; a leaf with itself: pairs inside it)."""
     total = 0
-    for a, b in leaf_pairs:
-        na, nb = counts.get(a, 0), counts.get(b, 0)
-        total += na * (na - 1) // 2 if a == b else na * nb
+    leaves = sorted(counts)
+    for i, a in enumerate(leaves):
+        for b in leaves[i:]:
+            if (a, b) in leaf_pairs:
+                na, nb = counts[a], counts[b]
+                total += na * (na - 1) // 2 if a == b else na * nb
     return total
 
 
-def _paths_hit(job: Job, crossings: Crossings, element: str, index: Mapping[str, int]) -> int:
-    members = [index[h] for h in job.hosts if h in index]
-    if len(job.hosts) < 2 or not members:
-        return 0
-    inside = np.zeros(len(crossings.hosts), bool)
-    inside[members] = True
-    lo, hi = crossings.hit.get(element, (np.zeros(0, np.int64),) * 2)
-    measured = int(np.count_nonzero(inside[lo] & inside[hi]))
-    leaf_pairs = crossings.leaf_pairs.get(element, set())
-    if not leaf_pairs:
-        return measured
-    # pairs nobody probed, between leaves a probed pair crossed it from: likely
-    leaves = crossings.leaves
-    counts: Counter[str] = Counter(leaf for i in members if (leaf := leaves[i]) is not None)
-    plo, phi = crossings.probed
-    both = inside[plo] & inside[phi]
-    probed_there = sum(
-        1
-        for a, b in zip(plo[both].tolist(), phi[both].tolist(), strict=True)
-        if leaves[a] is not None
-        and leaves[b] is not None
-        and (min(leaves[a], leaves[b]), max(leaves[a], leaves[b])) in leaf_pairs  # type: ignore[type-var]
-    )
-    return measured + _pair_count(counts, leaf_pairs) - probed_there
+class _Reach:
+    """One suspect's crossings, arranged for counting each job's pairs: the probed pairs
+    that crossed it, and which probed pairs join two leaves a crossing pair joined."""
+
+    def __init__(self, crossings: Crossings, element: str) -> None:
+        self.crossings = crossings
+        self.index = {h: i for i, h in enumerate(crossings.hosts)}
+        empty = np.zeros(0, np.int64)
+        self.lo, self.hi = crossings.hit.get(element, (empty, empty))
+        self.leaf_pairs = crossings.leaf_pairs.get(element, set())
+        names = sorted({leaf for leaf in crossings.leaves if leaf is not None})
+        code = {leaf: i for i, leaf in enumerate(names)}
+        leaf = np.array([code.get(x, -1) if x else -1 for x in crossings.leaves], np.int64)
+        plo, phi = crossings.probed
+        a, b = np.minimum(leaf[plo], leaf[phi]), np.maximum(leaf[plo], leaf[phi])
+        wanted = {(code[x], code[y]) for x, y in self.leaf_pairs if x in code and y in code}
+        n = len(names) + 1
+        marked_codes = np.array([x * n + y for x, y in wanted], np.int64)
+        self.marked = (a >= 0) & np.isin(a * n + b, marked_codes)  # per probed pair
+
+    def paths_hit(self, job: Job) -> int:
+        c = self.crossings
+        members = [self.index[h] for h in job.hosts if h in self.index]
+        if len(job.hosts) < 2 or not members:
+            return 0
+        inside = np.zeros(len(c.hosts), bool)
+        inside[members] = True
+        measured = int(np.count_nonzero(inside[self.lo] & inside[self.hi]))
+        if not self.leaf_pairs:
+            return measured
+        # pairs nobody probed, between leaves a probed pair crossed it from: likely
+        counts: Counter[str] = Counter(x for i in members if (x := c.leaves[i]) is not None)
+        plo, phi = c.probed
+        probed_there = int(np.count_nonzero(inside[plo] & inside[phi] & self.marked))
+        return measured + _pair_count(counts, self.leaf_pairs) - probed_there
 
 
 def hurt(
@@ -79,10 +95,10 @@ def hurt(
     ``paths_hit`` and ``paths`` (and ``on_node`` when it sits on one of the job's nodes)."""
     hosts = {h for job in jobs.jobs for h in job.hosts}
     on = {h for m in suspect.members if (h := sits_on(m, hosts, leaf_of)) is not None}
-    index = {h: i for i, h in enumerate(crossings.hosts)} if crossings is not None else {}
+    reach = _Reach(crossings, suspect.element) if crossings is not None else None
     out = []
     for job in jobs.jobs:
-        hit = _paths_hit(job, crossings, suspect.element, index) if crossings is not None else 0
+        hit = reach.paths_hit(job) if reach is not None else 0
         node = on.intersection(job.hosts)
         if not hit and not node:
             continue

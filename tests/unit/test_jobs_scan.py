@@ -126,3 +126,31 @@ def test_sim_jobs_reach_the_scan_and_the_plans() -> None:
     assert touched[0]["marks"] == dict(jobs[0].marks)
     text = CliRunner().invoke(app, ["drain", *argv, host]).stdout
     assert f"{jobs[0].id} {jobs[0].user}/{jobs[0].name}" in text and "loses node" in text
+
+
+def test_a_scheduler_that_does_not_answer_is_said_not_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real squeue (or none on PATH) with a config that names no controller: the
+    scan's jobs are 'not known' with squeue's own words; a plan says so in a note. (A
+    config that does not exist makes squeue retry for 60 s: READ_TIMEOUT_S cuts it.)"""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=nowhere\n")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    inv = tmp_path / "inv.toml"
+    inv.write_text('[scheduler]\nkind = "slurm"\n\n[[host]]\nname = "h1"\naddress = "10.0.0.1"\n')
+    reader = job_reader(ScanRequest(inventory=inv))
+    assert reader is not None
+    read = asyncio.run(reader(Collection("ssh", [], None, 0.0)))  # type: ignore[arg-type]
+    assert read is not None and read.jobs == () and read.error is not None
+    assert read.error.startswith("squeue on local: ")
+    snap = FabricSnapshot("ssh", None, 1.0, [], suspects=[])
+    from cwctl.jobs.affected import attach
+
+    attach(snap, read)
+    assert snap.to_json()["jobs"]["error"] == read.error
+    table = " ".join(render(snap, "table", color=False).split())  # (folded at 80 columns)
+    assert f"jobs: not known ({read.error})" in table
+    plan = CliRunner().invoke(app, ["drain", "-i", str(inv), "h1"])
+    assert plan.exit_code == 0, plan.output
+    assert "note: the running jobs are not known: squeue on local:" in plan.stdout

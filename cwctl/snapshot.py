@@ -242,6 +242,9 @@ class FabricSnapshot:
     consistency: list[dict[str, Any]] = field(default_factory=list)
     crossings: Crossings | None = None  # which probed pairs each suspect crosses
     jobs: dict[str, Any] | None = None  # the scheduler read: {"scheduler", "running"[, "error"]}
+    # why the window could not have seen a fault of the documented sensitivity (too few
+    # probes, elements too thinly crossed: telemetry/window.py); empty when it could
+    inconclusive: list[str] = field(default_factory=list)
 
     def __repr__(self) -> str:
         """A summary, not every path: asyncio's runner formats the scan task (and so its
@@ -269,14 +272,38 @@ class FabricSnapshot:
         return sorted(busy & lossy)
 
     @property
+    def found(self) -> bool:
+        """Whether the scan found problems (anything but an inconclusive window)."""
+        return bool(
+            self.suspects or self.unreachable or self.unlocalised is not None
+            or self.busy_with_loss or self.consistency
+        )  # fmt: skip
+
+    @property
     def healthy(self) -> bool:
-        return (
-            not self.suspects
-            and not self.unreachable
-            and self.unlocalised is None
-            and not self.busy_with_loss
-            and not self.consistency
-        )
+        """Nothing found, by a window that could have seen it (exit 0)."""
+        return not self.found and not self.inconclusive
+
+    @property
+    def verdict(self) -> str:
+        """``problems``, else ``inconclusive`` (the window could not tell), else ``healthy``."""
+        return "problems" if self.found else "inconclusive" if self.inconclusive else "healthy"
+
+    def verdict_reasons(self) -> list[str]:
+        """The verdict in words: what was found, or why the window could not tell."""
+        out = []
+        if self.suspects:
+            out.append(f"{len(self.suspects)} suspects, first {self.suspects[0].element}")
+        if self.unreachable:
+            out.append(f"{len(self.unreachable)} hosts unreachable")
+        if self.unlocalised is not None:
+            out.append(str(self.unlocalised.get("evidence", "unlocalised loss or delay")))
+        busy = self.busy_with_loss
+        if busy:
+            out.append(f"{len(busy)} busy hosts on paths that lost probes")
+        if self.consistency:
+            out.append(f"{len(self.consistency)} consistency checks failed: records left out")
+        return out or list(self.inconclusive)
 
     def to_json(self, *, paths: bool = True) -> dict[str, Any]:
         """The ``cwctl.scan/1`` object; without ``paths`` its ``paths`` list is left empty
@@ -292,6 +319,8 @@ class FabricSnapshot:
             "hosts": [h.to_json() for h in self.hosts],
             "paths": [p.to_json() for p in self.paths] if paths else [],
             "suspects": [s.to_json() for s in self.suspects],
+            "verdict": self.verdict,
+            "reasons": self.verdict_reasons(),
         }
         if self.unlocalised is not None:
             out["unlocalised"] = self.unlocalised

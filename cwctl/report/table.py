@@ -227,6 +227,8 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
         lines.append(jobs_line(snapshot))
     if snapshot.unlocalised is not None:
         lines.append(str(snapshot.unlocalised.get("evidence", "unlocalised loss")))
+    if snapshot.verdict == "inconclusive":
+        lines.append("inconclusive (exit 3): " + "; ".join(snapshot.inconclusive))
     return lines
 
 
@@ -394,6 +396,10 @@ def render_table(snapshot: FabricSnapshot, *, color: bool = True, width: int = 8
         console.print(_suspects_table(snapshot))
         if len(snapshot.suspects) > SUSPECT_ROWS:
             console.print(Text(f"{len(snapshot.suspects) - SUSPECT_ROWS} more suspects not shown"))
+    elif snapshot.verdict == "inconclusive":
+        console.print(
+            Text("No suspects, but the window could not tell: inconclusive.", style="bold yellow")
+        )
     elif snapshot.unlocalised is None:
         console.print(Text("No suspects: no element explains any loss or delay.", style="green"))
     if snapshot.unlocalised is not None:

@@ -9,7 +9,8 @@ crossed off the discovered paths; ``elements.py`` maps flows onto the fabric's e
 explanation (its likelihood in ``likelihood.py``, its gains in ``gains.py`` over the
 ``crossings.py`` index); ``localize.py`` turns the signals (loss, delay, raised floors)
 into ranked ``Suspect``s, with evidence in words from ``evidence.py``; ``verdicts.py``
-adds dead hosts and unlocalised loss.
+adds dead hosts and unlocalised loss; ``window.py`` judges the window itself (could it
+have seen a fault; a queue beyond the absolute line).
 """
 
 from __future__ import annotations
@@ -28,8 +29,16 @@ from cwctl.telemetry.busy import agent_reports
 from cwctl.telemetry.localize import gpu_suspects, localise, unclocked_hosts, unexplained
 from cwctl.telemetry.reach import crossings
 from cwctl.telemetry.verdicts import unlocalised
+from cwctl.telemetry.window import (
+    FEW_PAIRS_PER_PEER,
+    pairs_per_peer,
+    queued_paths,
+    thin_elements,
+    window_json,
+    window_reasons,
+)
 
-__all__ = ["build_snapshot"]
+__all__ = ["FEW_PAIRS_PER_PEER", "build_snapshot"]
 
 
 def _host_reports(collection: Collection, solution: ClockSolution) -> list[HostReport]:
@@ -91,6 +100,8 @@ def build_snapshot(
     busy_exchanges = 0
     crossed = None
     reach: tuple[Any, Any] | None = None  # the loss rows and their exchanges
+    thin: dict[str, float] = {}
+    pairs = pairs_per_peer(table)
     if n_records:
         measured = measure(collection, solution, hosts)
         paths, counts, dead = measured.paths, measured.counts, measured.dead
@@ -107,7 +118,11 @@ def build_snapshot(
         )
         suspects = dead + suspects
         reach = (inc, counts.exchanges)
-        lost = unlocalised(unexplained(counts, results, suspects))
+        flows = unexplained(counts, results, suspects)
+        if not suspects:  # a queue beyond the absolute line is named whatever the tests say
+            flows += queued_paths(paths)
+        lost = unlocalised(flows, discovered=len(collection.paths) > 0)
+        thin = thin_elements(results[0])
         named = {s.element for s in suspects}
         rates: dict[str, dict[str, float]] = {}
         for res in results:
@@ -131,6 +146,8 @@ def build_snapshot(
     few = _few_probes(collection)
     if few is not None:
         telemetry["few_probes"] = few
+    reasons = window_reasons(pairs, thin) if n_records else ["no probe records"]
+    telemetry["window"] = window_json(pairs, thin, reasons)
     agents = agent_reports(collection, busy_counts)
     for report in hosts:
         report.agent = agents.get(report.name)
@@ -154,6 +171,7 @@ def build_snapshot(
         telemetry=telemetry,
         t_ref_ns=solution.t_ref_ns if solution.reference is not None else None,
         crossings=crossed,
+        inconclusive=reasons,
     )
 
 
@@ -167,11 +185,6 @@ def _with_gpu_suspects(hosts: list[HostReport], suspects: list[Suspect]) -> list
         if also is not None:
             s.evidence = f"{s.evidence}; {also.evidence}"
     return gpu_bad + [s for s in suspects if s.element in network]
-
-
-# coded pairs each host sent each peer in a window below which neither the clocks nor the
-# localiser have much to go on (at 2 pairs/s: 4 s); docs/scale.md "Agent cost"
-FEW_PAIRS_PER_PEER = 8
 
 
 def _few_probes(collection: Collection) -> dict[str, Any] | None:

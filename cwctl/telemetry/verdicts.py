@@ -87,24 +87,33 @@ def _peer_counts(
     return out.tolist()  # type: ignore[no-any-return]
 
 
-def unlocalised(flows: Sequence[tuple[str, str, str, str]]) -> dict[str, Any] | None:
+def unlocalised(
+    flows: Sequence[tuple[str, str, str, str]], *, discovered: bool = False
+) -> dict[str, Any] | None:
     """The ``unlocalised`` object of a snapshot from its unexplained bad flows, each
-    (signal, src host, dst host, how bad in words); None when there are none."""
+    (signal, src host, dst host, how bad in words); None when there are none. Each path
+    is shown once (its flows, one per source port, joined); ``discovered``: path records
+    were there, so "paths unknown" is not the reason."""
     if not flows:
         return None
-    paths = sorted({(a, b) for _, a, b, _ in flows})
+    by_path: dict[tuple[str, str], list[str]] = {}
     by_signal: dict[str, int] = {}
-    for signal, *_ in flows:
+    for signal, a, b, words in flows:
         by_signal[signal] = by_signal.get(signal, 0) + 1
-    shown = "; ".join(f"{a}→{b} {words}" for _, a, b, words in flows[:5])
-    more = f" and {len(flows) - 5} more" if len(flows) > 5 else ""
+        by_path.setdefault((a, b), []).append(words)
+    shown = "; ".join(
+        f"{a}→{b} {words[0]}" + (f" (+{len(words) - 1} flows)" if len(words) > 1 else "")
+        for (a, b), words in list(by_path.items())[:5]
+    )
+    more = f" and {len(by_path) - 5} more" if len(by_path) > 5 else ""
     what = " and ".join(sorted(by_signal))
+    why = "too few to tell" if discovered else "paths unknown, or too few to tell"
     return {
-        "paths": len(paths),
+        "paths": len(by_path),
         "flows": len(flows),
         "signals": by_signal,
         "evidence": (
-            f"unlocalised {what} on {len(paths)} paths: no element explains them "
-            f"(paths unknown, or too few to tell): {shown}{more}"
+            f"unlocalised {what} on {len(by_path)} paths: no element explains them "
+            f"({why}): {shown}{more}"
         ),
     }

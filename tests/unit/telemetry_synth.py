@@ -4,10 +4,18 @@ Its own fabric model, sharing no code with ``cwctl.sim``: each leaf picks a flow
 with its own hash (BLAKE2b of the leaf's secret and the 5-tuple), switches have their
 own addresses, and every traced flow gets a path record (all hops answered, or the
 share ``discovered`` of them) as agents write them. Clocks are perfect (every host reads
-true time), so a zero ``ClockSolution`` corrects them exactly and the one-way delays are
-known: ``base + queueing`` per direction. Faults are per element name (``spine2``,
-``leaf1-spine2``, ``gpu-001``): a loss probability and a mean extra delay (exponential)
-for every probe that crosses the element.
+true time) unless ``clock_ns`` gives each host an offset (then ``make``'s zero
+``ClockSolution`` is wrong and only the solver, as ``--replay`` runs it, corrects them):
+the one-way delays are ``base + queueing`` per direction, ``queue_ns`` the mean of an
+exponential wait. Faults are per element name (``spine2``, ``leaf1-spine2``,
+``gpu-001``): a loss probability, a mean extra delay (exponential) and a fixed extra
+delay (``slow_ns``: every crossing probe, a slow element) for every probe that crosses it.
+
+Timestamps are the NIC's (``stamps="hw"``: exact) or the kernel's (``"sw"``), as issue 21
+describes them: every stamp off by a Gaussian of ``SW_SIGMA_NS``, and on ``SW_TAIL_SHARE``
+of the stamps a lognormal tail, median ``SW_TAIL_MEDIAN_NS`` times a per-host factor (each
+host's kernel has its own tail), always the way that lengthens the delay measured (a send
+stamp early, a receive stamp late).
 """
 
 from __future__ import annotations
@@ -26,6 +34,11 @@ from cwctl.sync.solution import ClockSolution
 from cwctl.topology import Topology, assign_peers, leaf_spine
 
 T0 = 1_800_000_000_000_000_000
+SW_SIGMA_NS = 150.0
+SW_TAIL_SHARE = 0.3
+SW_TAIL_MEDIAN_NS = 800.0
+SW_TAIL_SHAPE = 1.0  # sigma of the tail's log
+SW_HOST_FACTOR = (0.25, 6.0)  # each host's tail median scaled by a factor uniform in this
 
 
 @dataclass
@@ -40,12 +53,22 @@ class Synth:
     queue_ns: float = 300.0
     loss: Mapping[str, float] = field(default_factory=dict)
     delay_ns: Mapping[str, float] = field(default_factory=dict)
+    slow_ns: Mapping[str, float] = field(default_factory=dict)  # fixed extra per crossing
     # loss of one directed host pair only (a filter, a bad hash bucket): no element's
     pair_loss: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    # ...and a standing queue of one directed host pair (ns on every probe)
+    pair_delay_ns: Mapping[tuple[str, str], float] = field(default_factory=dict)
     seed: int = 0
     topology: bool = True
     discovered: float = 1.0  # share of the traced flows whose path record names the spine
     answer_port: int = 7000
+    stamps: str = "hw"  # hw: exact stamps | sw: kernel stamps (module docstring)
+    clock_ns: float = 0.0  # hosts' clock offsets uniform in +-clock_ns (0: perfect clocks)
+    drift_ppb: float = 0.0  # ...and rates off by a drift uniform in +-drift_ppb
+    # share of the tail stamps the other way (a send stamp taken after the packet left):
+    # they shorten the delay measured, below the path's true floor
+    sw_early_share: float = 0.0
+    rate: float | None = None  # pairs/s written as the scan's rate (duration: pairs / rate)
 
 
 def _spine(leaf: str, spines: tuple[str, ...], src: str, dst: str, sport: int, dport: int) -> str:
@@ -74,6 +97,23 @@ def _address(switch: str, other: str) -> str:
     return "10.{}.{}.{}".format(*digest)
 
 
+def _stamp_noise(s: Synth, rng: np.random.Generator, n_hosts: int) -> Any:
+    """A function giving, for each stamp's host, how far its stamp is off (ns, >= 0 in
+    the tail: the caller applies it the way that lengthens the measured delay)."""
+    if s.stamps == "hw":
+        return lambda host: np.zeros(len(host))
+    factor = rng.uniform(*SW_HOST_FACTOR, n_hosts)
+
+    def noise(host: np.ndarray) -> np.ndarray:
+        n = len(host)
+        tail = rng.random(n) < SW_TAIL_SHARE
+        size = SW_TAIL_MEDIAN_NS * factor[host] * rng.lognormal(0.0, SW_TAIL_SHAPE, n)
+        size *= np.where(rng.random(n) < s.sw_early_share, -1.0, 1.0)
+        return rng.normal(0.0, SW_SIGMA_NS, n) + np.where(tail, size, 0.0)
+
+    return noise
+
+
 def make(s: Synth) -> tuple[Collection, ClockSolution]:
     rng = np.random.default_rng(s.seed)
     hosts, topo = leaf_spine(s.n_hosts, s.per_leaf, s.spines)
@@ -86,7 +126,8 @@ def make(s: Synth) -> tuple[Collection, ClockSolution]:
     idx = np.tile([0, 1], len(edges) * s.pairs).astype(np.int8)
     sport = 40000 + pair % s.ports
     src, dst = edges[e_of, 0], edges[e_of, 1]
-    t1 = T0 + (pair * 10_000_000 + idx.astype(np.int64) * 20_000 + e_of * 997).astype(np.int64)
+    spacing = int(1e9 / s.rate) if s.rate else 10_000_000
+    t1 = T0 + (pair * spacing + idx.astype(np.int64) * 20_000 + e_of * 997).astype(np.int64)
 
     records: list[dict[str, Any]] = []
     switch_of: dict[str, str] = {}
@@ -115,6 +156,7 @@ def make(s: Synth) -> tuple[Collection, ClockSolution]:
         inv = inv.reshape(-1)
         p_ok = np.ones(len(uniq))
         extra = np.zeros((len(uniq), 0)).tolist()
+        fixed = np.zeros(len(uniq))
         forward = bool(np.array_equal(a, src))
         for u, (x, y, port) in enumerate(uniq.tolist()):
             hx, hy = hosts[x], hosts[y]
@@ -125,21 +167,40 @@ def make(s: Synth) -> tuple[Collection, ClockSolution]:
             else:
                 route = [hx, hy]
             p_ok[u] *= 1.0 - s.pair_loss.get((hx, hy), 0.0)
+            fixed[u] += s.pair_delay_ns.get((hx, hy), 0.0)
             for el in route:
                 p_ok[u] *= 1.0 - s.loss.get(el, 0.0)
                 if el in s.delay_ns:
                     extra[u].append(s.delay_ns[el])
+                fixed[u] += s.slow_ns.get(el, 0.0)
         ok = rng.random(m) < p_ok[inv]
         mean_extra = np.array([sum(x) for x in extra])[inv]
-        delay = s.base_ns + rng.exponential(s.queue_ns, m)
+        delay = s.base_ns + fixed[inv] + rng.exponential(s.queue_ns, m)
         delay += np.where(mean_extra > 0, rng.exponential(np.maximum(mean_extra, 1.0)), 0.0)
         return ok, delay
 
     ok_f, d_f = leg(src, dst)
     ok_r, d_r = leg(dst, src)
-    t2 = np.where(ok_f, t1 + np.rint(d_f).astype(np.int64), 0)
-    t3 = np.where(ok_f, t2 + 5_000, 0)
-    t4 = np.where(ok_f & ok_r, t3 + np.rint(d_r).astype(np.int64), 0)
+    n_hosts = len(hosts)
+    offset = rng.uniform(-s.clock_ns, s.clock_ns, n_hosts) if s.clock_ns else np.zeros(n_hosts)
+    # true times of the four events (ns after T0: floats hold them exactly), then each
+    # read by its host's clock and stamp
+    true1 = (t1 - T0).astype(np.float64)
+    true2 = true1 + d_f
+    true3 = true2 + 5_000
+    true4 = true3 + d_r
+    noise = _stamp_noise(s, rng, len(hosts))
+
+    drift = rng.uniform(-s.drift_ppb, s.drift_ppb, n_hosts) * 1e-9 if s.drift_ppb else 0 * offset
+
+    def read(true: np.ndarray, host: np.ndarray, sign: float) -> np.ndarray:
+        clock = true + offset[host] + drift[host] * true
+        return T0 + np.rint(clock + sign * noise(host)).astype(np.int64)
+
+    t1 = read(true1, src, -1.0)  # a send stamp: early
+    t2 = np.where(ok_f, read(true2, dst, 1.0), 0)  # a receive stamp: late
+    t3 = np.where(ok_f, read(true3, dst, -1.0), 0)
+    t4 = np.where(ok_f & ok_r, read(true4, src, 1.0), 0)
     table = ProbeTable(
         hosts=list(hosts),
         src=src.astype(np.int32),
@@ -148,7 +209,7 @@ def make(s: Synth) -> tuple[Collection, ClockSolution]:
         pair=pair.astype(np.int64),
         idx=idx,
         gap_ns=np.full(m, 20_000, np.int64),
-        ts=np.full(m, TS_CODE["hw"], np.int8),
+        ts=np.full(m, TS_CODE[s.stamps], np.int8),
         t1=t1,
         t2=t2,
         t3=t3,
@@ -171,7 +232,8 @@ def make(s: Synth) -> tuple[Collection, ClockSolution]:
             for i, h in enumerate(hosts)
         ],
         table=table,
-        duration_s=1.0,
+        duration_s=s.pairs / s.rate if s.rate else 1.0,
+        params={"rate": s.rate} if s.rate else {},
         status={h: HostStatus() for h in hosts},
         topology=topology,
         peers=peers,

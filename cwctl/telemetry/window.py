@@ -1,0 +1,121 @@
+"""The window's own verdict: could it have seen a fault, and is any queue beyond excuse.
+
+A scan with no suspect is *healthy* only if its window could have seen a fault of the
+documented sensitivity: an element losing ``SENSITIVITY_LOSS`` of what crosses it. That
+takes enough exchanges across every switch, link and host that ``MIN_EXPECTED_LOSSES``
+of them would be lost (``MIN_ELEMENT_EXCHANGES``; where a flow's path is unknown it
+counts for each element by the chance that it crossed it), and enough coded pairs per
+peer for the clocks (``FEW_PAIRS_PER_PEER``). Short of either the verdict is
+*inconclusive*, with the reasons: it exits 3 like problems, never 0.
+
+Beside the statistics, an absolute line: a path whose median delay stands above the
+fabric's median floor by at least ``ABSOLUTE_QUEUE_NS`` and ``ABSOLUTE_QUEUE_OF_FLOOR``
+times that floor is a finding whatever the tests say (a window of a few probes can fail
+every significance test while each probe waited 15 ms; a queue that never drained
+raises the path's own floor with it, so the line is over the fabric's floor).
+
+The verdict: ``problems`` when anything was found (suspects, unreachable hosts,
+unlocalised loss or delay, such a queue), else ``inconclusive`` when the window could
+not tell, else ``healthy``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from cwctl.records import ProbeTable
+from cwctl.snapshot import PathReport
+from cwctl.telemetry.evidence import SignalResult
+from cwctl.units import fmt_ns
+
+F64 = npt.NDArray[np.float64]
+
+# coded pairs each host sent each peer in a window below which neither the clocks nor the
+# localiser have much to go on (at 2 pairs/s: 4 s); docs/scale.md "Agent cost"
+FEW_PAIRS_PER_PEER = 8
+SENSITIVITY_LOSS = 0.02  # the documented sensitivity: an element losing 2 % ...
+MIN_EXPECTED_LOSSES = 6.0  # ...would lose at least this many of the exchanges crossing it
+MIN_ELEMENT_EXCHANGES = int(MIN_EXPECTED_LOSSES / SENSITIVITY_LOSS)  # 300
+ABSOLUTE_QUEUE_NS = 1_000_000.0  # a median queue of 1 ms is a finding on any fabric...
+ABSOLUTE_QUEUE_OF_FLOOR = 100.0  # ...that is this many times its median floor
+SHOWN = 5
+
+
+def pairs_per_peer(table: ProbeTable) -> float:
+    """The median directed (host, peer) edge's coded pairs in the table."""
+    if not len(table):
+        return 0.0
+    n = len(table.hosts)
+    edge = table.src.astype(np.int64) * n + table.dst.astype(np.int64)
+    _, rows = np.unique(edge, return_counts=True)
+    return float(np.median(rows)) / 2.0  # two probes a pair
+
+
+def thin_elements(loss: SignalResult) -> dict[str, float]:
+    """Elements (switches, links, NICs, hosts) crossed, but by fewer than
+    ``MIN_ELEMENT_EXCHANGES`` exchanges (expected, where paths are unknown), fewest first.
+    An element no probe crossed (a spine of a one-leaf fabric) is on no probed path: a
+    longer window would not cross it either."""
+    inc = loss.incidence
+    trials = np.where(loss.trials > 0, loss.trials, 0.0)
+    if not len(inc.names) or not trials.sum():
+        return {}
+    crossed = np.asarray(loss.crossed.T @ trials).ravel()
+    thin = np.flatnonzero((crossed >= 1.0) & (crossed < MIN_ELEMENT_EXCHANGES))
+    order = thin[np.argsort(crossed[thin], kind="stable")]
+    return {inc.names[int(e)]: round(float(crossed[e]), 1) for e in order}
+
+
+def queued_paths(paths: Sequence[PathReport]) -> list[tuple[str, str, str, str]]:
+    """Paths queueing beyond the absolute line, as unlocalised flows (signal ``queue``)."""
+    floors = np.array([p.owd_min_ns for p in paths if p.owd_min_ns is not None], np.float64)
+    if not len(floors):
+        return []
+    floor = float(np.median(floors))
+    line = max(ABSOLUTE_QUEUE_NS, ABSOLUTE_QUEUE_OF_FLOOR * floor)
+    out = []
+    for p in paths:
+        if p.owd_p50_ns is None:
+            continue
+        queue = p.owd_p50_ns - floor
+        if queue >= line:
+            words = (
+                f"median delay {fmt_ns(queue)} over the fabric's floor {fmt_ns(floor)} "
+                f"(the absolute line: {fmt_ns(line)})"
+            )
+            out.append(("queue", p.src, p.dst, words))
+    return out
+
+
+def window_reasons(pairs: float, thin: dict[str, float]) -> list[str]:
+    """Why the window could not tell (empty when it could)."""
+    reasons = []
+    if pairs < FEW_PAIRS_PER_PEER:
+        reasons.append(
+            f"few probes: {pairs:g} coded pairs per peer, under {FEW_PAIRS_PER_PEER}: "
+            "clocks and localisation have little to go on"
+        )
+    if thin:
+        shown = ", ".join(f"{name} {n:g}" for name, n in list(thin.items())[:SHOWN])
+        more = f" and {len(thin) - SHOWN} more" if len(thin) > SHOWN else ""
+        reasons.append(
+            f"{len(thin)} elements crossed by fewer than {MIN_ELEMENT_EXCHANGES} exchanges "
+            f"({shown}{more}): a {100 * SENSITIVITY_LOSS:g} % loss there could go unseen"
+        )
+    return reasons
+
+
+def window_json(pairs: float, thin: dict[str, float], reasons: list[str]) -> dict[str, Any]:
+    """The ``telemetry.window`` object: what the verdict was judged on."""
+    return {
+        "pairs_per_peer": round(pairs, 2),
+        "needed_pairs_per_peer": FEW_PAIRS_PER_PEER,
+        "thin_elements": len(thin),
+        "min_element_exchanges": MIN_ELEMENT_EXCHANGES,
+        "sensitivity_loss": SENSITIVITY_LOSS,
+        "inconclusive": reasons,
+    }

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 SCAN_SCHEMA = "cwctl.scan/1"
-SuspectKind = Literal["switch", "link", "nic", "host"]
+SuspectKind = Literal["switch", "link", "nic", "host", "set"]  # set: candidates of kinds
 
 
 def _num(value: float | None) -> float | int | None:
@@ -182,11 +182,17 @@ class Suspect:
     # the running jobs it hurts (``cwctl.jobs.affected``): {"id", "user", "name", "nodes",
     # "paths_hit", "paths"}; None when no scheduler was read (no key in the JSON)
     jobs: list[dict[str, Any]] | None = None
+    # a set of candidates of different kinds (kind "set"): theirs, in candidates' order
+    kinds: list[str] = field(default_factory=list)
 
     @property
     def members(self) -> list[str]:
         """The elements it may be: its candidates, or itself."""
         return list(self.candidates) or [self.element]
+
+    def covers(self, element: str) -> bool:
+        """Whether ``element`` is this suspect or one of its candidates."""
+        return element == self.element or element in self.members
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -199,6 +205,8 @@ class Suspect:
             out["candidates"] = list(self.candidates)
         if self.jobs is not None:
             out["jobs"] = self.jobs
+        if self.kinds:
+            out["kinds"] = list(self.kinds)
         return out
 
 

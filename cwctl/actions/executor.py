@@ -185,20 +185,80 @@ class Verification:
     element: str
     gone: bool
     suspects: list[str] = field(default_factory=list)
+    # the suspect (an element or a candidate set) that still holds the element
+    held_by: str | None = None
+    # why the rescan's window could not tell (it cannot vouch that the element is gone)
+    inconclusive: list[str] = field(default_factory=list)
+    # loss or delay the rescan found that no suspect explains: it may be the element's
+    unlocalised: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"element": self.element, "gone": self.gone, "suspects": self.suspects}
+        out: dict[str, Any] = {"element": self.element, "gone": self.gone,
+                               "suspects": self.suspects}  # fmt: skip
+        if self.held_by is not None:
+            out["held_by"] = self.held_by
+        if self.inconclusive:
+            out["inconclusive"] = self.inconclusive
+        if self.unlocalised is not None:
+            out["unlocalised"] = self.unlocalised
+        return out
 
     def message(self) -> str:
         if self.gone:
             rest = f" (other suspects: {', '.join(self.suspects)})" if self.suspects else ""
             return f"verify: {self.element} is no longer a suspect{rest}"
+        if self.held_by is not None and self.held_by != self.element:
+            return (
+                f"verify: {self.element} is still a suspect after the change: one of {self.held_by}"
+            )
+        if self.held_by is None and self.unlocalised is not None:
+            return (
+                f"verify: the rescan cannot vouch that {self.element} is gone: {self.unlocalised}"
+            )
+        if self.held_by is None and self.inconclusive:
+            return (
+                f"verify: the rescan could not tell whether {self.element} is gone "
+                f"(inconclusive: {'; '.join(self.inconclusive)})"
+            )
         return f"verify: {self.element} is still a suspect after the change"
 
 
 def check_snapshot(snapshot: Any, element: str) -> Verification:
+    """Gone only when no suspect is the element or a candidate set holding it, the rescan
+    found no loss or delay that nothing explains (it could be the element's), and its
+    window could tell (an inconclusive one vouches for nothing)."""
     names = [s.element for s in snapshot.suspects]
-    return Verification(element, element not in names, names)
+    held = next((s.element for s in snapshot.suspects if s.covers(element)), None)
+    inconclusive = _could_not_tell(snapshot, element)
+    lost = getattr(snapshot, "unlocalised", None)
+    unexplained = str(lost.get("evidence", "unlocalised loss")) if lost else None
+    gone = held is None and not inconclusive and unexplained is None
+    if held is not None:
+        inconclusive, unexplained = [], None
+    return Verification(element, gone, names, held, inconclusive, unexplained)
+
+
+def _could_not_tell(snapshot: Any, element: str) -> list[str]:
+    """The rescan window's reasons it could not tell, unless the only elements it crossed
+    too thinly are the ones steered around: the acted-on element and whatever shares a
+    switch with it (a spine and its links; a link's spine, which the simulator's leaves
+    all give up): meant to be crossed no more."""
+    reasons = list(getattr(snapshot, "inconclusive", []) or [])
+    window = snapshot.telemetry.get("window") if hasattr(snapshot, "telemetry") else None
+    if not reasons or not isinstance(window, dict):
+        return reasons
+    few = window.get("pairs_per_peer", 0) < window.get("needed_pairs_per_peer", 0)
+    switches = _switch_parts(element)
+    steered = [n for n in window.get("thin", {}) if n == element or switches & _switch_parts(n)]
+    if few or len(steered) < window.get("thin_elements", 0):
+        return reasons
+    return []
+
+
+def _switch_parts(name: str) -> set[str]:
+    """The switch names in an element's name (``leaf1-spine2``: both; a host, a NIC: none):
+    the parts between hyphens that are a word then a number, with no ``/``."""
+    return {p for p in name.split("-") if "/" not in p and p[:1].isalpha() and p[-1:].isdigit()}
 
 
 async def verify(target: Any, element: str, *, duration_s: float | None = None) -> Verification:
@@ -232,7 +292,11 @@ def record_verification(journal: Journal, plan: ActionPlan, result: Verification
             "id": plan.id,
             "time": utc_now(),
             "event": "verify",
-            "status": "gone" if result.gone else "still there",
+            "status": "gone"
+            if result.gone
+            else "unvouched"
+            if result.held_by is None
+            else "still there",
             "verify": result.to_json(),
         }
     )

@@ -9,7 +9,7 @@ An apply or a rollback is written ahead of its effects (schema ``cwctl.journal/2
     {"event": "step", "id", "index", "status": "undoing"}    # rolling back after a failure
     {"event": "step", "id", "index", "status": "rolled back"|"rollback failed"|"not undone"}
     {"event": "end", "id", "status": "applied"|"failed"}
-    {"event": "verify", "id", "status": "gone"|"still there", "verify": {...}}
+    {"event": "verify", "id", "status": "gone"|"still there"|"unvouched", "verify": {...}}
 
 An action with an intent and no end is ``interrupted`` (killed, lost its terminal, the
 machine crashed). Its steps that *may have changed* their target are those whose last

@@ -142,6 +142,35 @@ def resolve(name: str, target: Target) -> Element:
     )
 
 
+def covering(name: str, target: Target) -> tuple[Element, list[Element]]:
+    """The one element that covers a candidate set (``a|b|c``, as a scan names a suspect
+    it cannot narrow): a switch every candidate is, or a link of; a host every candidate
+    is, or a NIC or access link of. The switch of a spine and its links is the spine.
+    ``InputError`` naming the candidates when no one element covers them all."""
+    members = [resolve(m.strip(), target) for m in name.split("|") if m.strip()]
+    if not members:
+        raise InputError(f"empty candidate set {name!r}: name its elements joined with '|'")
+
+    def ends(e: Element) -> set[str]:
+        if e.kind == "nic":
+            return {e.host or ""}
+        return {x for x in (e.leaf, e.spine, e.host) if x} | {e.name}
+
+    common = set.intersection(*(ends(e) for e in members))
+    # the covering element is itself an element: a spine before a leaf, a host last
+    order = [e for e in members if e.name in common]
+    if not order:
+        order = [resolve(c, target) for c in sorted(common)]
+    order.sort(key=lambda e: (e.kind != "switch", e.leaf is not None, e.name))
+    if not order:
+        raise InputError(
+            f"no one element covers the candidate set {name!r} (candidates: "
+            f"{', '.join(e.name for e in members)}): act on one of them by name, or rescan "
+            "longer (with path discovery) to narrow the set"
+        )
+    return order[0], members
+
+
 # --- reroute -----------------------------------------------------------------------------
 
 
@@ -156,7 +185,11 @@ async def plan_reroute(
     name: str, target: Target, runner: Runner, options: RouteOptions | None = None
 ) -> ActionPlan:
     options = options or RouteOptions()
-    element = resolve(name, target)
+    covered: list[Element] = []
+    if "|" in name:  # a candidate set: act on the element that covers it
+        element, covered = covering(name, target)
+    else:
+        element = resolve(name, target)
     if element.kind == "host" or (element.kind == "link" and element.host is not None):
         host = element.host or element.name
         why = f"{element.name} carries all of {host}'s traffic: no other way round it"
@@ -165,8 +198,9 @@ async def plan_reroute(
         plan.notes.insert(0, f"{why}; draining {host} instead")
         return plan
     if element.kind == "switch" and element.leaf is not None:
+        within = f"the candidate set {name!r} is covered by {element.name}; " if covered else ""
         raise InputError(
-            f"{element.name} is a leaf: its hosts have no other way in; drain them "
+            f"{within}{element.name} is a leaf: its hosts have no other way in; drain them "
             "(cwctl drain HOST) or repair the switch"
         )
     plan = ActionPlan(
@@ -177,6 +211,11 @@ async def plan_reroute(
         context=target.context(),
         id=new_plan_id(),
     )
+    if covered:
+        plan.notes.append(
+            f"the candidate set {name} is covered by {element.name}: steering around "
+            f"{element.name} avoids every candidate ({', '.join(e.name for e in covered)})"
+        )
     if options.via == "hosts":
         plan.steps = await _host_steps(element, target, runner, options, plan)
         return plan

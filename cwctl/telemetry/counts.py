@@ -98,21 +98,23 @@ def flow_counts(
     )
     # delay: the share of delays above the threshold over the floor
     n = len(keys)
-    # the floor is per route (path and source port): ECMP siblings differ in cable length
+    # the floor is per flow (one 5-tuple one way: one route): ECMP siblings differ in
+    # cable length, and a path's probes from one port and the replies to its peer's
+    # probes from the same port number are two 5-tuples, hashed apart (a slow spine on
+    # one of them is no delay of the other's)
     qid = keys[:, 0]
-    port = pt.port
     route_excess, route_floors = route_medians(pt)  # the medians of these routes, unless given
     if typical_ns is None:
         typical_ns = median_or_nan(route_excess)
     if floor_ns is None:
         floor_ns = median_or_nan(route_floors)
-    floor = port.owd_min_ns[qid]
+    has = ~np.isnan(owd)
+    floor, p50_owd = _flow_quantiles(owd, fid, n, has, obs, pt, u)
     excess = owd - floor[fid]
     threshold = float(DELAY_FACTOR * typical_ns) if np.isfinite(typical_ns) else float("nan")
-    has = ~np.isnan(excess)
     samples = _count(fid, has, n)
     delayed = _count(fid, excess > threshold, n)  # (NaN > x is False)
-    (p50,) = _excess_p50(excess, floor, fid, n, has, obs, pt, u)
+    p50 = p50_owd - floor
     fports = pt.port_key[qid]
     flows = Flows(
         hosts=obs.hosts,
@@ -183,22 +185,24 @@ def _count(group: I64, mask: npt.NDArray[np.bool_], n: int) -> F64:
     )
 
 
-def _excess_p50(
-    excess: F64,
-    excess_floor: F64,
+def _flow_quantiles(
+    owd: F64,
     fid: I64,
     n: int,
     has: npt.NDArray[np.bool_],
     obs: Observations,
     pt: PathTable,
     usable: npt.NDArray[np.bool_],
-) -> list[F64]:
-    """The median excess delay per flow. Flows split routes only by NIC and direction;
-    when the path table's runs (by route, rows ascending: probes before replies) already
-    list each flow's rows together, those runs serve, without a second sort."""
+) -> tuple[F64, F64]:
+    """The minimum and median delay per flow. Flows split routes only by NIC and
+    direction; when the path table's runs (by route, rows ascending: probes before
+    replies) already list each flow's rows together, those runs serve, without a second
+    sort."""
+    qs = (0.0, 0.5)
     r, rows = pt.port_runs, pt.port_rows
     if r is None or rows is None or not usable.all():
-        return sorted_quantiles(excess, fid, n, (0.5,))
+        lo, mid = sorted_quantiles(owd, fid, n, qs)
+        return lo, mid
     everything = bool(has.all())
     counts = np.bincount(fid if everything else fid[has], minlength=n).astype(np.int64)
     by_flow = Runs(r.rows, counts, np.cumsum(counts) - counts)
@@ -207,9 +211,12 @@ def _excess_p50(
     if everything and one_nic and probes_first and pt.port_owd is not None:
         # flows split routes only into probes and replies, which each run (rows
         # ascending, probes first) already lists in turn: the runs' delays serve as they are
-        return run_quantiles(by_flow, pt.port_owd, (0.5,), offset=excess_floor)
+        lo, mid = run_quantiles(by_flow, pt.port_owd, qs)
+        return lo, mid
     if np.array_equal(has, ~np.isnan(obs.owd_ns)):
         in_order = fid[rows]
         if not len(in_order) or bool(np.all(in_order[1:] >= in_order[:-1])):
-            return run_quantiles(by_flow, excess[rows], (0.5,))
-    return sorted_quantiles(excess, fid, n, (0.5,))
+            lo, mid = run_quantiles(by_flow, owd[rows], qs)
+            return lo, mid
+    lo, mid = sorted_quantiles(owd, fid, n, qs)
+    return lo, mid

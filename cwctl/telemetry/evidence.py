@@ -42,9 +42,10 @@ def suspect_of(inc: Incidence, e: int, found: tuple[float, float, str], ties: li
     if not ties:
         kind = inc.kinds[e]
         return Suspect(inc.names[e], kind, float(round(score, 4)), words)  # type: ignore[arg-type]
-    members = sorted([inc.names[e], *(inc.names[t] for t in ties)], key=_natural)
-    kinds = {inc.kinds[t] for t in [e, *ties]}
-    kind = inc.kinds[e] if len(kinds) == 1 else "switch" if "switch" in kinds else inc.kinds[e]
+    ids = sorted([e, *ties], key=lambda t: _natural(inc.names[t]))
+    members = [inc.names[t] for t in ids]
+    kinds = [inc.kinds[t] for t in ids]
+    kind = kinds[0] if len(set(kinds)) == 1 else "set"
     words = (
         f"one of {' or '.join(members)} (the records cannot tell them apart: paths unknown, "
         "or every flow crossing one crosses the others); " + words.replace(inc.names[e], "it")
@@ -55,6 +56,7 @@ def suspect_of(inc: Incidence, e: int, found: tuple[float, float, str], ties: li
         score=float(round(score, 4)),
         evidence=words,
         candidates=members,
+        kinds=kinds if kind == "set" else [],
     )
 
 

@@ -42,7 +42,8 @@ MIN_EXPECTED_LOSSES = 6.0  # ...would lose at least this many of the exchanges c
 MIN_ELEMENT_EXCHANGES = int(MIN_EXPECTED_LOSSES / SENSITIVITY_LOSS)  # 300
 ABSOLUTE_QUEUE_NS = 1_000_000.0  # a median queue of 1 ms is a finding on any fabric...
 ABSOLUTE_QUEUE_OF_FLOOR = 100.0  # ...that is this many times its median floor
-SHOWN = 5
+SHOWN = 5  # thin elements named in the reason
+THIN_LISTED = 50  # ...and listed in telemetry.window.thin
 
 
 def pairs_per_peer(table: ProbeTable) -> float:
@@ -71,23 +72,26 @@ def thin_elements(loss: SignalResult) -> dict[str, float]:
 
 
 def queued_paths(paths: Sequence[PathReport]) -> list[tuple[str, str, str, str]]:
-    """Paths queueing beyond the absolute line, as unlocalised flows (signal ``queue``)."""
+    """Paths queueing beyond the absolute line, as unlocalised flows (signal ``queue``).
+    A path's median over the floor is judged with its way back's, so that a clock off by
+    e (e more one way, e less the other: a window of a few probes can leave one so)
+    raises nothing: the round trip's median over two floors must pass the line too."""
     floors = np.array([p.owd_min_ns for p in paths if p.owd_min_ns is not None], np.float64)
     if not len(floors):
         return []
     floor = float(np.median(floors))
     line = max(ABSOLUTE_QUEUE_NS, ABSOLUTE_QUEUE_OF_FLOOR * floor)
+    p50 = {(p.src, p.dst): p.owd_p50_ns for p in paths if p.owd_p50_ns is not None}
     out = []
-    for p in paths:
-        if p.owd_p50_ns is None:
-            continue
-        queue = p.owd_p50_ns - floor
-        if queue >= line:
+    for (a, b), there in p50.items():
+        back = p50.get((b, a))
+        queue = there - floor
+        if queue >= line and (back is None or there + back - 2 * floor >= line):
             words = (
                 f"median delay {fmt_ns(queue)} over the fabric's floor {fmt_ns(floor)} "
                 f"(the absolute line: {fmt_ns(line)})"
             )
-            out.append(("queue", p.src, p.dst, words))
+            out.append(("queue", a, b, words))
     return out
 
 
@@ -115,6 +119,7 @@ def window_json(pairs: float, thin: dict[str, float], reasons: list[str]) -> dic
         "pairs_per_peer": round(pairs, 2),
         "needed_pairs_per_peer": FEW_PAIRS_PER_PEER,
         "thin_elements": len(thin),
+        "thin": dict(list(thin.items())[:THIN_LISTED]),
         "min_element_exchanges": MIN_ELEMENT_EXCHANGES,
         "sensitivity_loss": SENSITIVITY_LOSS,
         "inconclusive": reasons,

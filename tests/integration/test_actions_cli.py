@@ -14,7 +14,9 @@ from typer.testing import CliRunner
 
 from cwctl.cli import app
 
-SIM = ["--sim", "--hosts", "16", "--hosts-per-leaf", "4", "--duration", "0.5"]
+# 5 s at the default 2 pairs/s: the 10 pairs per peer a --verify rescan needs to tell
+# (telemetry/window.py); simulated seconds, not waited
+SIM = ["--sim", "--hosts", "16", "--hosts-per-leaf", "4", "--duration", "5"]
 FAULT = ["--fault", "switch:spine2:down"]
 HOSTILE = "'; rm -rf / #"
 
@@ -33,8 +35,8 @@ def run(*args: str, input: str | None = None) -> object:
 
 
 def scan_json(*extra: str) -> dict:
-    # rate 100: half a second with the probes it takes to name spine2 (or to see it gone)
-    result = run("scan", *SIM, *FAULT, "--rate", "100", "--format", "json", *extra)
+    # rate 20: the probes it takes to name spine2 (or to see it gone)
+    result = run("scan", *SIM, *FAULT, "--rate", "20", "--format", "json", *extra)
     return json.loads(result.stdout)  # type: ignore[attr-defined]
 
 
@@ -187,7 +189,8 @@ def two_nic_inventory(tmp_path: Path) -> Path:
 def test_nic_and_link_reroutes_in_the_sim_verify(
     state: Path, tmp_path: Path, element: str, fault: str
 ) -> None:
-    sim = ["--sim", "-i", str(two_nic_inventory(tmp_path)), "--duration", "1"]
+    # two NICs a host: 20 s for each NIC to be crossed by enough exchanges to tell
+    sim = ["--sim", "-i", str(two_nic_inventory(tmp_path)), "--duration", "20"]
     result = run("reroute", element, *sim, "--fault", fault, "--apply", "--yes", "--verify")
     assert result.exit_code == 0, result.output
     assert f"{element} is no longer a suspect" in result.stderr

@@ -214,3 +214,62 @@ def test_lossy_link_named_rerouted_on_the_leaves_verified_clean_then_rolled_back
     proc = cwctl(fabric, "rollback", "--apply", "--yes")
     assert proc.returncode == 0, proc.stderr
     assert switch_routes(fabric) == before  # `ip route` byte for byte
+
+
+# -- acting on a candidate set, and a verify that does not take a set for gone -----------
+SPINE2_SET = "leaf1-spine2|leaf2-spine2|spine2"
+
+
+def _spine2_lossy(bed: Testbed) -> None:
+    """Both of spine2's links lose 5 % on the way down: on two leaves a spine and its
+    links are crossed by the same flows, so the scan can only name the set."""
+    for leaf in L.LEAVES:
+        apply_fault(bed, f"spine2>{leaf}", "lossy=0.05")
+
+
+def test_a_candidate_set_is_rerouted_around_the_spine_that_covers_it(fabric: Testbed) -> None:
+    before = switch_routes(fabric)
+    _spine2_lossy(fabric)
+    rc, report, err = scan(fabric)
+    top = report["suspects"][0]
+    assert (top["element"], top["kind"]) == (SPINE2_SET, "set"), err
+    assert top["kinds"] == ["link", "link", "switch"] and rc == 3
+    # the scan's own top suspect, as the operator copies it
+    proc = cwctl(fabric, "reroute", top["element"], "--apply", "--yes", "--verify")
+    assert proc.returncode == 0, proc.stderr
+    assert f"the candidate set {SPINE2_SET} is covered by spine2" in proc.stdout
+    assert "verify: spine2 is no longer a suspect" in proc.stderr
+    after = switch_routes(fabric)
+    assert [s for s in SWITCHES if after[s] != before[s]] == list(L.LEAVES)
+    proc = cwctl(fabric, "rollback", "--apply", "--yes")
+    assert proc.returncode == 0, proc.stderr
+    assert switch_routes(fabric) == before
+    # a set a leaf covers: refused, naming the leaf; nothing changed
+    refused = cwctl(fabric, "reroute", "leaf1-spine1|leaf1-spine2", "--apply", "--yes")
+    assert refused.returncode == 2 and "is covered by leaf1; leaf1 is a leaf" in refused.stderr
+    assert switch_routes(fabric) == before
+
+
+def test_verify_does_not_call_an_element_gone_while_a_candidate_set_holds_it(
+    fabric: Testbed, tmp_path: Path
+) -> None:
+    """Without path discovery every cross-leaf flow may have taken either spine. Steered
+    off spine1 (the wrong spine: spine2 is the lossy one), every cross-leaf flow now
+    loses probes, and the rescan can name only a set of both spines and their links, or
+    no element at all: neither vouches that spine1 is clean."""
+    blind = tmp_path / "no-trace.toml"
+    blind.write_text(
+        fabric.inventory.read_text().replace("\n[probe]\n", "\n[probe]\ntrace = false\n", 1)
+    )
+    before = switch_routes(fabric)
+    _spine2_lossy(fabric)
+    proc = cwctl(fabric, "reroute", "spine1", "-i", str(blind), "--apply", "--yes", "--verify")
+    assert proc.returncode == 3, proc.stderr
+    assert "no longer a suspect" not in proc.stderr
+    assert (
+        "verify: spine1 is still a suspect after the change: one of " in proc.stderr
+        or "verify: the rescan cannot vouch that spine1 is gone: unlocalised loss" in proc.stderr
+    ), proc.stderr
+    proc = cwctl(fabric, "rollback", "--apply", "--yes")
+    assert proc.returncode == 0, proc.stderr
+    assert switch_routes(fabric) == before

@@ -23,7 +23,7 @@ from cwctl.transport.sim import model_for, run_model
 def request_(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ScanRequest:
     monkeypatch.setenv("CWCTL_STATE_DIR", str(tmp_path))
     options = SimOptions(hosts=16, hosts_per_leaf=4, faults=("switch:spine3:down",))
-    return ScanRequest(sim=options, duration_s=0.5)
+    return ScanRequest(sim=options, duration_s=5.0)  # 10 pairs a peer: a rescan can tell
 
 
 async def test_plan_and_apply_on_the_callers_model(tmp_path: Path, request_: ScanRequest) -> None:

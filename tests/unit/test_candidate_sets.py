@@ -1,0 +1,96 @@
+"""Acting on a candidate set: its kind is "set" (with each candidate's kind), reroute
+plans around the one element that covers it (or refuses, naming it), and --verify
+counts the element as gone only when no suspect, element or candidate set, holds it
+and the rescan's window could tell."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from cwctl.actions.executor import check_snapshot
+from cwctl.actions.planner import Target, covering
+from cwctl.errors import InputError
+from cwctl.sim.model import FabricModel
+from cwctl.snapshot import FabricSnapshot, Suspect
+from cwctl.sync import solve
+from cwctl.telemetry import build_snapshot
+from cwctl.topology import leaf_spine
+from tests.unit.telemetry_synth import Synth, make
+
+SET = "leaf1-spine2|leaf2-spine2|spine2"
+
+
+def _model() -> FabricModel:
+    names, topo = leaf_spine(16, 8, 4)
+    return FabricModel(names, topo, seed=1)
+
+
+def test_on_two_leaves_a_spine_and_its_links_are_one_suspect_of_kind_set() -> None:
+    collection, _ = make(Synth(n_hosts=16, per_leaf=8, loss={"spine2": 0.05}, seed=1))
+    snap = build_snapshot(collection, solve(collection.table))
+    top = snap.suspects[0]
+    assert (top.element, top.kind) == (SET, "set")
+    assert top.kinds == ["link", "link", "switch"]
+    assert top.to_json()["kinds"] == ["link", "link", "switch"]
+
+
+def test_a_set_of_a_spine_and_its_links_is_covered_by_the_spine() -> None:
+    element, members = covering(SET, Target(model=_model()))
+    assert (element.kind, element.name) == ("switch", "spine2")
+    assert [m.name for m in members] == SET.split("|")
+
+
+def test_links_of_one_leaf_are_covered_by_the_leaf_and_two_spines_by_nothing() -> None:
+    target = Target(model=_model())
+    assert covering("leaf1-spine2|leaf1-spine3", target)[0].name == "leaf1"
+    covers_none = re.escape("no one element covers the candidate set 'spine1|spine3'")
+    with pytest.raises(InputError, match=covers_none):
+        covering("spine1|spine3", target)
+    with pytest.raises(InputError, match="no element 'spine9'"):
+        covering("spine2|spine9", target)
+
+
+def _snapshot(suspects: list[Suspect], inconclusive: list[str] | None = None, **window: object):
+    snap = FabricSnapshot(source="sim", reference="a", duration_s=1.0, hosts=[],
+                          suspects=suspects, inconclusive=inconclusive or [])  # fmt: skip
+    if window:
+        snap.telemetry["window"] = {"pairs_per_peer": 100, "needed_pairs_per_peer": 8, **window}
+    return snap
+
+
+def test_verify_a_candidate_set_holding_the_element_is_not_gone() -> None:
+    held = Suspect(SET, "set", 1.0, "loss", candidates=SET.split("|"))
+    result = check_snapshot(_snapshot([held]), "leaf1-spine2")
+    assert not result.gone and result.held_by == SET
+    assert "still a suspect after the change: one of leaf1-spine2|" in result.message()
+    # named outright, or another element entirely
+    assert not check_snapshot(_snapshot([Suspect("spine2", "switch", 1.0, "x")]), "spine2").gone
+    other = check_snapshot(_snapshot([Suspect("spine3", "switch", 1.0, "x")]), "spine2")
+    assert other.gone and other.suspects == ["spine3"]
+
+
+def test_verify_an_inconclusive_rescan_vouches_for_nothing_unless_only_the_avoided_is_thin() -> (
+    None
+):
+    why = ["3 elements crossed by fewer than 300 exchanges"]
+    thin = {"spine2": 0.0, "leaf1-spine2": 0.0, "leaf2-spine2": 0.0}
+    steered = check_snapshot(_snapshot([], why, thin=thin, thin_elements=3), "spine2")
+    assert steered.gone  # steered around: meant to be crossed no more
+    elsewhere = {**thin, "leaf3-spine1": 10.0}
+    result = check_snapshot(_snapshot([], why, thin=elsewhere, thin_elements=4), "spine2")
+    assert not result.gone and result.inconclusive == why
+    assert "the rescan could not tell whether spine2 is gone" in result.message()
+    few = check_snapshot(_snapshot([], why, thin=thin, thin_elements=3, pairs_per_peer=2), "spine2")
+    assert not few.gone
+
+
+def test_verify_loss_nothing_explains_leaves_the_element_unvouched() -> None:
+    snap = _snapshot([])
+    snap.unlocalised = {"paths": 32, "flows": 128, "signals": {"loss": 128},
+                        "evidence": "unlocalised loss on 32 paths: ..."}  # fmt: skip
+    result = check_snapshot(snap, "spine1")
+    assert not result.gone and result.unlocalised == "unlocalised loss on 32 paths: ..."
+    assert "cannot vouch that spine1 is gone: unlocalised loss" in result.message()
+    assert result.to_json()["unlocalised"].startswith("unlocalised loss")

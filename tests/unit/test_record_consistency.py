@@ -112,7 +112,8 @@ def test_duplicates_are_left_out_so_the_figures_are_the_good_files(
 ) -> None:
     clean = analyse(read_collection(_write(tmp_path / "good.jsonl", good)))
     doubled = analyse(read_collection(_write(tmp_path / "dup.jsonl", _duplicated(good))))
-    assert clean.healthy and clean.consistency == []
+    # nothing found (three pairs a peer are too few to call it healthy: inconclusive)
+    assert not clean.found and clean.consistency == []
     assert [(p.src, p.dst, p.sent, p.received) for p in doubled.paths] == [
         (p.src, p.dst, p.sent, p.received) for p in clean.paths
     ]

@@ -127,10 +127,10 @@ def test_suspects_name_the_injected_faults(scan_json: dict[str, Any]) -> None:
 
 
 def test_json_is_compact_by_default_and_indented_with_pretty() -> None:
-    args = ["scan", "--sim", "--hosts", "8", "--duration", "0.3", "--format", "json"]
+    args = ["scan", "--sim", "--hosts", "8", "--duration", "0.3", "--rate", "2", "--format", "json"]
     compact = CliRunner().invoke(app, args)
     pretty = CliRunner().invoke(app, [*args, "--pretty"])
-    # 0.3 s at the default rate: too few probes to tell, so inconclusive (exit 3)
+    # 0.3 s at 2 pairs/s: too few probes to tell, so inconclusive (exit 3)
     assert compact.exit_code == pretty.exit_code == 3, compact.output + pretty.output
     assert json.loads(compact.stdout)["verdict"] == "inconclusive"
     assert compact.stdout.count("\n") == 1 and compact.stdout.endswith("}\n")

@@ -26,8 +26,8 @@ def _scan(*args: str) -> tuple[int, dict]:
     return result.exit_code, json.loads(result.stdout)
 
 
-def test_a_short_window_at_the_default_rate_is_inconclusive_not_healthy() -> None:
-    code, report = _scan("--duration", "2")
+def test_a_short_sparse_window_is_inconclusive_not_healthy() -> None:
+    code, report = _scan("--duration", "2", "--rate", "2")  # 4 pairs a peer
     assert (code, report["verdict"], report["suspects"]) == (3, "inconclusive", [])
     window = report["telemetry"]["window"]
     assert window["pairs_per_peer"] == 4.0 and window["thin_elements"] > 0

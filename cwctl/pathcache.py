@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from cwctl import settings
 from cwctl.collection import Collection
 from cwctl.records import PathRecord, PathTable
 
@@ -31,7 +32,7 @@ Flow = tuple[str, str, int]  # (prober, answerer, probe source port)
 
 @dataclass
 class PathCache:
-    max_age_s: float = 600.0
+    max_age_s: float = settings.PATH_MAX_AGE_S
     revalidate: float = 0.1  # share of known flows traced again each scan, oldest first
     rtt_change: float = 0.2
     rtt_floor_ns: int = 20_000

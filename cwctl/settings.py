@@ -66,6 +66,7 @@ PROBE_PORTS: Final = 4  # source ports each host probes from (spreads ECMP paths
 PROBE_GAP_US: Final = 20.0  # spacing of the two probes of a coded pair
 PROBE_TRACE: Final = True  # path discovery, where the inventory names switch addresses
 ICMP_RATELIMIT_MS: Final = 1000  # switches' ICMP answers per destination (Linux default)
+PATH_MAX_AGE_S: Final = 600.0  # a path record older than this is traced again, or discounted
 
 # --- SSH (the inventory's [ssh] section) ---------------------------------------------------
 SSH_PORT: Final = 22

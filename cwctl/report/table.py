@@ -214,6 +214,13 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
             f"{few['duration_s']:g} s), under {few['needed']}: clocks and localisation have "
             f"little to go on; probe for {few['needed'] / few['rate']:g} s or more"
         )
+    ages = snapshot.telemetry.get("path_records")
+    if ages and (ages.get("aged") or ages.get("superseded")):
+        lines.append(
+            f"path records: {ages['aged']} of {ages['records']} older than "
+            f"{ages['max_age_s']:g} s discounted (their flows' spines unknown), "
+            f"{ages['superseded']} superseded by a newer trace naming another spine"
+        )
     worst = worst_paths(snapshot, 1)
     if worst:
         lines.append(worst_path_line(worst[0]))

@@ -28,6 +28,7 @@ from cwctl.telemetry.blockwise import measure
 from cwctl.telemetry.busy import agent_reports
 from cwctl.telemetry.localize import gpu_suspects, localise, unclocked_hosts, unexplained
 from cwctl.telemetry.reach import crossings
+from cwctl.telemetry.routes import PathAges
 from cwctl.telemetry.verdicts import unlocalised
 from cwctl.telemetry.window import (
     FEW_PAIRS_PER_PEER,
@@ -102,6 +103,7 @@ def build_snapshot(
     reach: tuple[Any, Any] | None = None  # the loss rows and their exchanges
     thin: dict[str, float] = {}
     pairs = pairs_per_peer(table)
+    scan_start = int(table.t1.min()) if n_records else None
     if n_records:
         measured = measure(collection, solution, hosts)
         paths, counts, dead = measured.paths, measured.counts, measured.dead
@@ -113,9 +115,11 @@ def build_snapshot(
         if collection.topology is not None:
             host_nics = {**dict(collection.topology.nics), **host_nics}
         doubt = unclocked_hosts(solution.hosts, solution.uncertainty_ns)
+        ages = PathAges()
         suspects, inc, results = localise(
-            counts, collection.topology, host_nics, collection.paths, doubt
-        )
+            counts, collection.topology, host_nics, collection.paths, doubt,
+            now_ns=scan_start, ages=ages,
+        )  # fmt: skip
         suspects = dead + suspects
         reach = (inc, counts.exchanges)
         flows = unexplained(counts, results, suspects)
@@ -140,6 +144,8 @@ def build_snapshot(
             telemetry["background_delayed"] = round(results[1].fit.background, 8)
         if busy_exchanges:
             telemetry["busy_exchanges"] = busy_exchanges
+        if ages.records:
+            telemetry["path_records"] = ages.to_json()
     budget = collection.params.get("budget")
     if isinstance(budget, dict):  # what the probing cost (cwctl.budgets), for the header
         telemetry["budget"] = dict(budget)

@@ -51,7 +51,7 @@ from cwctl.telemetry.evidence import (
 )
 from cwctl.telemetry.explain import explain, posterior
 from cwctl.telemetry.floors import FLOOR_MIN_RATE, floor_trials
-from cwctl.telemetry.routes import known_spines, route_index
+from cwctl.telemetry.routes import PathAges, known_spines, route_index
 from cwctl.telemetry.verdicts import (
     FLOOR_UNLOCALISED_RATIO,
     MIN_DELAY_SAMPLES,
@@ -83,6 +83,8 @@ def _incidences(
     topology: Topology | None,
     host_nics: Mapping[str, Sequence[str]],
     path_records: Iterable[PathRecord] = (),
+    now_ns: int | None = None,
+    ages: PathAges | None = None,
 ) -> tuple[Incidence, Incidence]:
     """The loss rows (exchanges: both directions) and the delay rows, over one set of
     element names, each direction on its discovered spine where a path record names one."""
@@ -90,7 +92,9 @@ def _incidences(
     known = None
     if topology is not None:
         spines = topology.spines
-        index = route_index(path_records, topology.switch_of_address, spines)
+        index = route_index(
+            path_records, topology.switch_of_address, spines, now_ns=now_ns, ages=ages
+        )
         if index:
             nx = len(x)
             known = (
@@ -232,10 +236,15 @@ def localise(
     host_nics: Mapping[str, Sequence[str]] | None = None,
     path_records: Iterable[PathRecord] = (),
     unclocked: Iterable[str] = (),
+    *,
+    now_ns: int | None = None,
+    ages: PathAges | None = None,
 ) -> tuple[list[Suspect], Incidence, list[SignalResult]]:
     """Suspects from both signals, strongest first (one entry per element). The flows
-    of ``unclocked`` hosts (``unclocked_hosts``) are no evidence of delay or floors."""
-    loss_inc, delay_inc = _incidences(counts, topology, host_nics or {}, path_records)
+    of ``unclocked`` hosts (``unclocked_hosts``) are no evidence of delay or floors; path
+    records older than ``PATH_MAX_AGE_S`` before ``now_ns`` none of paths (``ages``
+    counts them, ``routes.py``)."""
+    loss_inc, delay_inc = _incidences(counts, topology, host_nics or {}, path_records, now_ns, ages)
     inc = loss_inc
     results = [_localise_signal(loss_inc, counts.sent, counts.lost, "loss", MIN_LOSS_RATE)]
     f = counts.flows

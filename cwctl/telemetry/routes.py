@@ -10,29 +10,63 @@ hosts name none).
 
 Nothing else says which way a flow went: no hash, no model. A direction with no
 record, or whose record names no spine, keeps every equal-cost spine as a candidate.
+
+Records age: one older than ``settings.PATH_MAX_AGE_S`` at the scan (a cache the agents
+were not asked to refresh, a record file replayed with old traces) is discounted, its
+flow's spine unknown; where two records of one tuple name different spines the route
+changed, and the older is superseded (the newest wins). ``PathAges`` counts both, and
+the scan says so (``telemetry.path_records``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from cwctl import settings
 from cwctl.records.path import PathRecord, hop_switches
 
 I64 = npt.NDArray[np.int64]
 Key = tuple[str, str, str, int, str | None]  # host, peer, role, the prober's port, nic
 
 
+@dataclass
+class PathAges:
+    """What the path records were worth: those naming a spine, those discounted as too
+    old, those superseded by a newer record of the same tuple naming another spine."""
+
+    records: int = 0
+    aged: int = 0
+    superseded: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "records": self.records,
+            "aged": self.aged,
+            "superseded": self.superseded,
+            "max_age_s": settings.PATH_MAX_AGE_S,
+        }
+
+
 def route_index(
     records: Iterable[PathRecord],
     switch_of_address: Mapping[str, str],
     spines: Iterable[str],
+    *,
+    now_ns: int | None = None,
+    ages: PathAges | None = None,
 ) -> dict[Key, str]:
     """The spine each traced tuple crossed, keyed by (host, peer, role, prober's port,
-    NIC or None); the newest record that names one wins. The spine a hop list names is
-    worked out once per distinct hop list (a scan has few; half a million records)."""
+    NIC or None); the newest record that names one wins, one older than
+    ``PATH_MAX_AGE_S`` before ``now_ns`` counts for nothing. The spine a hop list names is
+    worked out once per distinct hop list (a scan has few; half a million records).
+    ``ages``, when given, is filled in."""
+    ages = ages if ages is not None else PathAges()
+    oldest = None if now_ns is None else now_ns - int(settings.PATH_MAX_AGE_S * 1e9)
     spine_set = set(spines)
     best: dict[Key, tuple[int, str]] = {}
     named: dict[tuple[str | None, ...], str | None] = {}
@@ -45,10 +79,17 @@ def route_index(
             spine = named[r.hops] = found.pop() if len(found) == 1 else None
         if spine is None:
             continue
+        ages.records += 1
+        if oldest is not None and r.t_ns < oldest:
+            ages.aged += 1
+            continue
         key = (r.host, r.peer, r.role, r.flow_port, r.nic)
         old = best.get(key)
         if old is None or old[0] <= r.t_ns:
+            ages.superseded += old is not None and old[1] != spine
             best[key] = (r.t_ns, spine)
+        else:
+            ages.superseded += old[1] != spine
     return {key: spine for key, (_, spine) in best.items()}
 
 

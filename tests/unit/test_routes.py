@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cwctl.records import PathRecord
-from cwctl.telemetry.routes import known_spines, route_index
+from cwctl.telemetry.routes import PathAges, known_spines, route_index
 
 HOSTS = ["h0", "h1", "h2", "h3", "h1"]  # a name written twice: both its codes are that host
 NICS = ["eth0", "eth1", "eth0"]
@@ -86,3 +86,35 @@ def test_route_index_keeps_the_newest_record_naming_one_spine() -> None:
         ("h0", "h1", "probe", 40001, None): "s2",
         ("h0", "h1", "reply", 40001, None): "s1",
     }
+
+
+def test_route_index_discounts_aged_records_and_counts_route_changes() -> None:
+    where = {"10.0.0.1": "s1", "10.0.0.2": "s2"}
+    minute = 60 * 10**9
+    now = 100 * minute
+
+    def rec(t_ns: int, spine_addr: str, port: int) -> PathRecord:
+        return PathRecord(
+            host="h0", peer="h1", role="probe", src="10.1.0.1", sport=port, dst="10.1.0.2",
+            dport=50000, hops=(None, spine_addr, None), complete=True, t_ns=t_ns,
+        )  # fmt: skip
+
+    records = [
+        rec(now - 20 * minute, "10.0.0.1", 40001),  # older than 10 min: discounted
+        rec(now - 5 * minute, "10.0.0.1", 40002),  # the route changed since ...
+        rec(now - 1 * minute, "10.0.0.2", 40002),  # ... this newer trace says
+        rec(now - 2 * minute, "10.0.0.2", 40003),  # two traces agree: no change
+        rec(now - 1 * minute, "10.0.0.2", 40003),
+    ]
+    ages = PathAges()
+    index = route_index(records, where, SPINES, now_ns=now, ages=ages)
+    assert index == {
+        ("h0", "h1", "probe", 40002, None): "s2",
+        ("h0", "h1", "probe", 40003, None): "s2",
+    }
+    assert (ages.records, ages.aged, ages.superseded) == (5, 1, 1)
+    assert ages.to_json()["max_age_s"] == 600.0
+    # without a scan time nothing is aged; the order records come in does not matter
+    again = PathAges()
+    assert len(route_index(records[::-1], where, SPINES, ages=again)) == 3
+    assert (again.aged, again.superseded) == (0, 1)

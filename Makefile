@@ -21,7 +21,7 @@ $(STAMP_TEST): pyproject.toml | $(BIN)/python
 
 # The demo's success is a report; exit 3 ("problems found") is what a faulty fabric gives.
 demo: $(STAMP_RUN)
-	@$(BIN)/cwctl scan --sim --fault switch:spine2:congested; rc=$$?; \
+	@$(BIN)/cwctl scan --sim --fault switch:spine2:congested --jobs 8; rc=$$?; \
 	  if [ $$rc -eq 0 ] || [ $$rc -eq 3 ]; then exit 0; else exit $$rc; fi
 
 test: $(STAMP_TEST)

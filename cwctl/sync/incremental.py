@@ -24,6 +24,7 @@ import numpy as np
 from scipy.sparse.linalg import splu
 
 from cwctl.records import ProbeTable, concat_tables
+from cwctl.sync.floors import weigh_floors
 from cwctl.sync.network import ProbeGraph, build_graph
 from cwctl.sync.solution import ClockSolution
 from cwctl.sync.solve import (
@@ -106,6 +107,7 @@ class SlidingSolver:
         if len(fits.lo) == 0:
             return empty_solution(table, self.reference, "no pair with probes in both directions")
         names = list(table.hosts)
+        weigh_floors(fits, len(names))
         ref_idx = reference_index(table, self.reference)
         key = (tuple(names), fits.lo.tobytes(), fits.hi.tobytes(), ref_idx)
         reused = key == self._graph_key and self._graph is not None

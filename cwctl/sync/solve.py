@@ -5,13 +5,16 @@ The steps, each in its own module:
 1. ``coded.coded_filter``: drop the legs of coded pairs whose spacing was disturbed.
 2. ``pairfit.fit_pairs``: offset and drift of every probed pair (max-margin midline
    between the two envelopes).
-3. ``network.ls_solve``: weighted least squares over the probe graph, drifts first,
+3. ``floors.weigh_floors``: a pair whose delay floor stands above its ends' other
+   pairs' (every leg one way met a standing queue) gets that excess, the bound of its
+   bias, added to its sigma.
+4. ``network.ls_solve``: weighted least squares over the probe graph, drifts first,
    then offsets (corrected for the pair fits being in the lower host's clock), one
    reference per connected component; the offsets are then reweighted a few times
    (Huber IRLS), because a pair's error is not Gaussian: under ECMP its fastest
    forward and reverse paths may cross different spines, which biases that pair by
    half their difference while the pairs whose fastest paths match are unbiased.
-4. ``uncertainty``: per host, a bound on the offset error from the residuals and the
+5. ``uncertainty``: per host, a bound on the offset error from the residuals and the
    graph.
 """
 
@@ -27,6 +30,7 @@ import numpy.typing as npt
 from cwctl.records import ProbeTable
 from cwctl.sync.blocks import BLOCK_ROWS, merge_filters, merge_fits, pair_blocks
 from cwctl.sync.coded import CodedFilter, coded_filter
+from cwctl.sync.floors import weigh_floors
 from cwctl.sync.margin import max_margin_refine
 from cwctl.sync.network import ProbeGraph, build_graph, ls_solve, tree_solve
 from cwctl.sync.pairfit import PairFits, fit_pairs, pair_points
@@ -301,6 +305,7 @@ def solve(
     if len(fits.lo) == 0:
         return empty_solution(table, reference, "no pair with probes in both directions")
     names = list(table.hosts)
+    weigh_floors(fits, len(names))  # a pair slower than its ends' others: biased, weighed so
     graph = build_graph(len(names), fits.lo, fits.hi, names, reference_index(table, reference))
     t_ref = host_window_middle(table, int(graph.references[0]))
     rebase(fits, t_ref - t_prov)

@@ -6,7 +6,7 @@ runs 4 parallel TCP streams gpu-001 -> gpu-005, paced at 500 Mbit/s each, from c
 ports whose 5-tuples the leaves put on spine2 (asked of the kernel with ``ip route
 get``; fresh ports each run). Each round measures
 three runs of ``RUN_S`` seconds: healthy (no fault), under the fault (leaf1-spine2 lossy
-5 %, both ways), and steered (the fault on, ``cwctl reroute leaf1-spine2 --via hosts
+5 %, both ways), and steered (the fault on, ``cwctl reroute leaf1-spine2 --at hosts
 --port 5201 --apply`` over SSH, undone with ``cwctl rollback`` after the run). The
 throughputs are medians over ``ROUNDS`` rounds, side by side, with their ratios: the
 machine's other load moves all three alike. Needs root, ``ip``, ``tc``, ``sshd``,
@@ -68,7 +68,7 @@ def _rounds(bed: object, state: Path) -> dict[str, list[float]]:
         out["healthy"].append(measure())
         apply_fault(bed, LINK, "lossy=0.05")  # type: ignore[arg-type]
         out["lossy"].append(measure())
-        _cwctl(state, "reroute", LINK, "-i", inv, "--via", "hosts", "--port", "5201",
+        _cwctl(state, "reroute", LINK, "-i", inv, "--at", "hosts", "--port", "5201",
                "--pool", "16", "--apply", "--yes")  # fmt: skip
         out["steered"].append(measure())
         _cwctl(state, "rollback", "--apply", "--yes")

@@ -8,7 +8,7 @@ spine ``spine2``               ECMP weight 0 in every leaf  the leaves' ECMP gro
                                                             with --gateway: host routes
 link ``leaf1-spine2``          ECMP weight 0 in every leaf  ``leaf1``'s groups + the other
                                (see ``_link_note``)         leaves' routes towards leaf1
-spine or link, ``--via hosts``  pairs steered in the model  source ports at the hosts
+spine or link, ``--at hosts``  pairs steered in the model  source ports at the hosts
                                                             (``steer.py``: nftables SNAT)
 NIC ``gpu-001/mlx5_1``         exclude the NIC              NCCL exclusion on ``gpu-001``
 host ``gpu-001``, access link  drain                        drain through ``[scheduler]``
@@ -252,10 +252,10 @@ async def plan_reroute(
 async def _host_steps(
     element: Element, target: Target, runner: Runner, options: RouteOptions, plan: ActionPlan
 ) -> list[Step]:
-    """``--via hosts``: source-port steering at the hosts (steer.py)."""
+    """``--at hosts``: source-port steering at the hosts (steer.py)."""
     if element.kind == "nic" or element.spine is None:
         raise InputError(
-            f"--via hosts steers around a spine or a leaf-spine link, not {element.kind} "
+            f"--at hosts steers around a spine or a leaf-spine link, not {element.kind} "
             f"{element.name}"
         )
     suspect = Suspect(element.name, element.spine, element.leaf)

@@ -49,7 +49,7 @@ from cwctl.actions.runners import Runner, SimRunner, SSHRunner
 from cwctl.actions.steer import verify_steering
 from cwctl.errors import CwctlError, InputError
 
-# "steer": a reroute by source port at the hosts (``reroute --via hosts``, steer.py);
+# "steer": a reroute by source port at the hosts (``reroute --at hosts``, steer.py);
 # its options' ``steer`` says which ports (none needed on the simulator)
 Kind = Literal["reroute", "steer", "drain", "resume"]
 

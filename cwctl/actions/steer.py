@@ -1,4 +1,4 @@
-"""Steer at the hosts (``cwctl reroute ELEMENT --via hosts``): new connections to the
+"""Steer at the hosts (``cwctl reroute ELEMENT --at hosts``): new connections to the
 affected peers leave from source ports whose paths avoid the suspect.
 
 Planning, for a spine or a leaf-spine link of an inventory:

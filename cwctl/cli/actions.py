@@ -22,7 +22,7 @@ VerifyOpt = Annotated[
 ]
 
 
-class Via(StrEnum):
+class At(StrEnum):
     auto = "auto"
     hosts = "hosts"
 
@@ -106,21 +106,21 @@ def reroute(
         str,
         typer.Option("--nccl-conf", metavar="PATH", help="NIC: the NCCL config file on the host."),
     ] = "/etc/nccl.conf",
-    via: Annotated[
-        Via,
+    at: Annotated[
+        At,
         typer.Option(
-            "--via",
+            "--at",
             metavar="auto|hosts",
             help="auto (switches, NCCL, routes, drain) or hosts: steer new connections "
             "by source port at the hosts (nftables).",
         ),
-    ] = Via.auto,
+    ] = At.auto,
     port: Annotated[
         list[str] | None,
         typer.Option(
             "--port",
             metavar="[PROTO:]PORT",
-            help="--via hosts: a destination port the workload connects to (5201, "
+            help="--at hosts: a destination port the workload connects to (5201, "
             "udp:9000; repeatable).",
         ),
     ] = None,
@@ -131,14 +131,14 @@ def reroute(
             metavar="N",
             min=1,
             max=4096,
-            help="--via hosts: healthy source ports per peer and port (concurrent connections).",
+            help="--at hosts: healthy source ports per peer and port (concurrent connections).",
         ),
     ] = 64,
     roce: Annotated[
         bool,
         typer.Option(
             "--roce",
-            help="--via hosts: print the RoCEv2 source-port sets (UDP to 4791) that avoid "
+            help="--at hosts: print the RoCEv2 source-port sets (UDP to 4791) that avoid "
             "the suspect, per host pair; plans no step.",
         ),
     ] = False,
@@ -161,8 +161,8 @@ def reroute(
         from cwctl.actions.steer import SteerOptions
         from cwctl.actions.steerports import parse_service
 
-        if (port or roce) and via is not Via.hosts:
-            raise InputError("--port and --roce steer at the hosts: add --via hosts")
+        if (port or roce) and at is not At.hosts:
+            raise InputError("--port and --roce steer at the hosts: add --at hosts")
         steer = SteerOptions(
             services=tuple(sorted({parse_service(p) for p in port or ()})),
             pool=pool,
@@ -173,7 +173,7 @@ def reroute(
             prefix=prefix,
             gateways=parse_gateways(gateway),
             nccl_conf=nccl_conf,
-            via=via.value,
+            via=at.value,
             steer=steer,
         )
         request = build_request(flags)

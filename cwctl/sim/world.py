@@ -36,7 +36,7 @@ class ModelState:
     excluded_nics: set[str] = field(default_factory=set)
     drained_hosts: set[str] = field(default_factory=set)
     # host pairs (names sorted) whose flows leave from source ports that avoid a spine:
-    # host-side steering (cwctl reroute --via hosts), as the pair's NAT rules would make it
+    # host-side steering (cwctl reroute --at hosts), as the pair's NAT rules would make it
     steered: dict[tuple[str, str], str] = field(default_factory=dict)
 
 

@@ -71,7 +71,7 @@ class CwctlApp(App[None]):
         steer: SteerOptions | None = None,
     ) -> None:
         super().__init__()
-        self.steer = steer or SteerOptions()  # R: reroute --via hosts with these ports
+        self.steer = steer or SteerOptions()  # R: reroute --at hosts with these ports
         self.clock = clock  # wall clock for the status bar (tests pin it)
         self.source = source
         self.readonly = readonly
@@ -413,7 +413,7 @@ class CwctlApp(App[None]):
         self._plan("reroute")
 
     def action_steer(self) -> None:
-        """R: reroute around the suspect by source port at the hosts (--via hosts)."""
+        """R: reroute around the suspect by source port at the hosts (--at hosts)."""
         self._plan("reroute", steer=True)
 
     def action_drain(self) -> None:

@@ -69,7 +69,7 @@ async def plan_action(
     action lock from planning until the plan is applied or discarded, and refuses to
     apply a plan whose state has changed meanwhile. ``suspect``: for a drain, the element
     that caused it (the scheduler's reason names it). ``steer``: a reroute steered by
-    source port at the hosts (``reroute --via hosts``) with these options."""
+    source port at the hosts (``reroute --at hosts``) with these options."""
     request = getattr(source, "request", None)
     if request is None:
         return unavailable(kind, target, "these snapshots come from no hosts to act on")

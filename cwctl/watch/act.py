@@ -52,7 +52,7 @@ def ask_for(decision: Decision) -> Ask:
     """The front door's ``Ask`` for a policy action (``policy.ACTIONS``)."""
     if decision.action == "drain":
         return Ask("drain", decision.element, reason=REASON, suspect=decision.element)
-    if decision.action == "steer":  # source ports at the hosts (reroute --via hosts)
+    if decision.action == "steer":  # source ports at the hosts (reroute --at hosts)
         return Ask("steer", decision.element, reason=REASON)
     return Ask("reroute", decision.element, reason=REASON, suspect=decision.element)
 

@@ -43,7 +43,7 @@ from cwctl.tomlcheck import TomlChecker, syntax_problem
 # of the scheduler.
 ACTIONS: Final = {
     "reroute": ("switch", "link", "nic"),  # the switches' ECMP groups (the model in --sim)
-    "steer": ("switch", "link"),  # source ports at the hosts (reroute --via hosts)
+    "steer": ("switch", "link"),  # source ports at the hosts (reroute --at hosts)
     "drain": ("host", "gpu"),
 }
 KINDS: Final = ("switch", "link", "nic", "host", "gpu")

@@ -1,7 +1,7 @@
 """Host-side steering on the namespace fabric, judged by real TCP that no cwctl code makes.
 
 The leaves hash each packet's 5-tuple, as hardware does (``workload.header_hashing``).
-With leaf1-spine2 lossy (5 %), ``cwctl reroute leaf1-spine2 --via hosts`` over SSH:
+With leaf1-spine2 lossy (5 %), ``cwctl reroute leaf1-spine2 --at hosts`` over SSH:
 iperf3 connections opened before the action finish unbroken; a new iperf3 run whose
 client ports would cross spine2 has every connection's source port rewritten by the
 hosts' NAT rule (its counter) and sends (next to) nothing over the faulty link, both
@@ -71,7 +71,7 @@ def test_steering_moves_new_iperf3_runs_off_the_lossy_link(fabric, tmp_path: Pat
         time.sleep(1.0)
         inv = str(bed.inventory)
         applied = cwctl(
-            bed, tmp_path, "reroute", LINK, "-i", inv, "--via", "hosts", "--port",
+            bed, tmp_path, "reroute", LINK, "-i", inv, "--at", "hosts", "--port",
             str(IPERF_PORT), "--pool", "16", "--apply", "--yes", "--verify", "--format", "json",
         )  # fmt: skip
         assert applied.returncode == 0, applied.stderr[-2000:]
@@ -101,7 +101,7 @@ def test_500_connections_all_connect_and_none_crosses_the_spine(fabric, tmp_path
     bed, port, per_peer = fabric, 7000, 125
     peers = list(L.hosts_of("leaf2"))
     applied = cwctl(
-        bed, tmp_path, "reroute", LINK, "-i", str(bed.inventory), "--via", "hosts",
+        bed, tmp_path, "reroute", LINK, "-i", str(bed.inventory), "--at", "hosts",
         "--port", str(port), "--pool", "128", "--apply", "--yes",
     )  # fmt: skip
     assert applied.returncode == 0, applied.stderr[-2000:]
@@ -135,7 +135,7 @@ def test_roce_sets_are_udp_4791_tuples_off_the_spine(fabric, tmp_path: Path) -> 
     bed = fabric
     before = {h: ruleset(bed, h) for h in L.HOSTS}
     out = cwctl(
-        bed, tmp_path, "reroute", LINK, "-i", str(bed.inventory), "--via", "hosts",
+        bed, tmp_path, "reroute", LINK, "-i", str(bed.inventory), "--at", "hosts",
         "--roce", "--pool", "8", "--format", "json",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]

@@ -1,4 +1,4 @@
-"""R in the TUI: steer around the selected suspect at the hosts (reroute --via hosts); on
+"""R in the TUI: steer around the selected suspect at the hosts (reroute --at hosts); on
 the simulator the plan changes the model the TUI probes, so the next scans clear it."""
 
 from __future__ import annotations

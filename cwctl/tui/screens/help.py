@@ -26,7 +26,7 @@ KEYS = [
     (
         "R",
         "steer around it at the hosts: new connections leave from source ports whose "
-        "paths avoid it (reroute --via hosts; ports: tui --steer-port)",
+        "paths avoid it (reroute --at hosts; ports: tui --steer-port)",
     ),
     ("d", "drain the selected host (plan, then confirm)"),
     ("y, n", "in a confirm dialog: apply, cancel (esc cancels too)"),

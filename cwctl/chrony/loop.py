@@ -80,8 +80,12 @@ class SyncRun:
         on_round: Callable[[SyncRound], None],
         journal: Any = None,
         progress: Progress | None = None,
+        unready: dict[str, str] | None = None,
     ) -> None:
         self.request = replace(request, reference=reference)
+        # hosts whose chronyd cannot take samples (``sync check``'s problems): never
+        # promised a feed, in a dry run either, and the round has problems (exit 3)
+        self.unready = dict(unready or {})
         self.plan = plan
         self.fleet = fleet
         self.reference = reference
@@ -119,6 +123,10 @@ class SyncRun:
             apply=self.plan.apply,
             sockets=self.sockets,
         )
+        for d in decisions:
+            why = self.unready.get(d.host)
+            if d.feeds and why is not None:
+                d.action, d.reason = "skip", f"chronyd not ready: {why} (cwctl sync check)"
         for d in decisions:
             if d.feeds and d.step and not self.confirm(d):
                 d.action, d.reason = "skip", "beyond --max-offset and not confirmed"

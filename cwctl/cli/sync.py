@@ -168,23 +168,31 @@ async def _run(
     fmt: SyncFormat,
     poll: int,
 ) -> int:
-    from cwctl.chrony.check import check_hosts, choose_reference
+    from cwctl.chrony.check import check_hosts, choose_reference, mark_reference
     from cwctl.chrony.loop import SyncRun
     from cwctl.cli.scan import _progress_printer
     from cwctl.report.feed import render_round_json, render_round_table
 
     try:
-        if reference is not None:
-            why = "named with --reference"
-        elif fleet.runner is None:
-            reference = fleet.names[0]
-            why = f"{fleet.source} hosts have no chronyd to ask: the first host"
+        unready: dict[str, str] = {}
+        if fleet.runner is None:  # the simulator's hosts have no chronyd to ask
+            if reference is None:
+                reference = fleet.names[0]
+                why = f"{fleet.source} hosts have no chronyd to ask: the first host"
+            else:
+                why = "named with --reference"
         else:
             checks = await check_hosts(
                 fleet.runner, fleet.names, socket_template=plan.socket_template,
                 chronyc_socket=chronyc_socket, poll=poll,
             )  # fmt: skip
-            reference, why = choose_reference(checks)
+            if reference is None:
+                reference, why = choose_reference(checks)
+            else:
+                why = "named with --reference"
+            mark_reference(checks, reference)
+            # a dry run promises only what --apply can do: not a host chronyd cannot hear
+            unready = {c.host: "; ".join(c.problems) for c in checks if not c.ready}
         journal = None
         if plan.apply:
             from cwctl.actions.journal import Journal
@@ -209,6 +217,7 @@ async def _run(
         run = SyncRun(
             request, plan, fleet, reference, why,
             confirm=confirm, on_round=on_round, journal=journal, progress=_progress_printer(),
+            unready=unready,
         )  # fmt: skip
         return await run.run()
     finally:

@@ -131,13 +131,23 @@ def render_check_table(checks: Sequence[Any], reference: tuple[str, str] | None)
             )
         )
     text = _columns(rows) + "\n"
-    missing = [c for c in checks if c.running and c.source is None and not c.reference]
-    if missing:
-        text += "\nadd to chrony.conf on " + ", ".join(c.host for c in missing) + ":\n"
-        for line in dict.fromkeys(c.line for c in missing):
-            text += f"  {line}\n"
     if reference is not None:
         text += f"\nreference: {reference[0]} ({reference[1]})\n"
+    # it always ends with the refclock line (docs/sync.md): what to add where it is
+    # missing, what chronyd must be started with where it is not running
+    missing = [c for c in checks if c.running and c.source is None and not c.reference]
+    stopped = [c for c in checks if not c.running and not c.reference]
+    groups = [
+        ("add to chrony.conf on {}:", missing),
+        ("start chronyd on {}, its chrony.conf holding:", stopped),
+    ]
+    if not missing and not stopped:
+        fed = [c for c in checks if not c.reference] or list(checks)
+        groups = [("cwctl's refclock in chrony.conf ({}):", fed)]
+    for head, hosts in groups:
+        if hosts:
+            text += "\n" + head.format(", ".join(c.host for c in hosts)) + "\n"
+            text += "".join(f"  {line}\n" for line in dict.fromkeys(c.line for c in hosts))
     return text
 
 

@@ -114,3 +114,25 @@ def test_step_without_yes_is_not_confirmed_when_nobody_can_answer(runner):
     r = json.loads(yes.stdout)
     stepped = [h for h in r["hosts"] if h["feed"]["step"]]
     assert stepped and all(h["feed"]["action"] == "feed" for h in stepped)
+
+
+def no_chronyd(tmp_path: Path) -> list[str]:
+    """Sockets where no chronyd answers (private paths: another chronyd on this machine
+    must not answer for these hosts)."""
+    return ["--socket", f"{tmp_path}/{{host}}.sock",
+            "--chronyc-socket", f"{tmp_path}/cmd/{{host}}.sock"]  # fmt: skip
+
+
+def test_a_dry_run_promises_no_feed_chronyd_cannot_take(runner, tmp_path):
+    result = runner.invoke(app, ["sync", "--local", "3", "--reference", "local-01", "--count",
+                                 "1", "--duration", "0.5", *no_chronyd(tmp_path)])  # fmt: skip
+    assert result.exit_code == 3, result.output  # like sync check: problems found
+    for host in ("local-02", "local-03"):
+        line = next(line for line in result.stdout.splitlines() if line.startswith(host))
+        assert "chronyd not ready" in line and "would feed" not in line, line
+    check = runner.invoke(app, ["sync", "check", "--local", "3", "--reference", "local-01",
+                                *no_chronyd(tmp_path)])  # fmt: skip
+    assert check.exit_code == 3
+    last = check.stdout.rstrip().splitlines()[-1]
+    assert last.strip().startswith(f"refclock SOCK {tmp_path}/local-03.sock refid CWC poll")
+    assert "start chronyd on local-02, local-03" in check.stdout

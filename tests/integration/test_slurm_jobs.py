@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from slurmbed import SlurmCluster, skip_without_slurm
 
+from cwctl.jobs.slurm import expand_hostlist
 from tests.testbed import layout as L
 from tests.testbed.bed import Testbed
 from tests.testbed.faults import apply_fault
@@ -87,6 +88,12 @@ def cwctl(cluster: SlurmCluster, *args: str, state: Path) -> subprocess.Complete
         [sys.executable, "-m", "cwctl.cli", *args],
         capture_output=True, text=True, timeout=180, env=env,
     )  # fmt: skip
+
+
+def test_host_lists_expand_as_scontrol_show_hostnames_does(cluster: SlurmCluster) -> None:
+    for text in ("gpu-[001-003,007],login-1", "r[1-2]n[08-10]", "gpu-005", "a[9-11]"):
+        real = cluster.run("scontrol", "show", "hostnames", text).stdout.split()
+        assert expand_hostlist(text) == real, text
 
 
 def test_a_link_fault_names_the_job_whose_pairs_cross_it(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -71,6 +73,11 @@ def test_the_table_and_prometheus_show_them(link_fault: FabricSnapshot) -> None:
     assert f'cwctl_suspect_jobs{{element="{element}",kind="link"}} 1.0' in prom
     assert 'cwctl_jobs_running{scheduler="slurm"} 4.0' in prom
     assert 'job="' not in prom and "alice" not in prom  # no per-job series
+    promtool = shutil.which("promtool")
+    if promtool is not None:  # CI installs it (Debian's prometheus); its linter agrees
+        lint = subprocess.run([promtool, "check", "metrics"], input=prom, capture_output=True,
+                              text=True)  # fmt: skip
+        assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
 def test_a_nic_suspect_names_the_job_on_its_host() -> None:

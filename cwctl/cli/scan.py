@@ -93,6 +93,7 @@ def scan(
             pretty=pretty,
             heatmap=heatmap,
             heatmap_max_given=heatmap_max is not None,
+            offsets_plot=offsets_plot,
         )
         # every output path checked before the scan, not after it
         if offsets_plot is not None and flags.duration is not None and flags.duration < 2:

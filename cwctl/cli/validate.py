@@ -50,7 +50,13 @@ def check_flags(flags: Any, defaults: dict[str, Any]) -> None:
 
 
 def check_report_flags(
-    *, fmt: str, prom_paths: bool, pretty: bool, heatmap: Any, heatmap_max_given: bool
+    *,
+    fmt: str,
+    prom_paths: bool,
+    pretty: bool,
+    heatmap: Any,
+    heatmap_max_given: bool,
+    offsets_plot: Any = None,
 ) -> None:
     """Flags of ``scan``'s output that only mean something with another flag."""
     if prom_paths and fmt != "prom":
@@ -59,6 +65,13 @@ def check_report_flags(
         fail(f"--pretty needs --format json (the format is {fmt})")
     if heatmap_max_given and heatmap is None:
         fail("--heatmap-max needs --heatmap FILE.png")
+    for flag, path in (("--heatmap", heatmap), ("--offsets-plot", offsets_plot)):
+        if path is not None and str(path).lower().endswith(_OTHER_IMAGES):
+            fail(f"{flag} {path}: cwctl draws PNG only; name the file .png")
+
+
+# image names that promise another format than the PNG cwctl writes
+_OTHER_IMAGES = (".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp", ".svg", ".pdf")
 
 
 def host_names(flags: Any, inventory: Any, replay: Any) -> list[str] | None:

@@ -1,4 +1,4 @@
-"""The host x host heatmap as a PNG: median queueing (p50 - min) per path, loss in red.
+"""The host x host heatmap as a PNG: queueing p50 (p50 - floor) per path, loss in red.
 
 Rows are sources, columns destinations, both ordered by leaf (then name), with a grey
 line between leaves and the leaf names along the left edge. A path that lost probes is
@@ -32,7 +32,7 @@ import numpy.typing as npt
 from cwctl import atomic
 from cwctl.errors import InputError
 from cwctl.report.png import GLYPH_H, draw_text, encode_png, text_width
-from cwctl.snapshot import FabricSnapshot, PathReport
+from cwctl.snapshot import QUEUEING, FabricSnapshot, PathReport
 from cwctl.units import fmt_ns
 
 F64 = npt.NDArray[np.float64]
@@ -246,7 +246,7 @@ def draw_heatmap(
             start = k
     _mark_suspects(img, snapshot, order, label_w, top, cell)
 
-    title = "median queueing (p50 - min) per path: rows send, columns receive"
+    title = f"{QUEUEING} per path: rows send, columns receive"
     if snapshot.source == "sim" or snapshot.source.endswith(":sim"):
         title += " (simulated)"
     draw_text(img, 4, 4, title, INK)
@@ -311,7 +311,7 @@ def _legend(img: U8, x: int, y: int, max_ns: float, suspects: list[str]) -> None
         draw_text(img, x + bar_w + 5, min(max(ty - GLYPH_H // 2, y), y + bar_h - GLYPH_H),
                   (">" if value == ticks[-1] else "<" if value == ticks[0] else "") + fmt_ns(value),
                   INK)  # fmt: skip
-    draw_text(img, x, y + bar_h + 3, "queueing, fixed log scale", INK)
+    draw_text(img, x, y + bar_h + 3, "queueing p50, log scale", INK)
     y2 = y + bar_h + 16
     loss_ramp = 10 ** np.linspace(0, -3, 40)
     img[y2 : y2 + 40, x : x + bar_w] = _lossmap(loss_ramp)[:, None, :]

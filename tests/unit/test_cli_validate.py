@@ -61,6 +61,10 @@ CASES = [
     (["sync", "--sim", "--interval", "5 parsecs"],
      "cwctl: sync: invalid value for '--interval': '5 parsecs' is not a duration: give "
      "500ms, 5s, 2m, 100us or a bare number of seconds (cwctl sync -h for help)"),
+    (["scan", "--sim", "--heatmap", "h.jpg"],
+     "cwctl: --heatmap h.jpg: cwctl draws PNG only; name the file .png"),
+    (["scan", "--sim", "--offsets-plot", "o.JPEG"],
+     "cwctl: --offsets-plot o.JPEG: cwctl draws PNG only; name the file .png"),
     (["scan", "--sim", "--duration", "50ms"],
      "cwctl: scan: invalid value for '--duration': '50ms' is out of range: give 100ms to "
      "1h (cwctl scan -h for help)"),

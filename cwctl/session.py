@@ -183,7 +183,7 @@ class ScanSession:
             snapshot, read = await asyncio.gather(
                 asyncio.to_thread(self._analyse, collection), self.jobs(collection)
             )
-            attach(snapshot, read)
+            await asyncio.to_thread(attach, snapshot, read)  # numpy per job and suspect
         self.scans += 1
         return snapshot
 

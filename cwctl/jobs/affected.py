@@ -8,6 +8,7 @@ there are, ``paths_hit`` how many cross the suspect: a probed pair by its measur
 (its discovered route, or one of the equal-cost routes of a path nobody discovered); a
 pair nobody probed by its leaves, when a probed pair between the same two leaves crossed
 it (its likely path). A job whose nodes all sit behind one leaf crosses no spine link.
+For a suspect on a host (the host, a NIC, its access link) the pairs with an end there.
 """
 
 from __future__ import annotations
@@ -93,13 +94,21 @@ def hurt(
 ) -> list[dict[str, Any]]:
     """The jobs ``suspect`` hurts, most paths hit first: each ``Job.summary()`` with
     ``paths_hit`` and ``paths`` (and ``on_node`` when it sits on one of the job's nodes)."""
-    hosts = {h for job in jobs.jobs for h in job.hosts}
-    on = {h for m in suspect.members if (h := sits_on(m, hosts, leaf_of)) is not None}
-    reach = _Reach(crossings, suspect.element) if crossings is not None else None
+    known = set(leaf_of) | {h for job in jobs.jobs for h in job.hosts}
+    sits = [sits_on(m, known, leaf_of) for m in suspect.members]
+    on = {h for h in sits if h is not None}
+    # a host, its NIC or access link: a pair crosses it when one of its ends is there (a
+    # pair elsewhere between the same leaves does not: no inference by leaves)
+    hosted = all(h is not None for h in sits)
+    reach = _Reach(crossings, suspect.element) if crossings is not None and not hosted else None
     out = []
     for job in jobs.jobs:
-        hit = reach.paths_hit(job) if reach is not None else 0
         node = on.intersection(job.hosts)
+        if hosted:
+            k, n = len(node), len(job.hosts)
+            hit = k * (n - k) + k * (k - 1) // 2
+        else:
+            hit = reach.paths_hit(job) if reach is not None else 0
         if not hit and not node:
             continue
         n = len(job.hosts)

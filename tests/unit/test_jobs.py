@@ -135,6 +135,24 @@ def test_what_a_plan_touches() -> None:
     assert protected_in(plan, ["qos=high"]) == ["7 (qos=high)"]
 
 
+def test_a_host_suspect_counts_the_pairs_with_an_end_there_and_no_others() -> None:
+    import numpy as np
+
+    from cwctl.snapshot import Crossings
+
+    hosts = list(LEAF)
+    ix = {h: i for i, h in enumerate(hosts)}
+    pair = (np.array([ix["a2"]]), np.array([ix["b1"]]))  # the one probed pair: a2-b1
+    c = Crossings(hosts, [LEAF[h] for h in hosts], pair, {"b1": pair, "leaf1-spine1": pair},
+                  {"b1": {("leaf1", "leaf2")}, "leaf1-spine1": {("leaf1", "leaf2")}})  # fmt: skip
+    jobs = JobMap([job("1", "a1", "b2"), job("2", "a2", "b1", "b2")])
+    on_b1 = hurt(Suspect("b1", "host", 0.9, ""), jobs, c, LEAF)
+    assert [(j["id"], j["paths_hit"], j["paths"]) for j in on_b1] == [("2", 2, 3)]
+    # a fabric element: job 1's unprobed leaf1-leaf2 pair likely crosses it too
+    link = hurt(Suspect("leaf1-spine1", "link", 0.9, ""), jobs, c, LEAF)
+    assert [(j["id"], j["paths_hit"]) for j in link] == [("2", 2), ("1", 1)]
+
+
 def test_a_host_suspect_hurts_the_jobs_on_it_even_without_paths() -> None:
     jobs = JobMap([job("1", "a1"), job("2", "b1", "b2")])
     found = hurt(Suspect("a1/mlx5_1", "nic", 0.9, ""), jobs, None, LEAF)

@@ -26,7 +26,7 @@ from cwctl.jobs.simjobs import sim_jobs
 from cwctl.request import Progress, ScanRequest, Source
 from cwctl.snapshot import FabricSnapshot
 from cwctl.sync import solve
-from cwctl.sync.incremental import SlidingSolver
+from cwctl.sync.incremental import SlidingSolver, history_for
 from cwctl.telemetry import build_snapshot
 from cwctl.telemetry.consistency import checked
 
@@ -196,9 +196,15 @@ class ScanSession:
             return analyse(collection, reference=reference, release=True)
         _check_reference(collection, reference)
         if self._solver is None:
-            # The window is this scan's probes (offsets are reported at its middle, as
-            # the truth is); the graph, the Huber weights and the offsets stay warm.
-            self._solver = SlidingSolver(window_s=collection.duration_s, reference=reference)
+            # The window carries the clock model: the last scans' probes, as many as
+            # history_for says for this rate (one scan at quick, 60 s at watch); offsets
+            # are reported at its middle; the graph, the Huber weights and the offsets
+            # stay warm.
+            rate = collection.params.get("rate")
+            history_s = history_for(
+                float(rate) if isinstance(rate, (int, float)) else None, collection.duration_s
+            )
+            self._solver = SlidingSolver(window_s=history_s, reference=reference)
         checked(collection)
         solution = self._solver.update(collection.table)
         return _truth_at_t_ref(build_snapshot(collection, solution, release=True))

@@ -49,7 +49,12 @@ BUDGETS: Final = {
     BUDGET_QUICK: Budget(BUDGET_QUICK, 100.0, 2.0, "scan, reroute --verify, sync --count 1"),
     BUDGET_WATCH: Budget(BUDGET_WATCH, 2.0, 5.0, "tui, watch, the sync loop"),
 }
-WATCH_HISTORY_S: Final = 60.0  # the watch budget's clock model looks back this far
+# The sliding clock solve (TUI, watch, the sync loop) carries the clock model across
+# windows by keeping the probes of the last windows: enough of them for this many coded
+# pairs per peer (60 s at the watch budget), never older than the span a straight line
+# (offset and drift) holds against the clocks' wander (docs/sync.md "Probe budgets").
+SLIDING_HISTORY_PAIRS: Final = 120
+SLIDING_HISTORY_MAX_S: Final = 300.0
 
 # --- probing (the inventory's [probe] section) ------------------------------------------
 PROBE_DURATION_S: Final = BUDGETS[BUDGET_QUICK].duration_s  # a scan's, unless a budget says

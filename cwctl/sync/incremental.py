@@ -1,7 +1,12 @@
 """``SlidingSolver``: the clock solve over a sliding window, for the TUI's ticks.
 
 Each ``update(new_rows)`` appends the new probes, forgets those older than the window
-and solves again, reusing what did not change:
+and solves again, reusing what did not change. The window is how the clock model is
+carried across scans: each pair's offset and drift are fitted over every probe still in
+it, so a sparse budget's accuracy builds up scan after scan instead of starting afresh
+(``history_for`` sizes it: enough scans for ``settings.SLIDING_HISTORY_PAIRS`` coded
+pairs per peer, at most ``SLIDING_HISTORY_MAX_S``, beyond which the clocks' wander bends
+a straight line). Reused from tick to tick:
 
 * the pair fits are recomputed (one vectorised pass over the window, cheap);
 * the probe graph (components, references, BFS trees, incidence) is reused when the
@@ -23,6 +28,7 @@ from typing import Any
 import numpy as np
 from scipy.sparse.linalg import splu
 
+from cwctl import settings
 from cwctl.records import ProbeTable, concat_tables
 from cwctl.sync.floors import weigh_floors
 from cwctl.sync.network import ProbeGraph, build_graph
@@ -39,17 +45,41 @@ from cwctl.sync.solve import (
 )
 
 FACTOR_MAX_HOSTS = 2_000
+
+
+def history_for(rate: float | None, duration_s: float) -> float:
+    """Seconds of probes a sliding solve keeps for scans of ``duration_s`` at ``rate``
+    coded pairs per second per peer: ``SLIDING_HISTORY_PAIRS`` pairs per peer's worth
+    (60 s at the watch budget; one scan at quick), within ``SLIDING_HISTORY_MAX_S``."""
+    if not rate or rate <= 0:
+        return duration_s
+    wanted = settings.SLIDING_HISTORY_PAIRS / rate
+    return max(duration_s, min(wanted, settings.SLIDING_HISTORY_MAX_S))
+
+
 _COLUMNS = ("src", "dst", "sport", "pair", "idx", "gap_ns", "ts", "t1", "t2", "t3", "t4", "nic")
 WARM_ROBUST_ROUNDS = 1  # the Huber weights carry over from tick to tick
+IDLE_NS = 1_000_000_000  # a longer pause between two updates' probes is idle, not probing
 
 
 class SlidingSolver:
-    """Keeps the last ``window_s`` seconds of probes and solves them incrementally."""
+    """Keeps the last ``window_s`` seconds of probing and solves them incrementally.
+
+    Seconds of probing, not of the clock: the idle time between two updates (a watch's
+    rounds every 30 s, each probing 5 s) does not count, so the window holds as many
+    probes whatever the scans' spacing, within ``max_span_s`` of the newest probe."""
 
     def __init__(
-        self, window_s: float = 2.0, *, reference: str | None = None, method: Method = "hybrid"
+        self,
+        window_s: float = 2.0,
+        *,
+        reference: str | None = None,
+        method: Method = "hybrid",
+        max_span_s: float = settings.SLIDING_HISTORY_MAX_S,
     ) -> None:
         self.window_ns = int(window_s * 1e9)
+        self.max_span_ns = int(max(max_span_s, window_s) * 1e9)
+        self._spans: list[tuple[int, int]] = []  # (first, last) probe stamp of each update
         self.reference = reference
         self.method: Method = method
         self._table: ProbeTable | None = None
@@ -64,13 +94,37 @@ class SlidingSolver:
         """The probes currently in the window."""
         return self._table if self._table is not None else ProbeTable.empty()
 
+    def _cutoff(self, new: ProbeTable) -> int | None:
+        """The oldest probe stamp the window keeps once ``new`` is in: ``window_ns`` of
+        probing counted back from the newest update, idle gaps between updates skipped,
+        never older than ``max_span_ns`` before the newest probe."""
+        if len(new):
+            self._spans.append((int(new.t1.min()), int(new.t1.max())))
+        if not self._spans:
+            return None
+        newest = max(end for _, end in self._spans)
+        cutoff, probed = self._spans[0][0], 0
+        following = None  # the start of the next (newer) update
+        for start, end in reversed(self._spans):
+            # a short pause before the next update is the probing's own spacing
+            if following is not None and following - end <= IDLE_NS:
+                end = following
+            if probed + (end - start) >= self.window_ns:
+                cutoff = end - (self.window_ns - probed)
+                break
+            probed += end - start
+            following = start
+        cutoff = max(cutoff, newest - self.max_span_ns)
+        self._spans = [(max(s, cutoff), e) for s, e in self._spans if e >= cutoff]
+        return cutoff
+
     def _append(self, new: ProbeTable) -> ProbeTable:
         old = self._table
+        cutoff = self._cutoff(new)
         if old is None or not len(old):
             table = new
         else:
-            newest = max(int(old.t1.max()), int(new.t1.max()) if len(new) else 0)
-            old = old.select(old.t1 >= newest - self.window_ns)  # forget first, then join
+            old = old.select(old.t1 >= (cutoff or 0))  # forget first, then join
             if old.hosts == new.hosts and old.nics == new.nics:  # the usual tick: no remap
                 table = ProbeTable(
                     hosts=old.hosts,
@@ -79,9 +133,8 @@ class SlidingSolver:
                 )
             else:
                 table = concat_tables([old, new])
-        if len(table):
-            newest = int(table.t1.max())
-            table = table.select(table.t1 >= newest - self.window_ns)
+        if len(table) and cutoff is not None:
+            table = table.select(table.t1 >= cutoff)
         self._table = table
         return table
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -195,3 +197,28 @@ def test_margin_envelopes_per_group_with_empty_clouds_left_open() -> None:
     top, bottom = _envelopes(v, group, upper, 4)
     assert top.tolist() == [3.0, 7.0, np.inf, np.inf]  # lowest upper point per group
     assert bottom.tolist() == [1.0, -np.inf, 2.0, -np.inf]  # highest lower point per group
+
+
+def test_sliding_window_counts_seconds_of_probing_not_the_idle_time_between_scans() -> None:
+    """A watch's scans: 2 s of probing every 30 s. A window of 3 s of probing keeps the
+    newest scan and the last second of the one before, though 28 s of idle lie between."""
+    table, _, _ = make(8, 3, seed=2, pairs_per_edge=20, duration_s=2.0)
+
+    def later(s: float) -> Any:
+        out = table.select(np.ones(len(table), np.bool_))
+        for column in ("t1", "t2", "t3", "t4"):
+            setattr(out, column, getattr(out, column) + int(s * 1e9))
+        return out
+
+    solver = SlidingSolver(window_s=3.0)
+    for k in range(3):
+        solver.update(later(30.0 * k))
+    kept = solver.table().t1
+    newest_start, before_end = int(later(60.0).t1.min()), int(later(30.0).t1.max())
+    assert kept.max() == later(60.0).t1.max()
+    assert before_end - 1.2e9 < kept.min() < before_end - 0.8e9  # 1 s of the scan before
+    assert not (kept < int(later(30.0).t1.min())).any()  # nothing of the first scan
+    spread = SlidingSolver(window_s=3.0, max_span_s=10.0)
+    for k in range(3):
+        spread.update(later(30.0 * k))
+    assert spread.table().t1.min() >= newest_start  # the span caps it: this scan alone

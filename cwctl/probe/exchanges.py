@@ -19,6 +19,8 @@ from cwctl.probe.inflight import Exchange
 from cwctl.probe.rails import Rails
 from cwctl.probe.stamps import (
     RX_ANCILLARY,
+    SO_TIMESTAMPNS,
+    TIMESPEC,
     TX_STAMP_REQUEST,
     enable_timestamps,
     interface_of,
@@ -40,6 +42,7 @@ from cwctl.probe.wire import (
     now_ns,
 )
 
+SOL_SOCKET = socket.SOL_SOCKET
 RX_BYTES = 256  # our datagrams are 52 bytes; anything longer is not ours
 SEND_TRIES = 4  # a send that reports an earlier ICMP error is tried again, this often
 FAR_BEHIND_NS = 200000000  # a pair due longer ago than this (a stall) is skipped
@@ -268,6 +271,7 @@ class Agent(ErrorQueue):
 
     def drain(self, sock):
         recv, bufs, view, ancillary = sock.recvmsg_into, self.rx_bufs, self.rx_view, RX_ANCILLARY
+        open_, received, on_datagram = self.guard.open, self.cost.received, self.on_datagram
         while True:
             try:
                 size, anc, _flags, addr = recv(bufs, ancillary)
@@ -277,11 +281,19 @@ class Agent(ErrorQueue):
                 if exc.errno in QUEUED_ERRORS:
                     continue
                 raise
-            self.cost.received(size)
-            fields = self.guard.open(view[:size])
+            received(size)
+            fields = open_(view[:size])
             if fields is None:
                 continue
-            self.on_datagram(sock, fields, kernel_stamp(anc) if anc else 0, addr)
+            stamp = 0
+            if anc:  # the usual receive: one SO_TIMESTAMPNS (kernel_stamp for the rest)
+                level, kind, data = anc[0]
+                if kind == SO_TIMESTAMPNS and level == SOL_SOCKET and len(anc) == 1:
+                    sec, nsec = TIMESPEC.unpack_from(data)
+                    stamp = sec * 1000000000 + nsec
+                else:
+                    stamp = kernel_stamp(anc)
+            on_datagram(sock, fields, stamp, addr)
 
     def on_datagram(self, sock, fields, stamp, addr):
         kind, flags, idx, rid, seq, a, b = fields

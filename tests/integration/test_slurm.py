@@ -145,3 +145,14 @@ def test_a_host_slurm_does_not_know_is_unreachable_and_the_others_scan(
     assert hosts["ghost9"]["status"] == "unreachable"
     assert "not a node of this Slurm cluster" in hosts["ghost9"]["error"]
     assert all(hosts[n]["status"] == "ok" for n in slurm.nodes), hosts
+
+
+def test_watch_rounds_through_srun_steps(slurm: SlurmCluster, env: Path) -> None:
+    """``cwctl watch --via slurm``: each round is one srun step over the same session."""
+    result = run("watch", "-i", str(env), "--via", "slurm", "--rounds", "2", "--interval", "0")
+    assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
+    lines = [json.loads(x) for x in result.stderr.splitlines() if x.startswith("{")]  # type: ignore[attr-defined]
+    assert lines[0]["event"] == "start" and lines[0]["source"] == "slurm"
+    rounds = [x for x in lines if x["event"] == "round"]
+    assert [r["reached"] for r in rounds] == [slurm.n, slurm.n]
+    assert all(r["records"] > 100 for r in rounds)

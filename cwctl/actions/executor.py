@@ -11,15 +11,18 @@ gone. Nothing here asks the operator anything; the CLI confirms before calling.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from cwctl import settings
 from cwctl.actions.history import Action
-from cwctl.actions.journal import Journal
+from cwctl.actions.journal import Journal, JournalWriteError
 from cwctl.actions.plan import ActionPlan, Step, utc_now
 from cwctl.actions.runners import CommandResult, Runner
+
+LINE_ROOM = 512  # bytes a step, verify or end line of the journal takes, with room
 
 # step statuses (STARTED and UNDOING are only written to the journal, ahead of the effect)
 OK, FAILED, NOT_RUN, STARTED, UNDOING = "ok", "failed", "not run", "started", "undoing"
@@ -42,6 +45,9 @@ class Execution:
     plan: ActionPlan
     outcomes: list[StepOutcome]
     failed: int | None = None  # index of the step that failed
+    # why the journal stopped taking lines mid-apply (a full disk): the apply stopped there
+    # and what ran was rolled back; None when every line was written
+    journal_error: str | None = None
 
     @property
     def status(self) -> str:
@@ -76,24 +82,42 @@ async def execute(
     outcomes = [StepOutcome(i) for i in range(len(plan.steps))]
     execution = Execution(plan, outcomes)
     note = _noter(plan, journal)
+    quiet = _noter(plan, journal, quiet=True)  # while rolling back: the undo matters more
     for i, step in enumerate(plan.steps):
         if progress is not None:
             progress(i, step, "running")
-        note(outcomes[i], STARTED)
+        try:
+            note(outcomes[i], STARTED)
+        except JournalWriteError as exc:  # not run: the journal must say so first
+            outcomes[i].detail = "not run: the journal could not be written"
+            execution.failed, execution.journal_error = i, str(exc)
+            await _roll_back(plan, outcomes[:i], runner, progress, quiet)
+            break
         result = await run_step(runner, step)
         outcomes[i].rc = result.rc
         if result.ok:
-            note(outcomes[i], OK)
+            try:
+                note(outcomes[i], OK)
+            except JournalWriteError as exc:  # it ran, unrecorded: undone with the rest
+                outcomes[i].detail = "ran, but the journal could not record it"
+                execution.failed, execution.journal_error = i, str(exc)
+                await _roll_back(plan, outcomes[: i + 1], runner, progress, quiet)
+                break
             continue
         outcomes[i].detail = result.detail() or f"exit {result.rc}"
-        note(outcomes[i], FAILED)
+        quiet(outcomes[i], FAILED)
         execution.failed = i
-        await _roll_back(plan, outcomes[:i], runner, progress, note)
+        await _roll_back(plan, outcomes[:i], runner, progress, quiet)
         break
     return execution
 
 
-def _noter(plan: ActionPlan, journal: Journal | None) -> Callable[[StepOutcome, str], None]:
+def _noter(
+    plan: ActionPlan, journal: Journal | None, *, quiet: bool = False
+) -> Callable[[StepOutcome, str], None]:
+    """Record a step's status (and journal it); ``quiet``: a journal that cannot take the
+    line is not a reason to stop (a rollback goes on)."""
+
     def note(outcome: StepOutcome, status: str) -> None:
         if status not in (STARTED, UNDOING):
             outcome.status = status
@@ -101,7 +125,11 @@ def _noter(plan: ActionPlan, journal: Journal | None) -> Callable[[StepOutcome, 
             record = {"id": plan.id, "event": "step", "index": outcome.index, "status": status}
             if status not in (STARTED, UNDOING):
                 record.update(rc=outcome.rc, detail=outcome.detail)
-            journal.append(record)
+            try:
+                journal.append(record)
+            except JournalWriteError:
+                if not quiet:
+                    raise
 
     return note
 
@@ -147,9 +175,15 @@ async def apply_plan(
     }
     if plan.rollback_of:
         intent["rollback_of"] = plan.rollback_of
+    # room for every line this action can write, taken before anything is touched
+    journal.reserve(len(json.dumps(intent)) + (4 * len(plan.steps) + 4) * LINE_ROOM)
     journal.append(intent, sync_dir=True)
     execution = await execute(plan, runner, progress, journal)
-    journal.append({"id": plan.id, "time": utc_now(), "event": "end", "status": execution.status})
+    end = {"id": plan.id, "time": utc_now(), "event": "end", "status": execution.status}
+    try:
+        journal.append(end)
+    except JournalWriteError as exc:  # the action is over; the journal reads it interrupted
+        execution.journal_error = execution.journal_error or str(exc)
     return execution
 
 

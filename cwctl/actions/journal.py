@@ -24,6 +24,7 @@ Both are opened with ``O_NOFOLLOW``: a symlink in their place is refused too.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -116,6 +117,28 @@ def _failpoint() -> None:
         os.kill(os.getpid(), signal.SIGSTOP)
 
 
+class JournalWriteError(CwctlError):
+    """A journal line could not be written (a full disk, a read-only state directory)."""
+
+
+FALLOC_FL_KEEP_SIZE = 1  # include/uapi/linux/falloc.h
+
+
+def _reserve_blocks(fd: int, offset: int, nbytes: int) -> None:
+    """Allocate the disk blocks for ``nbytes`` past ``offset`` without changing the file's
+    size (Linux ``fallocate(FALLOC_FL_KEEP_SIZE)``): later appends there cannot meet a
+    full disk. OSError(ENOSPC) when there is no room; EOPNOTSUPP where the file system
+    cannot."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fallocate = libc.fallocate
+    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
+    if fallocate(fd, FALLOC_FL_KEEP_SIZE, offset, nbytes) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
 class Journal:
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory or state_dir()
@@ -138,11 +161,44 @@ class Journal:
                 view = view[os.write(fd, view) :]
             os.fsync(fd)
         except OSError as exc:
-            raise CwctlError(f"cannot write the journal {self.path}: {exc.strerror}") from None
+            raise JournalWriteError(
+                f"cannot write the journal {self.path}: {exc.strerror}"
+            ) from None
         finally:
             os.close(fd)  # closing releases the lock
         if sync_dir:
             fsync_dir(self.directory)
+
+    def reserve(self, nbytes: int) -> None:
+        """Make sure the next ``nbytes`` of journal lines can be written: their blocks
+        allocated now, past the journal's end (a full state directory refuses here,
+        before anything is touched). Where the file system cannot reserve, room for them
+        is checked with a scratch file instead (a check, not a guarantee)."""
+        fd = open_checked(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, "journal")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                _reserve_blocks(fd, os.fstat(fd).st_size, nbytes)
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                    raise
+                self._check_room(nbytes)
+        except OSError as exc:
+            raise JournalWriteError(
+                f"the state directory {self.directory} has no room for this action's journal "
+                f"({nbytes:,} bytes): {exc.strerror}: nothing applied"
+            ) from None
+        finally:
+            os.close(fd)
+
+    def _check_room(self, nbytes: int) -> None:
+        scratch = self.directory / f".{JOURNAL_FILE}.room"
+        fd = os.open(scratch, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, nbytes)
+        finally:
+            os.close(fd)
+            scratch.unlink(missing_ok=True)
 
     def read(self) -> JournalRead:
         out = JournalRead()
@@ -194,8 +250,14 @@ class ActionLock:
                 f"another cwctl action is running (pid {holder}, lock {self.path}); "
                 "wait for it to finish"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+        except OSError as exc:  # a full state directory: nothing has been touched yet
+            os.close(fd)
+            raise CwctlError(
+                f"cannot write the action lock {self.path}: {exc.strerror}: nothing applied"
+            ) from None
         self._fd = fd
         return self
 

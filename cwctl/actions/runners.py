@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -210,12 +211,18 @@ class SimRunner:
         from cwctl.actions.simulated import to_change
         from cwctl.sim.state import save_state
 
+        before = copy.deepcopy(self.model.state)
         try:
             self.model.apply(to_change(change))
         except InputError as exc:
             return CommandResult(2, "", str(exc))
         if self.request is not None:
-            save_state(self.model, self.request)
+            try:
+                save_state(self.model, self.request)
+            except OSError as exc:  # not saved, so not done: the model as it was
+                self.model.state = before
+                self.model.path_cache.clear()
+                return CommandResult(1, "", f"cannot save the simulator state: {exc.strerror}")
         return CommandResult(0)
 
     async def close(self) -> None:

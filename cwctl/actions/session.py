@@ -150,6 +150,15 @@ def failure_line(plan: ActionPlan, execution: Execution) -> str:
         if undone
         else "; the steps before it were rolled back"
     )
+    if execution.journal_error is not None:  # a full state directory, mid-apply
+        ran = (
+            "the steps before it" if detail.startswith("not run") else "it and the steps before it"
+        )
+        tail = tail.replace("the steps before it", ran)
+        return (
+            f"stopped at step {execution.failed + 1}: {execution.journal_error}; {detail}"
+            f"{tail} (journal {plan.id})"
+        )
     return f"step {execution.failed + 1} failed on {step.host}: {detail}{tail} (journal {plan.id})"
 
 

@@ -10,8 +10,10 @@ conditions, not what the operator changed.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +73,29 @@ def save_state(model: FabricModel, request: Any) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"shape": shape_of(request), "state": state_to_json(model.state)}
     text = json.dumps(data, indent=1, sort_keys=True) + "\n"
-    write_text(path, text, mode=PRIVATE_MODE, option="simulator state")
+    try:
+        write_text(path, text, mode=PRIVATE_MODE, option="simulator state")
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC or not path.is_file() or path.is_symlink():
+            raise
+        _rewrite_in_place(path, text.encode())  # a full disk: no room for a second copy
     return path
+
+
+def _rewrite_in_place(path: Path, data: bytes) -> None:
+    """Overwrite the state file in its own blocks (a full disk has no room for the
+    temporary copy an atomic write needs; the file is the simulator's, a torn write of
+    it reads as the default state). OSError if even that fails."""
+    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        view = memoryview(data)
+        offset = 0
+        while offset < len(data):
+            offset += os.pwrite(fd, view[offset:], offset)
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def restore_saved_state(model: FabricModel, request: Any) -> bool:

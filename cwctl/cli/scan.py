@@ -65,8 +65,8 @@ def scan(
         typer.Option(
             "--offsets-plot",
             metavar="FILE.png",
-            help="Also plot each host's offset against time, window by window (scans of "
-            "2 s or more; one window a second, up to 20).",
+            help="Also plot each host's offset against time, window by window: windows of "
+            "20 coded pairs per peer or more (up to 20), each with its error bars.",
         ),
     ] = None,
     prom_paths: Annotated[
@@ -96,9 +96,6 @@ def scan(
             offsets_plot=offsets_plot,
         )
         # every output path checked before the scan, not after it
-        if offsets_plot is not None and flags.duration is not None and flags.duration < 2:
-            fail(f"--offsets-plot needs --duration 2 or more (one window a second), "
-                 f"not {flags.duration:g}")  # fmt: skip
         outputs = {
             "--out": out,
             "--heatmap": heatmap,
@@ -111,18 +108,25 @@ def scan(
         request = build_request(
             replace(flags, save_records=checked["--save-records"]), COMMAND_BUDGETS["scan"]
         )
+        if offsets_plot is not None and request.replay is None:
+            _check_offsets_plot(request)  # before probing: the windows the rate supports
         import asyncio  # lazy: `cwctl --help` need not load it
 
         from cwctl.actions.jobs import job_reader
         from cwctl.report import BINARY, render, render_bytes
         from cwctl.session import scan as run_scan  # after every check: numpy, scipy, ...
 
-        table = None
+        table, rate = None, None
         jobs = job_reader(request, accept_new_host_keys=request.accept_new_host_keys)
         if checked["--offsets-plot"] is None:
             snapshot = asyncio.run(run_scan(request, _progress_printer(), jobs))
         else:
-            snapshot, table = asyncio.run(_scan_keeping_records(request, jobs))
+            snapshot, table, rate = asyncio.run(_scan_keeping_records(request, jobs))
+            from cwctl.report.offsets import too_few_windows
+
+            why = too_few_windows(rate, snapshot.duration_s)  # saved records: known now
+            if why is not None:
+                fail(why)
         color = STATE.color and out_path is None and fmt is Format.table
         write_output(
             render_bytes(snapshot, fmt.value, prom_paths=prom_paths, pretty=pretty)
@@ -138,14 +142,14 @@ def scan(
         if table is not None and checked["--offsets-plot"] is not None:
             from cwctl.report.offsets import write_offsets_plot
 
-            write_offsets_plot(table, snapshot, checked["--offsets-plot"])
+            write_offsets_plot(table, snapshot, checked["--offsets-plot"], rate)
         return EXIT_OK if snapshot.healthy else EXIT_PROBLEMS
 
     raise typer.Exit(run_guarded(body))
 
 
-async def _scan_keeping_records(request: Any, jobs: Any) -> tuple[Any, Any]:
-    """One scan, and its probe table (for the offsets plot)."""
+async def _scan_keeping_records(request: Any, jobs: Any) -> tuple[Any, Any, float | None]:
+    """One scan, its probe table and its rate (for the offsets plot)."""
     import asyncio
 
     from cwctl.jobs.affected import attach
@@ -156,7 +160,25 @@ async def _scan_keeping_records(request: Any, jobs: Any) -> tuple[Any, Any]:
         snapshot = await asyncio.to_thread(analyse, collection, reference=request.reference)
         if session.jobs is not None:
             attach(snapshot, await session.jobs(collection))
-        return snapshot, collection.table
+        rate = collection.params.get("rate")
+        return snapshot, collection.table, float(rate) if rate else None
+
+
+def _check_offsets_plot(request: Any) -> None:
+    """Refuse --offsets-plot before probing when the scan's rate and window cannot give
+    two windows worth solving (the budget's, the inventory's, the flags')."""
+    from cwctl.report.offsets import too_few_windows
+    from cwctl.transport.plan import resolve_probe
+
+    base = None
+    if request.inventory is not None:
+        from cwctl.inventory import load_inventory
+
+        base = load_inventory(request.inventory).probe
+    probe = resolve_probe(request, base)
+    why = too_few_windows(probe.rate, float(probe.duration or 0.0))
+    if why is not None:
+        fail(why)
 
 
 def _progress_printer(label: str = "scan") -> Callable[[str, dict[str, Any]], None] | None:

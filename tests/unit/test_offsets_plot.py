@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cwctl.cli import app
-from cwctl.report.offsets import offset_series, render_offsets, window_count
+from cwctl.report.offsets import offset_series, render_offsets, stray_notes, windows_for
 from cwctl.report.png import decode_png_size
 from cwctl.session import analyse
 from tests.unit.telemetry_synth import Synth, make
@@ -48,22 +48,30 @@ def test_a_stepped_clock_strays_by_its_step() -> None:
     assert d[1] - (d[0] + d[2]) / 2 == pytest.approx(STEP_NS, rel=0.25)
     others = np.delete(series.residual_ns, x, axis=1)
     assert np.nanmax(np.abs(others)) < 0.2 * STEP_NS  # the rest stay near their fit
+    assert series.uncertainty_ns.shape == (4, 16) and np.isfinite(series.uncertainty_ns).all()
+    # the stepped host is named first and said to lie beyond its error bars; no host
+    # within its bars is called a stray
+    (first, stray, why), *rest = stray_notes(series)
+    assert series.hosts[first] == "gpu-007" and why.startswith("beyond")
+    assert all(note.startswith("within") for _, s, note in rest if s < 0.2 * STEP_NS)
     png = render_offsets(series)
-    assert decode_png_size(png) == (720, 360)
+    assert decode_png_size(png) == (960, 360)
 
 
-def test_window_count() -> None:
-    assert window_count(1.5) == 1 and window_count(2.0) == 2
-    assert window_count(10.0) == 10 and window_count(600.0) == 20
+def test_windows_hold_what_the_rate_supports() -> None:
+    assert windows_for(100.0, 2.0) == 10  # quick: 0.2 s windows of 20 pairs per peer
+    assert windows_for(2.0, 5.0) == 0 and windows_for(2.0, 40.0) == 4  # watch: 10 s each
+    assert windows_for(100.0, 600.0) == 20 and windows_for(None, 3.0) == 3
 
 
 def test_cli_offsets_plot(tmp_path: Path) -> None:
-    short = CliRunner().invoke(app, ["scan", "--sim", "--hosts", "8", "--duration", "1",
+    short = CliRunner().invoke(app, ["scan", "--sim", "--hosts", "8", "--rate", "10",
                                      "--offsets-plot", str(tmp_path / "o.png")])  # fmt: skip
     assert short.exit_code == 2
-    assert (
-        short.stderr
-        == "cwctl: --offsets-plot needs --duration 2 or more (one window a second), not 1\n"
+    assert short.stderr == (
+        "cwctl: --offsets-plot needs two windows of 20 coded pairs per peer: at 10 coded "
+        "pairs/s per peer a scan of 4 s or more (this one probes 2 s; raise --duration or "
+        "--rate)\n"
     )
     assert not (tmp_path / "o.png").exists()
     ok = CliRunner().invoke(app, ["scan", "--sim", "--hosts", "8", "--duration", "3",

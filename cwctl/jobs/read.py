@@ -60,6 +60,8 @@ async def read_jobs(inventory: Any, runner: Runner) -> JobRead | None:
         result = await asyncio.wait_for(runner.run(where, argv), READ_TIMEOUT_S)
     except TimeoutError:
         return JobRead(kind, error=f"{argv[0]} on {where}: no answer in {READ_TIMEOUT_S:g} s")
+    except CwctlError as exc:  # the runner could not be set up (an SSH identity, ...)
+        return JobRead(kind, error=f"{argv[0]} on {where}: {str(exc).splitlines()[0]}")
     if result.rc != 0:
         why = result.detail() or f"exit {result.rc}"
         return JobRead(kind, error=f"{argv[0]} on {where}: {why}")

@@ -161,3 +161,18 @@ def test_a_scheduler_that_does_not_answer_is_said_not_failed(
     plan = CliRunner().invoke(app, ["drain", "-i", str(inv), "h1"])
     assert plan.exit_code == 0, plan.output
     assert "note: the running jobs are not known: squeue on local:" in plan.stdout
+
+
+def test_a_scheduler_out_of_reach_leaves_the_dry_run_working(tmp_path: Path) -> None:
+    """SSH settings that cannot work (an identity that does not exist): the plan is shown,
+    its jobs 'not known' in a note; nothing was required of SSH to plan a drain."""
+    inv = tmp_path / "remote.toml"
+    inv.write_text(
+        '[ssh]\nidentity = "no-such-key"\n\n[scheduler]\nkind = "slurm"\nhost = "ctl"\n\n'
+        '[[host]]\nname = "gpu-001"\naddress = "10.0.1.1"\n'
+    )
+    done = CliRunner().invoke(app, ["drain", "gpu-001", "-i", str(inv)])
+    assert done.exit_code == 0, done.output
+    assert "[ctl] slurm: drain gpu-001" in done.stdout
+    assert "note: the running jobs are not known: squeue on ctl: " in done.stdout
+    assert "no-such-key" in done.stdout  # why, in the inventory's own words

@@ -217,29 +217,36 @@ PAGES: list[tuple[str, str, list[tuple[str, list[str]]]]] = [
 ]
 
 
+def prepare(cwd: Path) -> dict[str, str]:
+    """The files the examples name, written into ``cwd``, and the environment they run
+    in (a private state directory, no colour, 80 columns)."""
+    env = {**os.environ, "CWCTL_STATE_DIR": str(cwd / "state"), "NO_COLOR": "1",
+           "COLUMNS": "80", "PYTHONPATH": str(ROOT)}  # fmt: skip
+    env.pop("CWCTL_INVENTORY", None)
+    (cwd / "inventory.example.toml").write_text((ROOT / "inventory.example.toml").read_text())
+    host = '[[host]]\nname = "gpu-007"\naddress = "10.0.1.7"\nnics = ["mlx5_0", "mlx5_1"]\n'
+    (cwd / "k8s.toml").write_text(f'[scheduler]\nkind = "k8s"\nhost = "k8s-ctl"\n\n{host}')
+    (cwd / "slurm.toml").write_text(f'[scheduler]\nkind = "slurm"\nhost = "slurm-ctl"\n\n{host}')
+    (cwd / "broken.toml").write_text(
+        '[[host]]\nname = "gpu-001"\naddress = "10.0.1.1"\nleaf = "leaf9"\n\n'
+        '[[host]]\nname = "gpu-001"\naddress = "10.0.1.2"\ncolour = "blue"\n'
+    )
+    (cwd / "policy.toml").write_text((ROOT / "docs" / "watch-policy.example.toml").read_text())
+    (cwd / "broken-policy.toml").write_text(
+        '[act]\nrounds = 0\nhold = 60\n\n[[allow]]\nkind = "host"\naction = "reroute"\n'
+    )
+    return env
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cwctl-docs-") as tmp:
         cwd = Path(tmp)
-        env = {**os.environ, "CWCTL_STATE_DIR": str(cwd / "state"), "NO_COLOR": "1",
-               "COLUMNS": "80", "PYTHONPATH": str(ROOT)}  # fmt: skip
-        env.pop("CWCTL_INVENTORY", None)
-        (cwd / "inventory.example.toml").write_text((ROOT / "inventory.example.toml").read_text())
-        host = '[[host]]\nname = "gpu-007"\naddress = "10.0.1.7"\nnics = ["mlx5_0", "mlx5_1"]\n'
-        (cwd / "k8s.toml").write_text(f'[scheduler]\nkind = "k8s"\nhost = "k8s-ctl"\n\n{host}')
-        (cwd / "slurm.toml").write_text(
-            f'[scheduler]\nkind = "slurm"\nhost = "slurm-ctl"\n\n{host}'
-        )
-        (cwd / "broken.toml").write_text(
-            '[[host]]\nname = "gpu-001"\naddress = "10.0.1.1"\nleaf = "leaf9"\n\n'
-            '[[host]]\nname = "gpu-001"\naddress = "10.0.1.2"\ncolour = "blue"\n'
-        )
-        (cwd / "policy.toml").write_text((ROOT / "docs" / "watch-policy.example.toml").read_text())
-        (cwd / "broken-policy.toml").write_text(
-            '[act]\nrounds = 0\nhold = 60\n\n[[allow]]\nkind = "host"\naction = "reroute"\n'
-        )
+        env = prepare(cwd)
         index = ["# cwctl, command by command\n",
                  "Each page shows real output, made by `docs/commands/generate.py` (run it to "
-                 "regenerate; seeded simulator, so the numbers repeat).\n"]  # fmt: skip
+                 "regenerate; seeded simulator, so the numbers repeat). "
+                 "`tests/unit/test_docs_commands.py` runs every example again and checks its "
+                 "exit code.\n"]  # fmt: skip
         for name, what, examples in PAGES:
             parts = [f"# `cwctl {name}`\n", what + "\n"]
             for note, args in examples:

@@ -337,3 +337,38 @@ def test_sudo_wraps_commands_and_undos_not_sim_changes() -> None:
     assert plan.steps[0].argv[:4] == ("sudo", "-n", "--", "scontrol")
     assert (plan.steps[0].undo_argv or ())[:4] == ("sudo", "-n", "--", "scontrol")
     assert plan.steps[1].argv == () and plan.steps[1].change is not None
+
+
+async def test_the_readme_reroute_example_plans() -> None:
+    """README's host-route reroute, its flags as written there: the gateways name the
+    suspect's next hop, so a plan is made that drops exactly that one."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    line = next(x for x in readme.splitlines() if x.startswith("cwctl reroute "))
+    args = shlex.split(line.split("  #", 1)[0])
+    element = args[2]
+    prefix = args[args.index("--prefix") + 1]
+    gateways = [args[i + 1] for i, a in enumerate(args) if a == "--gateway"]
+    by_spine = dict(g.split("=", 1) for g in gateways)
+    answer = json.dumps(
+        [
+            {
+                "dst": prefix,
+                "flags": [],
+                "nexthops": [
+                    {"gateway": by_spine["spine1"], "dev": "eth0", "weight": 1, "flags": []},
+                    {"gateway": by_spine["spine2"], "dev": "eth1", "weight": 1, "flags": []},
+                ],
+            }
+        ]
+    )
+    hosts = FakeHosts({"gpu-001": answer, "gpu-002": answer})
+    options = RouteOptions(prefix=prefix, gateways=route.parse_gateways(gateways))
+    plan = await plan_reroute(element, Target(inventory=inventory()), hosts, options)
+    assert [s.host for s in plan.steps] == ["gpu-001", "gpu-002"]
+    assert by_spine[element] not in plan.steps[0].argv  # the suspect's next hop is dropped
+    assert by_spine["spine1"] in plan.steps[0].argv
+    assert re.fullmatch(r"\d+\.\d+\.\d+\.\d+/\d+", prefix)

@@ -12,6 +12,7 @@ drain by design; its scheduler steps read their state back).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from cwctl.actions.executor import record_verification, rollback_plan, verify
@@ -23,6 +24,45 @@ from cwctl.errors import CwctlError
 from cwctl.watch.decide import Decision
 
 REASON = "cwctl watch"
+BY = "watch"  # the key of a plan's context that says the watch applied it, and for what
+
+
+def mark(decision: Decision) -> dict[str, str]:
+    return {"element": decision.element, "kind": decision.kind, "action": decision.action}
+
+
+def adoptable(fabric: Fabric, journal: Journal | None = None) -> list[tuple[dict[str, str], str]]:
+    """The watch's own actions on this fabric still in place (applied, not rolled back):
+    what each was for (``mark``) and its journal id, oldest first. A watch restarted
+    (systemd, a crash) takes them up again, so it still restores them."""
+    from cwctl.actions.history import APPLIED
+
+    hist = history(journal or fabric.journal or Journal())
+    where = _where(fabric.request)
+    out = []
+    for a in hist.actions:
+        why = a.plan.context.get(BY)
+        if a.event != "apply" or a.status != APPLIED or not isinstance(why, dict):
+            continue
+        if hist.undone_by(a.id) is None and _where_context(a.plan.context) == where:
+            out.append((why, a.id))
+    return out
+
+
+def _where(request: Any) -> tuple[Any, ...]:
+    """Which fabric a request scans, as a plan's context records it (planner.Target)."""
+    if request.sim is not None:
+        sim = request.sim
+        return ("sim", sim.hosts, sim.hosts_per_leaf, sim.spines, sim.seed)
+    return ("ssh", str(Path(request.inventory).absolute()) if request.inventory else None)
+
+
+def _where_context(context: dict[str, Any]) -> tuple[Any, ...]:
+    if context.get("source") == "sim":
+        sim = context.get("sim") or {}
+        keys = ("hosts", "hosts_per_leaf", "spines", "seed")
+        return ("sim", *(sim.get(k) for k in keys))
+    return ("ssh", context.get("inventory"))
 
 
 @dataclass(frozen=True)
@@ -71,6 +111,7 @@ async def act(fabric: Fabric, decision: Decision) -> Done:
             return Done(False, False, None, "refused", str(exc))
         if not plan.steps:
             return Done(False, False, None, "refused", "; ".join(plan.notes) or "no steps")
+        plan.context = {**plan.context, BY: mark(decision)}  # a restarted watch adopts it
         guarded = refuse_protected(plan, fabric.protect)
         if guarded is not None:  # before anything is journalled or changed
             return Done(False, False, None, "protected", guarded)

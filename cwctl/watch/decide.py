@@ -221,6 +221,12 @@ class Decider:
             return Decision(now, verb, e, a.kind, a.action, "clean", why, None, a.action_id)
         return None
 
+    def adopt(self, now: float, element: str, kind: str, action: str, action_id: str) -> None:
+        """An action a previous watch applied and left in place: taken up as if acted
+        on ``now`` (its hold starts again; its restore follows as any other)."""
+        self._acted[element] = Acted(element, kind, action, action_id, now)
+        self._last_act[element] = now
+
     # --- what came of it (the caller reports) --------------------------------------------
     def acted(self, now: float, decision: Decision, action_id: str | None) -> None:
         """``decision`` was carried out (and verified) as ``action_id``."""

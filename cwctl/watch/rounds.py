@@ -26,7 +26,7 @@ from cwctl.inventory import load_inventory
 from cwctl.request import ScanRequest
 from cwctl.session import ScanSession
 from cwctl.snapshot import FabricSnapshot
-from cwctl.watch.act import Done, Fabric, act, restore
+from cwctl.watch.act import Done, Fabric, act, adoptable, restore
 from cwctl.watch.decide import Decider, Decision, seen_in
 from cwctl.watch.metrics import WatchMetrics
 from cwctl.watch.policy import Policy, load_policy
@@ -57,6 +57,8 @@ class Watch:
         self._fabric = fabric
         self.rounds = 0
         self._inventory_text = _read(request.inventory)
+        if self.decider is not None:
+            self._adopt()
         self._publish_state()
 
     @property
@@ -138,6 +140,19 @@ class Watch:
         )
         self._say(outcome)
         return outcome
+
+    def _adopt(self) -> None:
+        """Take up the actions an earlier watch left in place on this fabric."""
+        assert self.decider is not None
+        try:
+            found = adoptable(Fabric(self.request))
+        except CwctlError as exc:  # an unreadable journal: say so, start afresh
+            self.metrics.error("journal")
+            self.log({"event": "error", "kind": "journal", "error": str(exc).splitlines()[0]})
+            return
+        for why, action_id in found:
+            self.decider.adopt(self.clock(), why["element"], why["kind"], why["action"], action_id)
+            self.log({"event": "adopted", "action_id": action_id, **why})
 
     def _say(self, d: Decision) -> None:
         self.metrics.count(d)

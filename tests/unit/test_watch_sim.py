@@ -251,3 +251,29 @@ async def test_reload_takes_a_valid_new_inventory_and_keeps_a_broken_one_out(
         assert fewer is not None and len(fewer.hosts) == len(hosts) - 1
     finally:
         await watch.aclose()
+
+
+async def test_a_restarted_watch_adopts_the_action_it_left_and_restores_it() -> None:
+    first, clock, _ = watch_on("link:leaf1-spine2:down", policy=LINKS)
+    try:
+        acted = [d for d in await run(first, clock, 3) if d.verb == "acted"]
+    finally:
+        await first.aclose()
+    assert len(acted) == 1
+    # a new process on the same fabric (its saved state keeps the reroute); the fault mended
+    second, clock, log = watch_on(policy=LINKS)
+    try:
+        (adopted,) = [x for x in log if x["event"] == "adopted"]
+        assert adopted["action_id"] == acted[0].action_id and adopted["element"] == "leaf1-spine2"
+        assert second.decider is not None and "leaf1-spine2" in second.decider.acted_on
+        later = await run(second, clock, 5)
+        assert seen(later) == [
+            ("restore", "leaf1-spine2", "clean"),
+            ("restored", "leaf1-spine2", "clean"),
+        ]
+        assert set(second.session.model.state.ecmp_weight.values()) <= {1}
+    finally:
+        await second.aclose()
+    third, _, log = watch_on(policy=LINKS)  # rolled back: nothing left to adopt
+    await third.aclose()
+    assert not [x for x in log if x["event"] == "adopted"]

@@ -1,8 +1,11 @@
 """The core knows nothing of its shells: importing it never loads textual, typer or rich.
 
 The core is every module of the package except the shells (``cwctl.cli``, ``cwctl.tui``,
-``cwctl.report``, ``cwctl.completions_gen``, ``cwctl.__main__``). It is imported in a
-fresh interpreter, so nothing this test process has already imported can hide a violation.
+``cwctl.report``, ``cwctl.completions_gen``, ``cwctl.__main__``) and the watch (a front end
+like the CLI and the TUI, which serves report's series live). It is imported in a fresh
+interpreter, so nothing this test process has already imported can hide a violation. The
+watch is held to the libraries' half of the rule on its own: it never loads textual,
+typer or rich either.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SHELLS = ("cwctl.cli", "cwctl.tui", "cwctl.report", "cwctl.completions_gen", "cwctl.__main__")
+WATCH = "cwctl.watch"
 FORBIDDEN = ("textual", "typer", "rich")
 
 _IMPORT_THE_CORE = """
@@ -53,7 +57,7 @@ print(json.dumps({"imported": imported, "failed": failed, "loaded": loaded,
 @pytest.fixture(scope="module")
 def core_import() -> dict:
     proc = subprocess.run(
-        [sys.executable, "-c", _IMPORT_THE_CORE, ",".join(SHELLS), ",".join(FORBIDDEN)],
+        [sys.executable, "-c", _IMPORT_THE_CORE, ",".join((*SHELLS, WATCH)), ",".join(FORBIDDEN)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -78,6 +82,22 @@ def test_the_core_never_loads_textual_typer_or_rich(core_import: dict) -> None:
 
 def test_the_core_never_loads_the_shells(core_import: dict) -> None:
     assert core_import["shells"] == []
+
+
+def test_the_watch_never_loads_the_shells_libraries() -> None:
+    """Every module of cwctl.watch, imported in a fresh interpreter: none of textual, typer
+    or rich comes with them (report's renderers it serves are free of them too)."""
+    code = (
+        "import importlib, pkgutil, sys, cwctl.watch as w\n"
+        "for i in pkgutil.iter_modules(w.__path__, 'cwctl.watch.'):\n"
+        "    importlib.import_module(i.name)\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {FORBIDDEN!r}))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]", proc.stdout
 
 
 def test_the_check_itself_can_fail() -> None:

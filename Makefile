@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP_RUN  := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 
-.PHONY: demo test bench lint completions clean
+.PHONY: demo test bench lint completions man clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,12 @@ lint: $(STAMP_TEST)
 
 completions: $(STAMP_RUN)
 	$(BIN)/python -m cwctl.completions_gen completions
+
+# cwctl(1), generated from the click tree whenever asked, so never stale: man -l build/man/cwctl.1
+# (install: copy it to /usr/local/share/man/man1/)
+man: $(STAMP_RUN)
+	mkdir -p build/man
+	$(BIN)/python -m cwctl.cli.manpage > build/man/cwctl.1
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis

@@ -10,6 +10,7 @@ import typer
 
 from cwctl.actions.drainreason import DEFAULT_REASON
 from cwctl.cli.app import STATE, app, run_guarded
+from cwctl.cli.complete import complete_element
 from cwctl.cli.options import SIM_SHAPE, SourceFlags, build_request, source_flags
 from cwctl.errors import InputError
 
@@ -88,7 +89,14 @@ def _shell(yes: bool, fmt: PlanFormat = PlanFormat.table) -> Any:
 @app.command()
 @source_flags(*ACTION_FLAGS)
 def reroute(
-    element: Annotated[str, typer.Argument(metavar="ELEMENT", help="The suspect to steer around.")],
+    element: Annotated[
+        str,
+        typer.Argument(
+            metavar="ELEMENT",
+            help="The suspect to steer around.",
+            autocompletion=complete_element,
+        ),
+    ],
     flags: SourceFlags,
     prefix: Annotated[
         str | None,
@@ -214,6 +222,7 @@ def drain(
         typer.Option(
             "--suspect",
             metavar="ELEMENT",
+            autocompletion=complete_element,
             help="The suspect that caused it (a scan's suspect: gpu-007/mlx5_1, leaf3); "
             "Slurm's Reason and Kubernetes' annotations and taint carry it.",
         ),

@@ -21,6 +21,7 @@ import typer
 
 from cwctl import budgets, settings
 from cwctl.cli.app import BudgetName, Ecmp, Format, Timestamps, Via, fail
+from cwctl.cli.complete import complete_fault
 from cwctl.cli.durations import METAVAR as DURATION
 from cwctl.cli.durations import Duration
 
@@ -105,6 +106,7 @@ FLAGS: dict[str, Any] = {
         typer.Option(
             "--fault",
             metavar="KIND:NAME[:MODE][@T]",
+            autocompletion=complete_fault,
             help="Inject a fault: KIND:NAME[:MODE][@T] (repeatable).",
         ),
     ],

@@ -141,3 +141,27 @@ def test_the_docs_pages_show_the_command_lines_the_generator_runs() -> None:
         ]
         wanted = [shlex.join(args) for note, args in examples if note != generate.SETUP]
         assert shown == wanted, name
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        ("cwctl scan --sim --fault ", {"switch:", "link:", "nic:", "host:"}),
+        ("cwctl scan --sim --hosts 16 --fault link:leaf2",
+         {"link:leaf2-spine1", "link:leaf2-spine2", "link:leaf2-spine3", "link:leaf2-spine4"}),
+        ("cwctl scan --sim --spines 2 --fault switch:sp", {"switch:spine1", "switch:spine2"}),
+        ("cwctl scan --sim --fault switch:spine2:lo", {"switch:spine2:lossy=0.02"}),
+        ("cwctl reroute --sim --hosts 16 sp", {"spine1", "spine2", "spine3", "spine4"}),
+        ("cwctl drain gpu-001 --sim --suspect gpu-001/", {"gpu-001/mlx5_0", "gpu-001/mlx5_1"}),
+        ("cwctl reroute -i inventory.example.toml leaf1-", {"leaf1-spine1", "leaf1-spine2"}),
+    ],
+)  # fmt: skip
+def test_fault_specs_and_suspect_names_complete(words: str, expected: set[str]) -> None:
+    n = len(words.split()) + (1 if words.endswith(" ") else 0)
+    proc = subprocess.run(
+        ["cwctl"],
+        env={**_cwctl_env(), "COMP_WORDS": words, "COMP_CWORD": str(n - 1),
+             "_CWCTL_COMPLETE": "complete_bash"},
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert set(proc.stdout.split()) == expected, proc.stdout + proc.stderr

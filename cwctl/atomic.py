@@ -26,6 +26,7 @@ import contextlib
 import os
 import stat
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from cwctl.errors import InputError
 
 REPORT_MODE = 0o644  # --out, --heatmap
 PRIVATE_MODE = 0o600  # --save-records, state files (journal-like)
+STALE_TEMP_S = 60.0  # a temporary file of ``replacing`` this old was left by a killed writer
 
 
 def expand(path: str | os.PathLike[str], option: str) -> Path:
@@ -119,6 +121,74 @@ def replacing(
         raise
     with contextlib.suppress(OSError):  # a directory that cannot be opened: rename is done
         fsync_dir(target.parent)
+
+
+def private_dir(
+    directory: str | os.PathLike[str], what: str, *, owned_link: bool = False, create: bool = True
+) -> Path:
+    """``directory`` as a private directory of this user, the path to use: created 0700
+    when missing (``create``); refused (``InputError``, one line saying why) when it is
+    not a directory, another user's, or writable by group or others, and when it is a
+    symlink, unless ``owned_link``: then a symlink this user owns is resolved and its
+    target checked the same way (a link someone else planted is refused)."""
+    path = Path(directory)
+    me = os.geteuid()
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        if not create:
+            return path
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            st = os.lstat(path)
+        except OSError as exc:
+            raise InputError(f"cannot create the {what} {path}: {exc.strerror}") from None
+    except OSError as exc:
+        raise InputError(f"cannot use the {what} {path}: {exc.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        if not owned_link:
+            raise InputError(f"refusing the {what} {path}: it is a symlink (use a directory)")
+        if st.st_uid != me:
+            raise InputError(
+                f"refusing the {what} {path}: a symlink owned by uid {st.st_uid}, not by you "
+                f"(uid {me}); point it at a directory of your own, or set it to one"
+            )
+        path = path.resolve()
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            raise InputError(
+                f"cannot use the {what} {directory}: its symlink's target {path}: {exc.strerror}"
+            ) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise InputError(f"refusing the {what} {path}: not a directory")
+    if st.st_uid != me:
+        raise InputError(
+            f"refusing the {what} {path}: owned by uid {st.st_uid}, not by you (uid {me})"
+        )
+    if st.st_mode & 0o022:
+        raise InputError(
+            f"refusing the {what} {path}: writable by group or others "
+            f"(mode {stat.S_IMODE(st.st_mode):04o}); chmod go-w {path}"
+        )
+    return path
+
+
+def remove_stale_temporaries(target: Path, older_than_s: float = STALE_TEMP_S) -> int:
+    """Remove the temporary files ``replacing`` leaves beside ``target`` when the writer
+    is killed (``.NAME.*.tmp``), once older than ``older_than_s`` (a live writer's is
+    seconds old); how many went."""
+    removed = 0
+    now = time.time()
+    for tmp in target.parent.glob(f".{target.name}.*.tmp*"):
+        try:
+            st = tmp.lstat()
+            if stat.S_ISREG(st.st_mode) and now - st.st_mtime > older_than_s:
+                tmp.unlink()
+                removed += 1
+        except OSError:
+            continue
+    return removed
 
 
 def fsync_dir(directory: str | os.PathLike[str]) -> None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cwctl.atomic import fsync_dir
+from cwctl.atomic import fsync_dir, private_dir
 from cwctl.errors import CwctlError, InputError
 from cwctl.settings import state_dir
 
@@ -73,9 +73,10 @@ def check_owned(fd: int, path: Path, what: str) -> None:
 
 
 def open_state_dir(directory: Path) -> int:
-    """The state directory, created 0700 when missing, checked, as an ``O_DIRECTORY`` fd."""
+    """The state directory, created 0700 when missing, checked, as an ``O_DIRECTORY`` fd
+    (a symlink the user owns is followed to its target, which is checked the same way)."""
+    directory = private_dir(directory, "state directory", owned_link=True)
     try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         raise InputError(

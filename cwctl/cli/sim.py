@@ -26,12 +26,11 @@ app.add_typer(sim_app, name="sim")
 
 def _saved() -> list[tuple[Path, dict[str, Any], list[str]]]:
     """(file, shape, changes) for every saved simulated fabric, by file name."""
-    from cwctl.settings import state_dir
     from cwctl.sim.applied import applied_changes
-    from cwctl.sim.state import state_from_json
+    from cwctl.sim.state import sim_dir, state_from_json
 
     found = []
-    for path in sorted((state_dir() / "sim").glob("*.json")):
+    for path in sorted(sim_dir().glob("*.json")):
         try:
             data = json.loads(path.read_text())
             shape = dict(data["shape"])

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cwctl import settings
-from cwctl.atomic import PRIVATE_MODE, write_text
+from cwctl.atomic import PRIVATE_MODE, private_dir, remove_stale_temporaries, write_text
 from cwctl.sim.model import FabricModel
 from cwctl.sim.world import ModelState
 
@@ -36,8 +36,16 @@ def shape_of(request: Any) -> dict[str, Any]:
     return {"hosts": sim.hosts, "hosts_per_leaf": sim.hosts_per_leaf, "spines": sim.spines}
 
 
-def state_path(request: Any) -> Path:
-    return settings.state_dir() / "sim" / f"{sim_key(shape_of(request))}.json"
+def sim_dir(*, create: bool = False) -> Path:
+    """``$CWCTL_STATE_DIR/sim``, checked (``atomic.private_dir``): a state directory that
+    is a symlink the user owns is followed; a ``sim`` that is a symlink, another user's,
+    or writable by group or others is refused. Missing and not ``create``: its path."""
+    state = private_dir(settings.state_dir(), "state directory", owned_link=True, create=create)
+    return private_dir(state / "sim", "simulator state directory", create=create)
+
+
+def state_path(request: Any, *, create: bool = False) -> Path:
+    return sim_dir(create=create) / f"{sim_key(shape_of(request))}.json"
 
 
 def state_to_json(state: ModelState) -> dict[str, Any]:
@@ -69,8 +77,8 @@ def saved_state_json(request: Any) -> dict[str, Any]:
 
 
 def save_state(model: FabricModel, request: Any) -> Path:
-    path = state_path(request)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = state_path(request, create=True)
+    remove_stale_temporaries(path)  # a writer killed mid-write left its copy
     data = {"shape": shape_of(request), "state": state_to_json(model.state)}
     text = json.dumps(data, indent=1, sort_keys=True) + "\n"
     try:

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
+import resource
 import socket
 import sys
 from collections.abc import Mapping
@@ -255,7 +257,11 @@ class SSHLauncher:
             user = f" as {ep.user}" if ep.user else ""
             raise HostFailure("unreachable", f"{where}: authentication refused{user}") from None
         except (OSError, TimeoutError, asyncssh.Error) as exc:
-            raise HostFailure("unreachable", f"{where}: {_why(exc)}") from None
+            # out of file descriptors is this machine's problem, not the host's
+            local = isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE)
+            raise HostFailure(
+                "error" if local else "unreachable", f"{where}: {_why(exc)}"
+            ) from None
 
     async def _host_key_problem(
         self, ep: Endpoint, tunnel: asyncssh.SSHClientConnection | None
@@ -323,6 +329,14 @@ def _why(exc: BaseException) -> str:
         return exc.reason or type(exc).__name__
     if isinstance(exc, socket.gaierror):
         return f"cannot resolve the address: {exc.strerror}"
+    if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        return (
+            f"too many open files on this machine (ulimit -n is {soft}): raise it "
+            "(ulimit -n 65536) or lower [ssh] concurrency"
+        )
+    if isinstance(exc, OSError) and exc.errno == errno.EINVAL:  # connect() on a blackhole route
+        return "unreachable: no route to the host (a blackhole or prohibit route)"
     if isinstance(exc, OSError) and exc.errno:
         return os.strerror(exc.errno).lower()  # asyncio's own text repeats the address
     return str(exc) or type(exc).__name__

@@ -203,9 +203,18 @@ def _topology(raw: Any, where: str) -> Topology | None:
     try:
         host_of = {}
         for address, (host, nic) in (raw.get("host_of_address") or {}).items():
-            if not isinstance(host, str) or not (nic is None or isinstance(nic, str)):
+            if not is_name(host) or not (nic is None or is_name(nic)):
                 raise TypeError(address)
             host_of[str(address)] = (host, nic)
+        names = [
+            *raw["leaf_of"].items(),
+            *raw["uplinks"],
+            *(s for ups in raw["uplinks"].values() for s in ups),
+            *(raw.get("switch_of_address") or {}).items(),
+        ]
+        flat = [n for item in names for n in (item if isinstance(item, tuple) else (item,))]
+        if not all(is_name(n) for n in flat):  # names reach the report: none with a control
+            raise TypeError("a name")
         return Topology(
             leaf_of=dict(raw["leaf_of"]),
             uplinks={leaf: tuple(ups) for leaf, ups in raw["uplinks"].items()},

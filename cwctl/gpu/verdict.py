@@ -132,6 +132,18 @@ def _index(gpu: Mapping[str, Any]) -> int:
     return gpu["index"] if _is_int(gpu.get("index")) else 0
 
 
+# a GPU entry's keys (docs/records-gpu.md): nothing else an agent or a file wrote reaches a
+# report
+GPU_KEYS: Final = frozenset(
+    {
+        "index", "name", "uuid", "pci_bus_id", "util_pct", "mem_used_bytes", "mem_total_bytes",
+        "temp_c", "power_w", "sm_clock_mhz", "throttle", "throttle_mask", "ecc",
+        "retired_pages", "remapped_rows", "pcie_replay", "nvlink", "xid", "unsupported",
+        "errors", "lost",
+    }
+)  # fmt: skip
+
+
 def merge_gpus(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per-GPU entries of a host's records, oldest record first: last reading wins."""
     merged: dict[tuple[str, Any], dict[str, Any]] = {}
@@ -139,7 +151,7 @@ def merge_gpus(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         for gpu in _list(rec.get("gpus")):
             if not isinstance(gpu, Mapping):
                 continue
-            entry = copy.deepcopy(dict(gpu))
+            entry = copy.deepcopy({k: v for k, v in gpu.items() if k in GPU_KEYS})
             key = _gpu_key(entry)
             if key in merged:
                 _add_deltas(entry, merged[key])

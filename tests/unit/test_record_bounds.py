@@ -269,3 +269,25 @@ def test_gpu_records_of_the_wrong_types_are_read_as_unknown(good: Lines, tmp_pat
     assert result.exit_code in (0, 3), result.output
     (reported,) = [h for h in json.loads(result.stdout)["hosts"] if h["name"] == host]
     assert reported["gpu_reason"] == "GPU sampling failed: x\\x1b[2J\\ny"
+
+
+def test_a_gpu_entrys_unknown_keys_never_reach_the_report(good: Lines, tmp_path: Path) -> None:
+    host = good[0]["hosts"][0]["name"]
+    rec = {"type": "gpu", "v": 1, "host": host, "status": "ok", "source": "nvml",
+           "gpus": [{"index": 0, "name": "H100", "junk": "A" * 5000}]}  # fmt: skip
+    path = _write(tmp_path / "gpu.jsonl", good, [json.dumps(rec)])
+    result = CliRunner().invoke(app, ["scan", "--replay", str(path), "--format", "json"])
+    assert result.exit_code in (0, 3), result.output
+    (reported,) = [h for h in json.loads(result.stdout)["hosts"] if h["name"] == host]
+    assert reported["gpus"][0]["name"] == "H100" and "junk" not in reported["gpus"][0]
+
+
+def test_a_switch_name_with_an_escape_in_the_topology_is_refused(
+    good: Lines, tmp_path: Path
+) -> None:
+    topology = json.loads(json.dumps(good[0]["topology"]))
+    leaf = next(iter(topology["uplinks"]))
+    topology["uplinks"][leaf] = ["spine1\x1b[2J"]
+    path = _write(tmp_path / "topo.jsonl", [{**good[0], "topology": topology}, *good[1:]])
+    with pytest.raises(RecordError, match=r"line 1: header 'topology' is malformed"):
+        read_collection(path)

@@ -52,6 +52,7 @@ class Collection:
     # what telemetry/consistency.py found wrong in the records (to_json of each); None:
     # not checked yet
     consistency: list[dict[str, Any]] | None = None
+    captured_ns: int | None = None  # a replay: when its record file was written
 
     @property
     def host_names(self) -> list[str]:

@@ -358,7 +358,15 @@ def read_collection(path: str | Path) -> Collection:
         truth=truth,
         params=dict(header.get("params") or {}),
         paths=paths,
+        captured_ns=_captured_ns(header),
     )
+
+
+def _captured_ns(header: Mapping[str, Any]) -> int | None:
+    """When the records were captured: the header's ``created_ns`` (a replay says so)."""
+    created = header.get("created_ns")
+    ok = isinstance(created, int) and not isinstance(created, bool) and created > 0
+    return created if ok else None
 
 
 def read_host_names(path: str | Path) -> list[str]:

@@ -14,6 +14,9 @@ Always (labels in braces):
 
 ``cwctl_scan_info{source,timestamps,reference}``   1, the scan's identity
 ``cwctl_scan_paths``                               directed paths measured
+``cwctl_scan_timestamp_seconds``                   when the records were captured (Unix
+                                                   time; a replay: the record file's)
+``cwctl_scan_duration_seconds``                    how long the scan probed
 ``cwctl_sim_applied_changes``                      --sim only: changes actions left there
 ``cwctl_host_up{host}``                            1 reached, 0 unreachable or error
 ``cwctl_clock_offset_seconds{host}``               clock minus the reference's
@@ -41,7 +44,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -114,8 +118,11 @@ class SnapshotCollector(Collector):
     """The series of one snapshot, for any registry (``prom_bytes``; ``cwctl watch``'s
     ``/metrics`` holds the latest round's)."""
 
-    def __init__(self, snapshot: FabricSnapshot, *, paths: bool) -> None:
+    def __init__(
+        self, snapshot: FabricSnapshot, *, paths: bool, now: Callable[[], float] = time.time
+    ) -> None:
         self.snapshot = snapshot
+        self.now = now  # the scan just ended when its report is written
         self.paths = paths
         self.columns = _PathColumns(snapshot.paths)
         threshold = snapshot.telemetry.get("delay_threshold_ns")
@@ -137,6 +144,17 @@ class SnapshotCollector(Collector):
         count = _gauge("cwctl_scan_paths", "Directed host-to-host paths measured.", [])
         count.add_metric([], len(snap.paths))
         yield count
+        when = _gauge(
+            "cwctl_scan_timestamp_seconds",
+            "When the scan's records were captured (Unix time; a replay: its record file's).",
+            [],
+        )
+        captured = snap.telemetry.get("captured_ns")
+        when.add_metric([], captured / 1e9 if isinstance(captured, int) else self.now())
+        yield when
+        took = _gauge("cwctl_scan_duration_seconds", "How long the scan probed.", [])
+        took.add_metric([], float(snap.duration_s))
+        yield took
         applied = (snap.truth or {}).get("applied")
         if applied is not None:  # a simulated fabric: say whether actions changed it
             changes = _gauge(

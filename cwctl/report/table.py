@@ -7,6 +7,7 @@ are hidden; ``--format json`` lists everything.
 
 from __future__ import annotations
 
+import datetime as dt
 import heapq
 import io
 import math
@@ -173,6 +174,10 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
         f"{snapshot.records:,} records · {len(snapshot.paths):,} paths · "
         f"{snapshot.duration_s:g} s"
     )
+    captured = snapshot.telemetry.get("captured_ns")
+    if snapshot.source.startswith("replay:") and isinstance(captured, int):
+        when = dt.datetime.fromtimestamp(captured / 1e9, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+        lines.append(f"replay of records captured {when} UTC (the record file's header)")
     budget = budget_line(snapshot)
     if budget:
         lines.append(budget)

@@ -149,6 +149,8 @@ def build_snapshot(
     budget = collection.params.get("budget")
     if isinstance(budget, dict):  # what the probing cost (cwctl.budgets), for the header
         telemetry["budget"] = dict(budget)
+    if collection.captured_ns is not None:  # a replay: when its record file was written
+        telemetry["captured_ns"] = collection.captured_ns
     few = _few_probes(collection)
     if few is not None:
         telemetry["few_probes"] = few

@@ -168,10 +168,13 @@ def test_header_names_hosts_topology_and_status(tmp_path: Path) -> None:
 
 
 def comparable_snapshot(snapshot: dict[str, Any]) -> str:
-    """The snapshot JSON without what legitimately differs: the source and the solver's
-    own wall-clock timings (``sync.fit_s``, ``sync.solve_s``)."""
+    """The snapshot JSON without what legitimately differs: the source, the solver's
+    own wall-clock timings (``sync.fit_s``, ``sync.solve_s``) and a replay's capture time."""
     out = dict(snapshot)
     out.pop("source")
+    # a replay says when its records were captured (the file's header); the live scan
+    # has no file to say it
+    out["telemetry"] = {k: v for k, v in out.get("telemetry", {}).items() if k != "captured_ns"}
     out["sync"] = {k: v for k, v in out.get("sync", {}).items() if not k.endswith("_s")}
     return json.dumps(out, sort_keys=True)
 

@@ -1,8 +1,12 @@
 """The report is as wide as the terminal: an SSH error on one line, not folded into a
-24-character column; titles whole; the hosts table says which hosts it shows and why."""
+24-character column; titles whole; the hosts table says which hosts it shows and why; a
+replay says when its records were captured; Prometheus gets the scan's time and length."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from typer.testing import CliRunner
 
 from cwctl.cli import app
@@ -48,3 +52,38 @@ def test_the_cli_uses_the_terminals_width() -> None:
     assert widths[0] > 80 >= widths[1], widths
     title = "worst paths (sorted ▼ by loss, then queueing p50, then queueing p99)"
     assert title in wide.stdout.splitlines() and title in narrow.stdout.splitlines()
+
+
+def test_a_replay_says_when_its_records_were_captured(tmp_path: Path) -> None:
+    import datetime as dt
+    import gzip
+    import json
+
+    records = tmp_path / "scan.jsonl.gz"
+    saved = CliRunner().invoke(app, ["scan", "--sim", "--hosts", "4", "--duration", "0.3",
+                                     "--save-records", str(records)])  # fmt: skip
+    assert saved.exit_code in (0, 3), saved.output
+    with gzip.open(records, "rt") as f:
+        created = json.loads(f.readline())["created_ns"]
+    when = dt.datetime.fromtimestamp(created / 1e9, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    table = CliRunner().invoke(app, ["scan", "--replay", str(records)])
+    assert f"replay of records captured {when} UTC" in table.stdout
+    prom = CliRunner().invoke(app, ["scan", "--replay", str(records), "--format", "prom"])
+    series = dict(
+        line.split(" ", 1) for line in prom.stdout.splitlines() if line.startswith("cwctl_scan_")
+    )
+    assert float(series["cwctl_scan_timestamp_seconds"]) == pytest.approx(created / 1e9)
+    assert float(series["cwctl_scan_duration_seconds"]) == pytest.approx(0.3)
+
+
+def test_a_live_scan_exports_its_time_and_duration() -> None:
+    import time
+
+    before = time.time()
+    prom = CliRunner().invoke(app, ["scan", "--sim", "--hosts", "4", "--duration", "0.3",
+                                    "--format", "prom"])  # fmt: skip
+    series = dict(
+        line.split(" ", 1) for line in prom.stdout.splitlines() if line.startswith("cwctl_scan_")
+    )
+    assert before <= float(series["cwctl_scan_timestamp_seconds"]) <= time.time()
+    assert float(series["cwctl_scan_duration_seconds"]) == pytest.approx(0.3)

@@ -16,7 +16,7 @@ from cwctl.cli.options import SCAN_FLAGS, SourceFlags, build_request, source_fla
 
 
 @app.command()
-@source_flags(*SCAN_FLAGS, "via")
+@source_flags(*SCAN_FLAGS, "jobs", "via")
 def watch(
     flags: SourceFlags,
     interval: Annotated[

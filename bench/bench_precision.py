@@ -1,0 +1,208 @@
+"""Precision and recall of localisation over many scans, as 007 and NetBouncer report them.
+
+``CWCTL_BENCH_PRECISION_SCANS`` scans (default 200), half on the simulator's hidden hash
+(``FabricModel``: per-switch secret seeds; paths only from simulated discovery) and half
+on an independent record model (``tests/unit/telemetry_synth.py``: its own per-leaf hash,
+its own traceroute answers with 30 % of hops silent, its own clocks and kernel-stamp
+noise, no code shared with ``cwctl/sim`` or ``cwctl/telemetry``). Scan ``i`` draws, from
+its own seed: the model (alternating), the stamps (hw, sw), a load in 0.1-0.6, and a
+third each of healthy fabrics, single faults and double faults (faults of different
+elements, kinds drawn from ``SIM_KINDS`` / ``SYNTH_KINDS``). 64 hosts, 8 per leaf, 4
+spines, the default window (``settings.PROBE_DURATION_S`` at ``settings.PROBE_RATE``),
+the real solver, then ``build_snapshot``.
+
+Per scan a suspect is a *hit* when it is a true element, or a candidate set holding one.
+Printed per model and stamps: precision (hits / suspects), recall (true elements named,
+outright or in a set / true elements), top-1 (faulty scans whose top suspect is a true
+element named outright), faulty scans that exited 0 (target 0), healthy scans that
+exited 0 (target >= 99 %), and the slow spines named top-1.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from cwctl import settings
+from cwctl.sim.model import FabricModel
+from cwctl.sim.params import SimParams
+from cwctl.snapshot import FabricSnapshot
+from cwctl.sync import solve
+from cwctl.telemetry import build_snapshot
+from cwctl.topology import leaf_spine
+from cwctl.transport.sim import run_model
+from tests.unit.telemetry_synth import Synth, make
+
+SCANS = int(os.environ.get("CWCTL_BENCH_PRECISION_SCANS", "200"))
+HOSTS, PER_LEAF, SPINES = 64, 8, 4
+LOADS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
+
+# (what, pool, simulator fault spec | the independent model's fault as Synth fields)
+SIM_KINDS = [
+    ("spine down", "spine", "switch:{}:down"),
+    ("spine congested", "spine", "switch:{}:congested"),
+    ("link lossy 2%", "link", "link:{}:lossy=0.02"),
+    ("link congested", "link", "link:{}:congested"),
+    ("host slow 3 us", "host", "host:{}:slow=3000"),
+    ("spine slow 5 us", "spine", "switch:{}:slow"),
+]
+SYNTH_KINDS = [
+    ("spine down", "spine", ("loss", 1.0)),
+    ("spine queue 6 us", "spine", ("delay_ns", 6000.0)),
+    ("link lossy 2%", "link", ("loss", 0.02)),
+    ("link queue 6 us", "link", ("delay_ns", 6000.0)),
+    ("host slow 3 us", "host", ("slow_ns", 3000.0)),
+    ("spine slow 5 us", "spine", ("slow_ns", 5000.0)),
+]
+
+
+def _pools() -> dict[str, list[str]]:
+    names, topo = leaf_spine(HOSTS, PER_LEAF, SPINES)
+    links = [f"{leaf}-{s}" for leaf in topo.leaves for s in topo.spines]
+    return {"spine": list(topo.spines), "link": links, "host": list(names)}
+
+
+POOLS = _pools()
+
+
+def _draw(i: int) -> tuple[str, str, float, list[tuple[str, str]]]:
+    """Scan i: model, stamps, load, and its faults as (kind index, element)."""
+    rng = np.random.default_rng([21, i])
+    model = ("sim", "synth")[i % 2]
+    stamps = ("hw", "sw")[(i // 2) % 2]
+    load = LOADS[int(rng.integers(len(LOADS)))]
+    n_faults = (i // 4) % 3  # 0, 1, 2
+    kinds = SIM_KINDS if model == "sim" else SYNTH_KINDS
+    faults: list[tuple[str, str]] = []
+    while len(faults) < n_faults:
+        k = int(rng.integers(len(kinds)))
+        pool = POOLS[kinds[k][1]]
+        element = pool[int(rng.integers(len(pool)))]
+        taken = {e for _, e in faults}
+        # two faults of different elements, neither a part of the other
+        if all(element not in e and e not in element for e in taken):
+            faults.append((kinds[k][0], element))
+    return model, stamps, load, faults
+
+
+def _sim_scan(i: int, stamps: str, load: float, faults: list[tuple[str, str]]) -> FabricSnapshot:
+    names, topo = leaf_spine(HOSTS, PER_LEAF, SPINES)
+    spec = {what: s for what, _, s in SIM_KINDS}
+    model = FabricModel(
+        names,
+        topo,
+        params=SimParams(timestamps=stamps, load=load),
+        seed=i,
+        faults=[spec[what].format(element) for what, element in faults],
+    )
+    collection = run_model(model, settings.PROBE_DURATION_S)
+    return build_snapshot(collection, solve(collection.table))
+
+
+def _synth_scan(i: int, stamps: str, load: float, faults: list[tuple[str, str]]) -> FabricSnapshot:
+    fields: dict[str, dict[str, float]] = {"loss": {}, "delay_ns": {}, "slow_ns": {}}
+    spec = {what: s for what, _, s in SYNTH_KINDS}
+    for what, element in faults:
+        key, value = spec[what]
+        fields[key][element] = value
+    pairs = int(settings.PROBE_RATE * settings.PROBE_DURATION_S)
+    synth = Synth(n_hosts=HOSTS, per_leaf=PER_LEAF, spines=SPINES, peers=settings.PROBE_PEERS,
+                  pairs=pairs, rate=settings.PROBE_RATE, queue_ns=1500.0 * load, seed=i,
+                  discovered=0.7, stamps=stamps, clock_ns=1e6, drift_ppb=2e4,
+                  **fields)  # type: ignore[arg-type]  # fmt: skip
+    collection, _ = make(synth)
+    return build_snapshot(collection, solve(collection.table))
+
+
+@dataclass
+class Tally:
+    scans: int = 0
+    suspects: int = 0
+    hits: int = 0
+    truths: int = 0
+    recalled: int = 0
+    faulty: int = 0
+    top1: int = 0
+    faulty_exit0: int = 0
+    healthy: int = 0
+    healthy_exit0: int = 0
+    slow_spines: int = 0
+    slow_top1: int = 0
+    misses: list[str] = field(default_factory=list)
+
+    def add(self, snap: FabricSnapshot, faults: list[tuple[str, str]], label: str) -> None:
+        truth = {e for _, e in faults}
+        self.scans += 1
+        named = [set(s.candidates or [s.element]) for s in snap.suspects]
+        self.suspects += len(named)
+        self.hits += sum(bool(n & truth) for n in named)
+        self.truths += len(truth)
+        self.recalled += sum(any(e in n for n in named) for e in truth)
+        top = snap.suspects[0] if snap.suspects else None
+        exact = top is not None and not top.candidates and top.element in truth
+        if truth:
+            self.faulty += 1
+            self.top1 += exact
+            self.faulty_exit0 += snap.healthy
+            if not exact or snap.healthy:
+                self.misses.append(f"{label}: top {top.element if top else None}, {snap.verdict}")
+        else:
+            self.healthy += 1
+            self.healthy_exit0 += snap.healthy
+            if not snap.healthy:
+                self.misses.append(f"{label}: {snap.verdict}: {snap.verdict_reasons()[:1]}")
+        for what, element in faults:
+            if what.startswith("spine slow"):
+                self.slow_spines += 1
+                self.slow_top1 += top is not None and top.element == element
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{100 * a / b:6.1f}%" if b else "     -"
+
+
+def main() -> None:
+    print(
+        f"{SCANS} scans (CWCTL_BENCH_PRECISION_SCANS): {HOSTS} hosts, {PER_LEAF}/leaf, "
+        f"{SPINES} spines, {settings.PROBE_DURATION_S:g} s at {settings.PROBE_RATE:g} "
+        "pairs/s; loads 0.1-0.6; a third each healthy, one fault, two faults"
+    )
+    tallies: dict[tuple[str, str], Tally] = defaultdict(Tally)
+    started = time.perf_counter()
+    for i in range(SCANS):
+        model, stamps, load, faults = _draw(i)
+        scan = _sim_scan if model == "sim" else _synth_scan
+        snap = scan(i, stamps, load, faults)
+        label = f"#{i} {model} {stamps} load {load}: {faults or 'healthy'}"
+        tallies[(model, stamps)].add(snap, faults, label)
+    head = (
+        f"{'model':<8} {'stamps':<6} {'scans':>5} {'precision':>9} {'recall':>7} "
+        f"{'top-1':>7} {'faulty exit 0':>13} {'healthy exit 0':>14} {'slow spine top-1':>16}"
+    )
+    print(head)
+    total = Tally()
+    for (model, stamps), t in sorted(tallies.items()):
+        print(_line(model, stamps, t))
+        for f in fields(Tally):
+            setattr(total, f.name, getattr(total, f.name) + getattr(t, f.name))
+    print(_line("all", "", total))
+    print(f"({(time.perf_counter() - started) / max(SCANS, 1):.2f} s per scan)")
+    for miss in total.misses[:40]:
+        print(f"miss: {miss}")
+
+
+def _line(model: str, stamps: str, t: Tally) -> str:
+    return (
+        f"{model:<8} {stamps:<6} {t.scans:>5} {_pct(t.hits, t.suspects):>9} "
+        f"{_pct(t.recalled, t.truths):>7} {_pct(t.top1, t.faulty):>7} "
+        f"{t.faulty_exit0:>7}/{t.faulty:<5} {_pct(t.healthy_exit0, t.healthy):>14} "
+        f"{t.slow_top1:>9}/{t.slow_spines:<6}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -24,8 +24,16 @@ from cwctl.snapshot import HostReport, PathReport, Suspect
 from cwctl.sync import ClockSolution, one_way_delays
 from cwctl.sync.blocks import pair_blocks
 from cwctl.telemetry.busy import busy_mask, starved_spans
-from cwctl.telemetry.counts import FlowCounts, flow_counts, median_or_nan, route_medians
+from cwctl.telemetry.counts import (
+    FlowCounts,
+    flow_counts,
+    median_or_nan,
+    route_floors_ns,
+    route_medians,
+    route_spread,
+)
 from cwctl.telemetry.elements import Flows
+from cwctl.telemetry.noise import HostNoise, floor_quantile, host_noise, noisy_stamps
 from cwctl.telemetry.paths import Observations, PathTable, observations, path_reports, path_table
 from cwctl.telemetry.verdicts import dead_hosts
 
@@ -96,23 +104,32 @@ def measure(
     table = collection.table
     block_rows = block_rows or BLOCK_ROWS
     usable = _Usable(collection, solution, hosts)
+    leaf_of = dict(collection.topology.leaf_of) if collection.topology is not None else {}
     if len(table) <= block_rows:
         obs, pt = _paths(table, solution)
-        counts = flow_counts(table, obs, pt, usable.rows, usable.observations(obs))
+        counts = flow_counts(table, obs, pt, usable.rows, usable.observations(obs), leaf_of=leaf_of)
         paths = path_reports(pt)
     else:
         blocks = pair_blocks(table, block_rows)
-        paths, excess, floors = [], [], []
-        for rows in blocks:  # pass 1: path statistics, and the routes' medians
+        noisy = noisy_stamps(table)
+        paths, excess, floors, spreads = [], [], [], []
+        for rows in blocks:  # pass 1: path statistics, the routes' medians and spreads
             block = table.select(rows)
             obs, pt = _paths(block, solution)
             paths += path_reports(pt)
-            e, f = route_medians(pt)
+            route_floor = route_floors_ns(pt, floor_quantile(noisy))
+            e, f = route_medians(pt, route_floor)
             excess.append(e)
             floors.append(f)
+            if noisy:
+                spreads.append(route_spread(pt, route_floor))
             del block, obs, pt
         all_excess, all_floors = np.concatenate(excess), np.concatenate(floors)
         typical, floor = median_or_nan(all_excess), median_or_nan(all_floors)
+        noise = HostNoise.none(len(table.hosts))
+        if noisy:
+            joined = tuple(np.concatenate(col) for col in zip(*spreads, strict=True))
+            noise = host_noise(table.hosts, joined, typical, leaf_of)  # type: ignore[arg-type]
         parts = []
         for rows in blocks:  # pass 2: flow counts against the whole scan's medians
             block = table.select(rows)
@@ -120,7 +137,7 @@ def measure(
             parts.append(
                 flow_counts(
                     block, obs, pt, usable.rows[rows], usable.observations(obs),
-                    typical_ns=typical, floor_ns=floor,
+                    typical_ns=typical, floor_ns=floor, noise=noise,
                 )
             )  # fmt: skip
             del block, obs, pt
@@ -167,4 +184,5 @@ def _joined(parts: list[FlowCounts]) -> FlowCounts:
         threshold_ns=parts[0].threshold_ns,
         floor_ns=parts[0].floor_ns,
         flow_floor_ns=cat([p.flow_floor_ns for p in parts])[fo],
+        flow_threshold_ns=cat([p.flow_threshold_ns for p in parts])[fo],
     )

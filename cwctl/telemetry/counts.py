@@ -5,11 +5,14 @@ a lost probe from a lost reply, so a trial is a round trip and crosses the eleme
 both directions. Delay is counted per directed flow (path, source port, NIC: one fixed
 route): a probe is delayed when its one-way delay exceeds its route's floor (minimum) by
 more than ``DELAY_FACTOR`` times the median route's p90 excess. Each flow's floor is
-kept too: a raised floor is the signal of a ``slow`` element (``floors.py``).
+kept too: a raised floor is the signal of a ``slow`` element (``floors.py``). With the
+kernel's stamps a flow's floor is a low quantile, not its minimum, and each flow's
+threshold holds its hosts' own stamp tails against it (``noise.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +21,14 @@ import numpy.typing as npt
 from cwctl.records import ProbeTable
 from cwctl.telemetry.elements import Flows
 from cwctl.telemetry.groups import Runs, run_quantiles
+from cwctl.telemetry.noise import (
+    MIN_ROUTE_SAMPLES,
+    HostNoise,
+    floor_quantile,
+    host_noise,
+    noisy_stamps,
+    route_spreads,
+)
 from cwctl.telemetry.paths import Observations, PathTable, group_ids, sorted_quantiles
 
 F64 = npt.NDArray[np.float64]
@@ -45,7 +56,9 @@ class FlowCounts:
     excess_p50_ns: F64
     threshold_ns: float  # the delay threshold over each path's floor (NaN: no delays)
     floor_ns: float  # the median path's minimum one-way delay (NaN: no delays)
-    flow_floor_ns: F64  # per flow, its route's minimum one-way delay (NaN: none)
+    flow_floor_ns: F64  # per flow, its minimum one-way delay (noisy stamps: a low quantile)
+    # per flow, its own threshold: threshold_ns plus its hosts' stamp tails (noise.py)
+    flow_threshold_ns: F64
 
 
 def flow_counts(
@@ -57,15 +70,18 @@ def flow_counts(
     *,
     typical_ns: float | None = None,
     floor_ns: float | None = None,
+    noise: HostNoise | None = None,
+    leaf_of: Mapping[str, str] | None = None,
 ) -> FlowCounts:
     """Count loss per exchange flow and delay per directed flow, over what is usable.
 
     Both group by refinements of the path table's (path, source port) groups, whose ids
     follow (src, dst, sport) order: grouping by (port id, nic, ...) gives the same ids
     as grouping by the full tuple, over much smaller keys. ``typical_ns`` (the median
-    route's p90 excess) and ``floor_ns`` (the median route's floor) come from these
-    routes unless given: a table taken a block of pairs at a time passes the whole
-    scan's (``route_medians``).
+    route's p90 excess), ``floor_ns`` (the median route's floor) and ``noise`` (each
+    host's own stamp tail, ``leaf_of`` its leaf) come from these routes unless given: a
+    table taken a block of pairs at a time passes the whole scan's (``route_medians``,
+    ``route_noise``).
     """
     port_id = pt.port_id if pt.port_id is not None else group_ids(obs.src, obs.dst, obs.sport)[0]
     u = usable_obs
@@ -103,19 +119,27 @@ def flow_counts(
     # probes from the same port number are two 5-tuples, hashed apart (a slow spine on
     # one of them is no delay of the other's)
     qid = keys[:, 0]
-    route_excess, route_floors = route_medians(pt)  # the medians of these routes, unless given
+    noisy = noisy_stamps(table)
+    q = floor_quantile(noisy)
+    route_floor = route_floors_ns(pt, q)
+    route_excess, route_floors = route_medians(pt, route_floor)  # unless given
     if typical_ns is None:
         typical_ns = median_or_nan(route_excess)
     if floor_ns is None:
         floor_ns = median_or_nan(route_floors)
+    if noise is None:
+        noise = HostNoise.none(len(table.hosts))
+        if noisy:
+            noise = route_noise(pt, route_floor, typical_ns, leaf_of or {})
     has = ~np.isnan(owd)
-    floor, p50_owd = _flow_quantiles(owd, fid, n, has, obs, pt, u)
+    floor, p50_owd = _flow_quantiles(owd, fid, n, has, obs, pt, u, q)
     excess = owd - floor[fid]
     threshold = float(DELAY_FACTOR * typical_ns) if np.isfinite(typical_ns) else float("nan")
-    samples = _count(fid, has, n)
-    delayed = _count(fid, excess > threshold, n)  # (NaN > x is False)
-    p50 = p50_owd - floor
     fports = pt.port_key[qid]
+    flow_threshold = threshold + DELAY_FACTOR * noise.extra(fports[:, 0], fports[:, 1])
+    samples = _count(fid, has, n)
+    delayed = _count(fid, excess > flow_threshold[fid], n)  # (NaN > x is False)
+    p50 = p50_owd - floor
     flows = Flows(
         hosts=obs.hosts,
         nics=obs.nics,
@@ -126,17 +150,41 @@ def flow_counts(
         reverse=keys[:, 2].astype(bool),
     )
     return FlowCounts(
-        exchanges, sent, lost, flows, samples, delayed, p50, threshold, floor_ns, floor
-    )
+        exchanges, sent, lost, flows, samples, delayed, p50, threshold, floor_ns, floor,
+        flow_threshold,
+    )  # fmt: skip
 
 
-def route_medians(pt: PathTable) -> tuple[F64, F64]:
-    """Per route with enough samples: its p90 excess over its floor, and its floor (the
-    inputs of ``typical_ns`` and ``floor_ns``)."""
+def route_floors_ns(pt: PathTable, q: float) -> F64:
+    """Each route's floor: its ``q`` quantile (``noise.floor_quantile``: the minimum,
+    unless the stamps are noisy)."""
+    if q == 0.0 or pt.port_runs is None or pt.port_owd is None:
+        return pt.port.owd_min_ns
+    (low,) = run_quantiles(pt.port_runs, pt.port_owd, (q,))
+    return low
+
+
+def route_medians(pt: PathTable, floor_ns: F64 | None = None) -> tuple[F64, F64]:
+    """Per route with enough samples: its p90 excess over its floor (``floor_ns``, else
+    its minimum), and its floor (the inputs of ``typical_ns`` and ``floor_ns``)."""
     port = pt.port
-    excess_p90 = port.owd_p90_ns - port.owd_min_ns
-    enough = (port.received >= 10) & ~np.isnan(excess_p90)
-    return excess_p90[enough], port.owd_min_ns[enough]
+    floor = port.owd_min_ns if floor_ns is None else floor_ns
+    excess_p90 = port.owd_p90_ns - floor
+    enough = (port.received >= MIN_ROUTE_SAMPLES) & ~np.isnan(excess_p90)
+    return excess_p90[enough], floor[enough]
+
+
+def route_spread(pt: PathTable, floor_ns: F64) -> tuple[I64, I64, F64]:
+    """The routes' spreads over their floors, with their ends (``noise.route_spreads``)."""
+    key = pt.port_key
+    return route_spreads(key[:, 0], key[:, 1], pt.port.received, pt.port.owd_p90_ns, floor_ns)
+
+
+def route_noise(
+    pt: PathTable, floor_ns: F64, typical_ns: float, leaf_of: Mapping[str, str]
+) -> HostNoise:
+    """The hosts' own stamp tails learned from these routes (``noise.host_noise``)."""
+    return host_noise(pt.hosts, route_spread(pt, floor_ns), typical_ns, leaf_of)
 
 
 def median_or_nan(values: F64) -> float:
@@ -193,12 +241,13 @@ def _flow_quantiles(
     obs: Observations,
     pt: PathTable,
     usable: npt.NDArray[np.bool_],
+    q: float = 0.0,
 ) -> tuple[F64, F64]:
-    """The minimum and median delay per flow. Flows split routes only by NIC and
-    direction; when the path table's runs (by route, rows ascending: probes before
-    replies) already list each flow's rows together, those runs serve, without a second
-    sort."""
-    qs = (0.0, 0.5)
+    """The floor (``q`` quantile: the minimum by default) and median delay per flow.
+    Flows split routes only by NIC and direction; when the path table's runs (by route,
+    rows ascending: probes before replies) already list each flow's rows together, those
+    runs serve, without a second sort."""
+    qs = (q, 0.5)
     r, rows = pt.port_runs, pt.port_rows
     if r is None or rows is None or not usable.all():
         lo, mid = sorted_quantiles(owd, fid, n, qs)

@@ -327,7 +327,7 @@ def unexplained(
         elif res.signal == "delay":
             flows = counts.flows
             # its median probe beyond the threshold (a healthy flow's is far below)
-            shift = max(DELAY_SHIFT_OF_FLOOR * counts.floor_ns, counts.threshold_ns)
+            shift = np.maximum(DELAY_SHIFT_OF_FLOOR * counts.floor_ns, counts.flow_threshold_ns)
             material = (share >= MIN_DELAY_RATE) & (counts.excess_p50_ns >= shift)
             # ...seen often enough that chance queueing cannot do it
             material &= (counts.samples >= MIN_DELAY_SAMPLES) & _bad_flows(

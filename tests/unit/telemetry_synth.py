@@ -34,11 +34,13 @@ from cwctl.sync.solution import ClockSolution
 from cwctl.topology import Topology, assign_peers, leaf_spine
 
 T0 = 1_800_000_000_000_000_000
+TURNAROUND_NS = 100_000  # the answering agent's (user space): longer than any stamp's error
 SW_SIGMA_NS = 150.0
 SW_TAIL_SHARE = 0.3
 SW_TAIL_MEDIAN_NS = 800.0
 SW_TAIL_SHAPE = 1.0  # sigma of the tail's log
-SW_HOST_FACTOR = (0.25, 6.0)  # each host's tail median scaled by a factor uniform in this
+SW_TAIL_CAP_NS = 20_000.0  # no kernel stamp errs by more (a scheduling delay's worth)
+SW_HOST_FACTOR = (0.5, 4.0)  # each host's tail median scaled by a factor uniform in this
 
 
 @dataclass
@@ -108,6 +110,7 @@ def _stamp_noise(s: Synth, rng: np.random.Generator, n_hosts: int) -> Any:
         n = len(host)
         tail = rng.random(n) < SW_TAIL_SHARE
         size = SW_TAIL_MEDIAN_NS * factor[host] * rng.lognormal(0.0, SW_TAIL_SHAPE, n)
+        size = np.minimum(size, SW_TAIL_CAP_NS)
         size *= np.where(rng.random(n) < s.sw_early_share, -1.0, 1.0)
         return rng.normal(0.0, SW_SIGMA_NS, n) + np.where(tail, size, 0.0)
 
@@ -187,7 +190,7 @@ def make(s: Synth) -> tuple[Collection, ClockSolution]:
     # read by its host's clock and stamp
     true1 = (t1 - T0).astype(np.float64)
     true2 = true1 + d_f
-    true3 = true2 + 5_000
+    true3 = true2 + TURNAROUND_NS
     true4 = true3 + d_r
     noise = _stamp_noise(s, rng, len(hosts))
 

@@ -93,3 +93,23 @@ def test_an_unlocalised_list_shows_each_path_once_and_knows_discovery_ran(
     assert evidence.count(f"{a}→{b} ") == 1  # its four source ports' flows: one entry
     assert lost["flows"] > lost["paths"] and "+" in evidence
     assert "paths unknown" not in evidence
+
+
+# -- kernel stamps: each host's own tail is learned before a delay is called -------------
+# the independent model's kernel stamps (tests/unit/telemetry_synth.py: issue 21's noise,
+# a fifth of the tail stamps erring the short way, each host's tail its own)
+KERNEL = {"stamps": "sw", "sw_early_share": 0.2, "clock_ns": 1e6, "drift_ppb": 2e4,
+          "n_hosts": 64, "peers": 10, "pairs": 100, "rate": 100.0, "discovered": 0.7}  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_healthy_fabric_with_kernel_stamps_raises_no_delay(seed: int) -> None:
+    snap = build_snapshot(*_solved(Synth(seed=seed, **KERNEL)))  # type: ignore[arg-type]
+    assert snap.verdict == "healthy", snap.verdict_reasons()
+    assert snap.telemetry["delay_threshold_ns"] > 2_000  # the stamps' spread, learned
+
+
+def test_with_kernel_stamps_a_queue_on_a_link_is_still_named() -> None:
+    synth = Synth(seed=4, delay_ns={"leaf2-spine3": 6000.0}, **KERNEL)  # type: ignore[arg-type]
+    snap = build_snapshot(*_solved(synth))
+    assert snap.suspects[0].element == "leaf2-spine3" and snap.verdict == "problems"

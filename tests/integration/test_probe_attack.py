@@ -60,9 +60,14 @@ async def test_forged_and_replayed_datagrams_change_neither_offsets_nor_loss(
     assert all("dropped" in h["agent"] for h in report["hosts"])
 
 
-# loopback agents share one clock: the truth is 0, and unattacked scans with kernel stamps
-# come out within ~1.3 ns of it (docs/security.md); an attack may move them by 2 ns at most
-MOVED_NS = 2.0
+# Loopback agents share one clock: the truth is 0. Unattacked scans with kernel stamps come
+# out within a few ns of it on a busy 2-core machine (-1.9 ns in one run beside this test;
+# the issue measured <= 1.3 ns on an idle one), attacked ones the same (0.01 to 3.8 ns over
+# two runs). What shows that the attack moved nothing is the count: every forged datagram
+# refused, none taken (the deterministic test below: t1 unchanged to the nanosecond). The
+# offsets' bound is the machine's noise with room, far below the attack's effect before
+# (-39.6 us); a tighter one fails on CPU contention, not on cwctl.
+MOVED_NS = 25.0
 
 
 def _traced_scan(nonce: bytes) -> tuple[FabricSnapshot, dict[str, dict[str, Any]]]:
@@ -97,6 +102,8 @@ def test_forged_icmp_errors_quoting_sniffed_probes_and_replies_move_no_clock() -
     assert snapshot.paths and all(p.sent == p.received for p in snapshot.paths)
     counted = _dropped(snapshot, "icmp_unasked")
     assert all(n > 100 for n in counted.values()), counted
+    # each refused and counted (the last few may find their agent gone at the scan's end)
+    assert sum(counted.values()) >= 0.98 * attacker.sent["icmp"], (counted, attacker.sent)
 
 
 def test_probes_replayed_from_the_peers_address_on_another_port_are_not_answered() -> None:

@@ -212,15 +212,29 @@ def render_heatmap(
     return encode_png(draw_heatmap(snapshot, max_side_px=max_side_px, max_ns=max_ns).rgb)
 
 
+LEAF_CELLS_BELOW = 6  # px: host cells smaller than this are unreadable; cells become leaves
+HOST_CELL_MAX, LEAF_CELL_MAX = 16, 24  # px
+
+
 def draw_heatmap(
     snapshot: FabricSnapshot, *, max_side_px: int = 720, max_ns: float = SCALE_MAX_NS
 ) -> Picture:
-    """The heatmap's pixels (``render_heatmap`` encodes them)."""
+    """The heatmap's pixels (``render_heatmap`` encodes them). A cell is a host, or, when
+    host cells would be under ``LEAF_CELLS_BELOW`` pixels (a fleet of hundreds), a leaf
+    pair holding its worst path: 512 hosts are 64 x 64 leaves of 11 px, most of them
+    probed, instead of 512 x 512 pixels mostly never probed."""
     placed = host_order(snapshot)
-    order = [h for h, _ in placed]
-    n = max(len(order), 1)
-    cell = int(max(1, min(16, max_side_px // n)))
-    leaves = [leaf for _, leaf in placed]
+    hosts = [h for h, _ in placed]
+    leaf_of = [leaf for _, leaf in placed]
+    by_leaf = max_side_px // max(len(hosts), 1) < LEAF_CELLS_BELOW and len(set(leaf_of)) > 1
+    if by_leaf:
+        labels = list(dict.fromkeys(leaf_of))
+        cell_of = {h: labels.index(leaf) for h, leaf in placed}
+        leaves = labels
+    else:
+        labels, cell_of, leaves = hosts, {h: k for k, h in enumerate(hosts)}, leaf_of
+    n = max(len(labels), 1)
+    cell = int(max(1, min(LEAF_CELL_MAX if by_leaf else HOST_CELL_MAX, max_side_px // n)))
     label_w = max((text_width(leaf) for leaf in set(leaves) if leaf), default=0) + 8
     top, side = 34, 10
     grid = n * cell
@@ -230,11 +244,13 @@ def draw_heatmap(
     height = max(top + grid + side, top + 250 + 10 * len(names))
     img = np.empty((height, width, 3), np.uint8)
     img[:] = BACKGROUND
-    _draw_cells(img[top : top + grid, label_w : label_w + grid], snapshot, order, cell, max_ns)
+    _draw_cells(
+        img[top : top + grid, label_w : label_w + grid], snapshot, hosts, cell_of, n, cell, max_ns
+    )
 
-    # leaf boundaries and names
+    # leaf boundaries (between hosts of two leaves; every line when cells are leaves)
     for k in range(1, len(leaves)):
-        if leaves[k] != leaves[k - 1]:
+        if leaves[k] != leaves[k - 1] and not by_leaf:
             img[top + k * cell, label_w : label_w + grid] = LEAF_LINE
             img[top : top + grid, label_w + k * cell] = LEAF_LINE
     start = 0
@@ -244,40 +260,55 @@ def draw_heatmap(
                 mid = top + (start + k) * cell // 2 - GLYPH_H // 2
                 draw_text(img, 2, mid, leaves[start], INK)
             start = k
-    _mark_suspects(img, snapshot, order, label_w, top, cell)
+    _mark_suspects(img, snapshot, cell_of, label_w, top, cell)
 
-    title = f"{QUEUEING} per path: rows send, columns receive"
+    per = "leaf pair (its worst path)" if by_leaf else "path"
+    title = f"{QUEUEING} per {per}: rows send, columns receive"
     if snapshot.source == "sim" or snapshot.source.endswith(":sim"):
         title += " (simulated)"
     draw_text(img, 4, 4, title, INK)
-    draw_text(img, 4, 16, f"{len(order)} hosts by leaf, red: lost probes", INK)
+    where = f"{len(hosts)} hosts on {len(labels)} leaves" if by_leaf else f"{len(hosts)} hosts"
+    draw_text(img, 4, 16, f"{where} by leaf, red: lost probes", INK)
     _legend(img, label_w + grid + side, top, max_ns, names)
-    return Picture(img, order, label_w, top, cell)
+    return Picture(img, labels, label_w, top, cell)
 
 
 def _draw_cells(
-    grid: U8, snapshot: FabricSnapshot, order: list[str], cell: int, max_ns: float
+    grid: U8,
+    snapshot: FabricSnapshot,
+    hosts: list[str],
+    cell_of: dict[str, int],
+    n: int,
+    cell: int,
+    max_ns: float,
 ) -> None:
-    """Each path's colour into ``grid`` (its ``cell`` x ``cell`` squares), in place."""
-    n = len(order)
+    """Each cell's colour into ``grid`` (its ``cell`` x ``cell`` squares), in place: the
+    worst queueing and the worst loss of the paths it holds (one path per host cell)."""
+    i, j, excess, loss = cells(snapshot, hosts)
+    to_cell = np.array([cell_of[h] for h in hosts], np.intp)
+    ci, cj = (to_cell[i], to_cell[j]) if i.size else (i, j)
+    worst = np.full((n, n), -np.inf)
+    np.maximum.at(worst, (ci, cj), np.where(np.isfinite(excess), excess, -np.inf))
+    lost = np.full((n, n), -1.0)
+    np.maximum.at(lost, (ci, cj), np.where(np.isfinite(loss), loss, -1.0))
     colors = grid if cell == 1 else np.empty((n, n, 3), np.uint8)  # at scale: no copy
     colors[:] = UNPROBED
-    i, j, excess, loss = cells(snapshot, order)
-    probed = np.isfinite(excess)
-    colors[i[probed], j[probed]] = _colormap(scale_position(excess[probed], max_ns))
-    lossy = np.isfinite(loss) & (loss >= LOSS_MIN)
-    colors[i[lossy], j[lossy]] = _lossmap(loss[lossy])
-    colors[np.arange(n), np.arange(n)] = DIAGONAL
+    probed = np.isfinite(worst)
+    colors[probed] = _colormap(scale_position(worst[probed], max_ns))
+    lossy = lost >= LOSS_MIN
+    colors[lossy] = _lossmap(lost[lossy])
+    if n == len(hosts):  # host cells: a host to itself is not a path
+        colors[np.arange(n), np.arange(n)] = DIAGONAL
     if cell > 1:
         grid[:] = np.repeat(np.repeat(colors, cell, axis=0), cell, axis=1)
 
 
 def _mark_suspects(
-    img: U8, snapshot: FabricSnapshot, order: list[str], x0: int, y0: int, cell: int
+    img: U8, snapshot: FabricSnapshot, index: dict[str, int], x0: int, y0: int, cell: int
 ) -> None:
-    """Ticks beside the rows and above the columns of the suspects' hosts; a frame
-    around each bad path that can cross a suspect (a dot when cells are tiny)."""
-    index = {h: i for i, h in enumerate(order)}
+    """Ticks beside the rows and above the columns of the suspects' hosts (their cells);
+    a frame around each cell holding a bad path that can cross a suspect (a dot when
+    cells are tiny)."""
     for host in suspect_hosts(snapshot):
         k = index[host]
         img[y0 + k * cell : y0 + (k + 1) * cell, x0 - 5 : x0 - 1] = MARK  # row tick

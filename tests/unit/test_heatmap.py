@@ -167,3 +167,26 @@ def test_png_rows_compressed_in_blocks_are_one_deflate_stream() -> None:
     raw[:, 1:] = rgb.reshape(2500, -1)
     data = encode_png(rgb)
     assert zlib.compress(raw.tobytes(), 6) in data  # the one-shot stream, byte for byte
+
+
+def test_512_hosts_draw_leaf_cells_mostly_probed_and_a_lossy_link_shows() -> None:
+    """Host cells at 512 hosts were 1 px, 98 % never probed: now a leaf pair per 11 px
+    cell holds its worst path, and a 5 % lossy leaf1-spine2 paints leaf1's row and column."""
+    import asyncio
+
+    from cwctl.report.heatmap import UNPROBED
+    from cwctl.request import ScanRequest, SimOptions
+    from cwctl.session import scan
+
+    faults = ("link:leaf1-spine2:lossy=0.05",)
+    snap = asyncio.run(scan(ScanRequest(sim=SimOptions(hosts=512, faults=faults), duration_s=0.5)))
+    pic = draw_heatmap(snap)
+    n, c = len(pic.order), pic.cell
+    assert pic.order[:2] == ["leaf1", "leaf2"] and n == 64 and c >= 10
+    centres = pic.rgb[pic.y0 + c // 2 : pic.y0 + n * c : c, pic.x0 + c // 2 : pic.x0 + n * c : c]
+    grey = (centres == np.array(UNPROBED)).all(axis=2)
+    assert grey.mean() < 0.4, grey.mean()
+    red = (centres[..., 0] > 150) & (centres[..., 1] < 190) & (centres[..., 2] < 160)
+    leaf1 = red[0, :].sum() + red[:, 0].sum()
+    others = red[1:, 1:].sum()
+    assert leaf1 >= 20 and others <= leaf1 / 4, (leaf1, others)

@@ -36,6 +36,7 @@ from cwctl.records.bounds import (
     ROWS_SLACK,
     check_values,
     line_max_chars,
+    other_max_chars,
     printable,
     rows_max,
 )
@@ -259,6 +260,8 @@ class _Limits:
         self.rows_max = rows_max(hosts, peers, params.get("rate"), duration)
         self.records_max = self.rows_max + 64 * hosts + ROWS_SLACK
         self.rows = 0
+        self.other_max = other_max_chars(hosts)
+        self.other = 0
         if header["records"] > self.records_max:
             raise RecordError(
                 f"{path} line 1: the header announces {header['records']:,} records, more than"
@@ -272,6 +275,14 @@ class _Limits:
             raise RecordError(
                 f"{at}: more probe rows ({self.rows:,} so far) than a scan of the header's "
                 f"hosts, peers, rate and duration can have sent ({self.rows_max:,}, a margin in)"
+            )
+
+    def add_other(self, chars: int, at: str) -> None:
+        self.other += chars
+        if self.other > self.other_max:
+            raise RecordError(
+                f"{at}: more than {self.other_max:,} characters of records other than probe "
+                'rows, the bound for the header\'s hosts (docs/records.md, "Bounds")'
             )
 
 
@@ -312,6 +323,8 @@ def read_collection(path: str | Path) -> Collection:
             raise RecordError(f"{at}: more records than the header's scan can have")
         kind = rec["type"]
         check_values(rec, at, text, numbers=kind not in ("probes", "probe"))
+        if kind not in ("probes", "probe"):
+            limits.add_other(len(text), at)
         if kind == "probes":
             limits.add_rows(rec.get("n"), at)
             builder.add_batch(rec, where=at)

@@ -10,6 +10,8 @@ holds every file to these bounds, stated here once, and refuses past one with on
   carries a few entries per path); it is read up to its bound and no further;
 - nesting: ``MAX_DEPTH`` levels of objects and lists (records use five);
 - numbers: integers within int64, floats finite (no ``NaN``/``Infinity``, no ``1e400``);
+- the other lines (kept as parsed: hello, summary, gpu, path, truth): ``other_max_chars``
+  in all, a fixed allowance plus a share per host;
 - probe rows: ``rows_max(...)`` in all, from the header's peers, rate and duration
   (the rows the scan can have sent) with a margin; one record holds no more.
 """
@@ -28,6 +30,8 @@ MAX_DEPTH: Final = 32
 HEADER_MAX_CHARS: Final = 64 << 20  # the header of ~150 000 hosts
 LINE_BASE_CHARS: Final = 4 << 20  # any other line: this, plus LINE_HOST_CHARS per host
 LINE_HOST_CHARS: Final = 16 << 10  # a truth record's paths and offsets, per host, with room
+OTHER_BASE_CHARS: Final = 16 << 20  # all lines but probe rows: this, plus per host ...
+OTHER_HOST_CHARS: Final = 256 << 10  # ... its hello, summary, gpu, path and truth share
 ROWS_MARGIN: Final = 2.0  # rows a file may hold: this times what its scan could send ...
 ROWS_SLACK: Final = 1 << 16  # ... plus this (small synthetic files, rounding)
 I64_MIN: Final = -(2**63)
@@ -43,6 +47,12 @@ _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 def line_max_chars(hosts: int) -> int:
     """The longest line (header aside) a record file of ``hosts`` hosts may hold."""
     return LINE_BASE_CHARS + LINE_HOST_CHARS * max(0, hosts)
+
+
+def other_max_chars(hosts: int) -> int:
+    """The characters a record file of ``hosts`` hosts may hold in all its lines other than
+    probe rows (what the reader keeps as it is: hello, summary, gpu, path, truth)."""
+    return OTHER_BASE_CHARS + OTHER_HOST_CHARS * max(0, hosts)
 
 
 def rows_max(hosts: int, peers: Mapping[str, Any], rate: Any, duration_s: float) -> int:

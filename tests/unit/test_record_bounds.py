@@ -24,6 +24,7 @@ from cwctl.records.bounds import (
     MAX_DEPTH,
     ROWS_SLACK,
     line_max_chars,
+    other_max_chars,
     printable,
     rows_max,
 )
@@ -290,4 +291,23 @@ def test_a_switch_name_with_an_escape_in_the_topology_is_refused(
     topology["uplinks"][leaf] = ["spine1\x1b[2J"]
     path = _write(tmp_path / "topo.jsonl", [{**good[0], "topology": topology}, *good[1:]])
     with pytest.raises(RecordError, match=r"line 1: header 'topology' is malformed"):
+        read_collection(path)
+
+
+def test_many_large_records_other_than_probe_rows_are_refused_at_their_total(
+    good: Lines, tmp_path: Path
+) -> None:
+    """Each line under its own bound, but 40 gpu records of 1 MB (a gzip of ~100 KB): the
+    reader keeps those as parsed, so their total has a bound of its own."""
+    host = good[0]["hosts"][0]["name"]
+    big = json.dumps({"type": "gpu", "v": 1, "host": host, "status": "ok", "x": "A" * (1 << 20)})
+    path = tmp_path / "gpus.jsonl.gz"
+    with gzip.open(path, "wt", compresslevel=1) as f:
+        f.write(json.dumps({**good[0], "records": len(good) - 1 + 40}) + "\n")
+        for rec in good[1:]:
+            f.write(json.dumps(rec) + "\n")
+        for _ in range(40):
+            f.write(big + "\n")
+    bound = other_max_chars(len(good[0]["hosts"]))
+    with pytest.raises(RecordError, match=rf"more than {bound:,} characters of records other"):
         read_collection(path)

@@ -104,7 +104,7 @@ def describe(b: Budget, peers: int = settings.PROBE_PEERS) -> str:
     """One line: the budget, its rate and window, and what it costs each agent."""
     c = cost(b.rate, peers)
     return (
-        f"{b.name}: {b.rate:g} pairs/s per peer for {b.duration_s:g} s "
+        f"{b.name}: {b.rate:g} pairs/s per peer for {b.duration_s:g} s from {b.ports} ports "
         f"({c.probes_s:,.0f} probes/s, {c.kbit_s:,.0f} kbit/s, ~{c.core_pct:.2g} % of a core "
         f"per agent at {peers} peers)"
     )

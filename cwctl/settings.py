@@ -40,14 +40,16 @@ class Budget:
     name: str
     rate: float  # coded pairs per second per peer
     duration_s: float  # seconds of probing per scan (per window, for watch)
+    ports: int  # source ports each host probes from (each a flow its agent must trace)
     use: str  # which commands choose it
 
 
 BUDGET_QUICK: Final = "quick"  # the most accurate answer now: short and dense
 BUDGET_WATCH: Final = "watch"  # continuous and sparse: accuracy builds across windows
 BUDGETS: Final = {
-    BUDGET_QUICK: Budget(BUDGET_QUICK, 100.0, 2.0, "scan, reroute --verify, sync --count 1"),
-    BUDGET_WATCH: Budget(BUDGET_WATCH, 2.0, 5.0, "tui, watch, the sync loop"),
+    # 2 ports: the flows a 2 s scan can trace under the switches' ICMP limits (docs/sync.md)
+    BUDGET_QUICK: Budget(BUDGET_QUICK, 100.0, 2.0, 2, "scan, reroute --verify, sync --count 1"),
+    BUDGET_WATCH: Budget(BUDGET_WATCH, 2.0, 5.0, 4, "tui, watch, the sync loop"),
 }
 # The sliding clock solve (TUI, watch, the sync loop) carries the clock model across
 # windows by keeping the probes of the last windows: enough of them for this many coded
@@ -67,7 +69,7 @@ PROBE_RATE_MIN: Final = 0.1
 PROBE_RATE_MAX: Final = 1000.0
 PROBE_PEERS: Final = 10  # peers each host probes (K)
 PROBE_PORT: Final = 0  # UDP port that answers probes; 0 = any free port
-PROBE_PORTS: Final = 4  # source ports each host probes from (spreads ECMP paths)
+PROBE_PORTS: Final = BUDGETS[BUDGET_WATCH].ports  # a bare SimParams'; a scan's: its budget's
 PROBE_GAP_US: Final = 20.0  # spacing of the two probes of a coded pair
 PROBE_TRACE: Final = True  # path discovery, where the inventory names switch addresses
 ICMP_RATELIMIT_MS: Final = 1000  # switches' ICMP answers per destination (Linux default)

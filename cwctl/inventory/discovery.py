@@ -106,6 +106,13 @@ def _window_s(inv: Inventory) -> float:
     return settings.BUDGETS[inv.probe.budget or settings.BUDGET_QUICK].duration_s
 
 
+def _ports(inv: Inventory) -> int:
+    """Source ports each host probes from: the inventory's, else its budget's (quick's)."""
+    if inv.probe.ports is not None:
+        return inv.probe.ports
+    return settings.BUDGETS[inv.probe.budget or settings.BUDGET_QUICK].ports
+
+
 def _scans_to_learn(inv: Inventory) -> int | None:
     """Scans until every cross-leaf flow of a host has its spine (docs/paths.md): one ICMP
     answer per flow and direction, the host's spines each answering 1000/limit a second
@@ -122,7 +129,7 @@ def _scans_to_learn(inv: Inventory) -> int | None:
         elsewhere = len(leaf_of) - on_leaf  # the hosts on other leaves
         share = elsewhere / (len(inv.hosts) - 1)
         peers = min(inv.probe.peers, len(inv.hosts) - 1)
-        answers = 2 * peers * inv.probe.ports * share  # its probe flows and replies
+        answers = 2 * peers * _ports(inv) * share  # its probe flows and replies
         per_s = spines * 1000.0 / inv.probe.icmp_ratelimit_ms
         worst = max(worst, max(0.0, answers - 6 * spines) / per_s)
     window_s = _window_s(inv) + 0.7  # probing and the linger after it

@@ -43,7 +43,7 @@ class ProbeSettings:
     rate: float | None = None  # coded pairs per second per peer; None: the budget's
     peers: int = settings.PROBE_PEERS  # peers each host probes (K)
     port: int = settings.PROBE_PORT  # UDP port that answers probes; 0 = any free port
-    ports: int = settings.PROBE_PORTS  # source ports each host probes from (spreads ECMP paths)
+    ports: int | None = None  # source ports each host probes from (ECMP); None: the budget's
     gap_us: float = settings.PROBE_GAP_US  # spacing of the two probes of a coded pair
     trace: bool = settings.PROBE_TRACE  # discover each flow's path (docs/paths.md)
     icmp_ratelimit_ms: int = settings.ICMP_RATELIMIT_MS  # the switches' limit; 0 = none

@@ -60,9 +60,10 @@ def summarize(inv: Inventory) -> str:
     budget = f"budget {p.budget}" if p.budget else "each command's budget (scan quick, tui watch)"
     window = "" if p.duration is None else f", {p.duration:g} s"
     rate = "" if p.rate is None else f", {p.rate:g} pairs/s per peer"
+    ports = "the budget's" if p.ports is None else str(p.ports)
     out.append(
         f"probe: {budget}{window}{rate}, {p.peers} peers per host, "
-        f"port {p.port or 'any'}, {p.ports} source ports, pair gap {p.gap_us:g} us"
+        f"port {p.port or 'any'}, {ports} source ports, pair gap {p.gap_us:g} us"
     )
     sched = inv.scheduler
     where = (

@@ -72,6 +72,7 @@ def resolve_probe(request: ScanRequest, base: ProbeSettings | None = None) -> Pr
         budget=chosen.name,
         duration=duration if duration is not None else chosen.duration_s,
         rate=base.rate if base.rate is not None else chosen.rate,
+        ports=base.ports if base.ports is not None else chosen.ports,
     )
 
 

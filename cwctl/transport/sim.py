@@ -87,10 +87,12 @@ def run_model(
     model: FabricModel, duration_s: float, probe: ProbeSettings | None = None
 ) -> Collection:
     """One probing window of ``model`` as a ``Collection`` (source ``sim``); ``probe``: the
-    settings it runs at (``resolve_probe``'s: its rate replaces the model's), else the
-    model's own."""
-    if probe is not None and probe.rate is not None and probe.rate != model.params.rate:
-        model.params = replace(model.params, rate=float(probe.rate))
+    settings it runs at (``resolve_probe``'s: its rate and ports replace the model's),
+    else the model's own."""
+    if probe is not None and probe.rate is not None and probe.ports is not None:
+        rate, ports = float(probe.rate), int(probe.ports)
+        if (rate, ports) != (model.params.rate, model.params.ports):
+            model.params = replace(model.params, rate=rate, ports=ports)
     window = model.probe(duration_s)
     fabric, params = model.fabric, model.params
     hosts = [

@@ -71,7 +71,7 @@ def test_inventory_check_prints_the_discovery_lines() -> None:
     lines = result.stdout.splitlines()
     assert "path discovery: on, 12 switch addresses, switches answer 1 ICMP/s" in result.stdout
     # 3 hosts a leaf, 10 peers (5 others), 4 ports, 2 spines at 1/s after 12 at once
-    assert "  about 3 scans of 2 s to learn every spine a host's flows cross" in result.stdout
+    assert "  about 1 scan of 2 s to learn every spine a host's flows cross" in result.stdout
     lacks = [line for line in lines if line.startswith("  lacks: ")]
     assert lacks == [
         "  lacks: hosts with several NICs but one probe address (a bad NIC is named as the "

@@ -232,3 +232,18 @@ async def test_the_help_wraps_each_description_beside_its_key() -> None:
         assert wrapped, "no long description to wrap at 80 columns"
         for line in wrapped:  # a continuation starts in the description column, not col 0
             assert len(line) - len(line.lstrip()) >= KEY_W
+
+
+async def test_at_80x24_with_512_hosts_every_cell_is_inside_the_panel() -> None:
+    app = fixed_app(fleet_snapshot(64))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.scans == 1)
+        heatmap = app.dashboard.query_one(Heatmap)
+        grid, layout = heatmap.grid, heatmap.cell_layout
+        assert grid is not None and grid.level == "leaf group"
+        assert layout.label_w + 1 + grid.size * layout.cell_w <= heatmap.size.width
+        footer = heatmap._footer_lines()
+        assert layout.top + grid.size * layout.cell_h + footer <= heatmap.size.height
+        title = [heatmap.render_line(y).text.rstrip() for y in range(layout.top)]
+        assert title[0] == "queueing p50 (p50 - floor)"  # whole phrases, one a line
+        assert all(len(line) <= heatmap.size.width for line in title)

@@ -168,8 +168,13 @@ class Heatmap(Widget, can_focus=True):
             hosts = self._shown_hosts()
             names = hosts if hosts is not None else [h.name for h in self.snapshot.hosts]
             label_w = min(LABEL_MAX, max((len(n) for n in names), default=8))
-            grid = build_grid(self.snapshot, self.metric, self.fit(label_w), hosts)
-            label_w = min(LABEL_MAX, max((len(label) for label in grid.labels), default=8))
+            fit = self.fit(label_w)
+            while True:  # group labels ("leaf13-18") may be wider than the hosts' names
+                grid = build_grid(self.snapshot, self.metric, fit, hosts)
+                label_w = min(LABEL_MAX, max((len(label) for label in grid.labels), default=8))
+                if fit <= 1 or grid.size <= self.fit(label_w):
+                    break
+                fit -= 1
             self.grid = grid
             self.rows = list(range(grid.size))
             top = len(self.title_lines())
@@ -278,9 +283,7 @@ class Heatmap(Widget, can_focus=True):
                 lines[-1] += " · " + part
             else:
                 lines.append(part)
-        if len(lines) > TITLE_LINES_MAX:
-            lines = [*lines[: TITLE_LINES_MAX - 1], " · ".join(lines[TITLE_LINES_MAX - 1 :])]
-        return lines
+        return lines[:TITLE_LINES_MAX]  # the least needed last: "src ↓ dst →" goes first
 
     @property
     def readout_line(self) -> int:

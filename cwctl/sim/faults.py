@@ -122,8 +122,10 @@ def parse_faults(specs: tuple[str, ...] | list[str]) -> list[Fault]:
 def fault_active(
     fault_mode: str, value: float | None, at_s: float, t_ns: F64
 ) -> npt.NDArray[np.bool_]:
-    """When a fault acts, per probe: from ``at_s`` on; ``flap`` only in the down half-periods."""
-    active = t_ns >= at_s * 1e9
+    """When a fault acts, per probe: from ``at_s`` on (without one, on every probe: the
+    first probe leaves its send stamp's error before time 0); ``flap`` only in the down
+    half-periods."""
+    active = t_ns >= at_s * 1e9 if at_s > 0 else np.ones(len(t_ns), bool)
     if fault_mode == "flap":
         half_ns = float(value or 0.5) * 1e9 / 2
         phase = np.floor((t_ns - at_s * 1e9) / half_ns).astype(np.int64)

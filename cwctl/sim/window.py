@@ -251,7 +251,7 @@ class _Leg:
             q = self.queues[flow, k]
             rho = rho_queue[q]
             for hit, level, at_s in congestion:
-                on = hit[q] & (t_ns >= at_s * 1e9)
+                on = hit[q] & ((t_ns >= at_s * 1e9) if at_s > 0 else True)
                 rho[on] = np.maximum(rho[on], np.float32(min(level, params.rho_max)))
             delay += sample_queueing(rho, params, rng)
         if survive is not None:

@@ -75,6 +75,7 @@ DELAY_SHIFT_OF_FLOOR = 0.2  # and move its flows' median delay by this share of 
 # delay they are one trial, not two (counted as two, chance queueing on a flow of a few
 # pairs looks significant, and a healthy fabric grows spurious delay suspects).
 PROBES_PER_DELAY_TRIAL = 2.0
+ONE_TRIAL_BACKGROUND = 0.02  # the most a one-trial signal's background may be (floors)
 UNCLOCKED_FACTOR = 4.0  # a clock this many times less certain than the median: no timing
 
 
@@ -163,6 +164,11 @@ def _localise_signal(
     usable = trials > 0
     # a background as high as a fault's own rate would hide every fault: it is no background
     b0 = min(_background(trials[usable], failures[usable]), min_rate)
+    if one_trial:
+        # a single trial is never significant alone, so the background cannot be told from
+        # the fault's own flows (a slow spine raises a quarter of the floors, and that
+        # quarter as background hid it): a raised floor is rare by chance
+        b0 = min(b0, ONE_TRIAL_BACKGROUND)
     # 1 % of a 10 000-host scan's 800 000 delay flows is 8 000 voters by chance alone,
     # each element they touch a candidate the explanation must weigh, and some chosen
     vote_p = min(VOTE_P, CHANCE_VOTERS / max(1, int(usable.sum())))
@@ -175,6 +181,7 @@ def _localise_signal(
         candidates=votes > 0,
         min_gain=MIN_GAIN_NATS,
         min_rate=min_rate,
+        background=b0 if one_trial else None,
     )
     bad = (failures > 0 if one_trial else _bad_flows(trials, failures, fit.background)) & usable
     n, k = np.where(usable, trials, 0.0), np.where(usable, failures, 0.0)

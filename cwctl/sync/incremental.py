@@ -156,7 +156,10 @@ class SlidingSolver:
         table = self._append(new)
         if not table.complete.any():
             return empty_solution(table, self.reference, "no complete probe exchange")
-        filt, fits, t_prov = fit_table(table, self.method)
+        # over several scans, kernel stamps' slopes are searched for the widest gap: the
+        # envelope's line through noisy window minima tilts, and a long window magnifies it
+        carried = len(self._spans) > 1
+        filt, fits, t_prov = fit_table(table, self.method, search_noisy=carried)
         if len(fits.lo) == 0:
             return empty_solution(table, self.reference, "no pair with probes in both directions")
         names = list(table.hosts)

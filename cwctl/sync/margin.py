@@ -23,7 +23,12 @@ BAND_POINTS = 3
 
 
 def max_margin_refine(
-    points: PairPoints, fits: PairFits, *, iterations: int = 48, search: bool = True
+    points: PairPoints,
+    fits: PairFits,
+    *,
+    iterations: int = 48,
+    search: bool = True,
+    only: np.ndarray | None = None,
 ) -> PairFits:
     """The exact hard-margin line per pair, by golden-section search over the slope.
 
@@ -65,6 +70,8 @@ def max_margin_refine(
         c, d = c_new, d_new
         mc, md = margin(c)[0], margin(d)[0]
     b = (lo_b + hi_b) / 2 if search else fits.drift_ppb * 1e-9
+    if search and only is not None:  # the slope searched for these pairs alone
+        b = np.where(only, b, fits.drift_ppb * 1e-9)
     # the margin at the chosen slope, per flow (a flow is the whole pair unless the
     # points were split by flow): theta is the mean midline of the flows with both clouds
     n_flows = len(points.flow_pair)

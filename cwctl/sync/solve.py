@@ -91,8 +91,12 @@ def fit_table(
     *,
     by_flow: bool = False,
     windows: int | None = None,
+    search_noisy: bool = False,
 ) -> tuple[CodedFilter, PairFits, int]:
-    """Coded filter and pair fits (pairs with an estimate only), at a provisional t_ref."""
+    """Coded filter and pair fits (pairs with an estimate only), at a provisional t_ref.
+    ``search_noisy``: with ``hybrid``, the pairs stamped by a kernel or in user space
+    search their slope for the widest gap too (as ``margin``), the pairs with NIC stamps
+    keep the envelope's (the sliding solve over a long history: ``incremental.py``)."""
     t_prov = window_middle(table)
     filt = coded_filter(table)
     points = pair_points(table, filt, t_prov, by_flow=by_flow)
@@ -102,7 +106,9 @@ def fit_table(
         # added to one clock (tests/unit/test_sync_scoreslope.py shows tens of ns)
         fits = score_slopes(points, fits, SCORE_SLOPE_SOURCES)
     if method in ("margin", "hybrid", "score"):
-        fits = max_margin_refine(points, fits, search=method == "margin")
+        search = method == "margin" or (search_noisy and bool((points.source >= 1).any()))
+        only = None if method == "margin" or not search else points.source >= 1
+        fits = max_margin_refine(points, fits, search=search, only=only)
     return filt, fits.select(fits.ok), t_prov
 
 

@@ -53,3 +53,15 @@ def test_the_gap_s_edges_are_the_mean_of_the_points_nearest_it_on_each_side() ->
     assert top[1] == 7.0 and bottom[1] == -np.inf  # fewer points: those there are
     assert top[2] == np.inf and bottom[2] == -np.inf
     assert band_edges(v, group, upper, 3, k=1)[0][0] == 1.0  # k = 1: the hard margin
+
+
+def test_only_noisy_stamps_search_their_slope_in_a_long_sliding_window() -> None:
+    from cwctl.sync.solve import fit_table
+
+    for stamps in ("hw", "sw"):
+        model = FabricModel.leaf_spine(16, params=SimParams(timestamps=stamps, rate=20.0), seed=4)
+        table = model.probe(2.0).table
+        _, plain, _ = fit_table(table)
+        _, searched, _ = fit_table(table, search_noisy=True)
+        same = np.array_equal(plain.drift_ppb, searched.drift_ppb)
+        assert same == (stamps == "hw"), stamps  # NIC stamps keep the envelope's slope

@@ -42,7 +42,8 @@ def _number(value: Any) -> float | None:
 
 def _counts(value: Any, keys: tuple[str, ...] | None = None) -> dict[str, int]:
     """A summary's counts by name: string keys (``keys`` only, when given; at most 40
-    printable characters) with integer values; anything else left out."""
+    printable characters) with integer values in int64, not negative; anything else left
+    out (a summary is an agent's word: a compromised host can say anything)."""
     if not isinstance(value, dict):
         return {}
     return {
@@ -50,6 +51,7 @@ def _counts(value: Any, keys: tuple[str, ...] | None = None) -> dict[str, int]:
         for k, v in value.items()
         if isinstance(k, str) and (keys is None or k in keys) and 0 < len(k) <= 40
         and k.isprintable() and isinstance(v, int) and not isinstance(v, bool)
+        and 0 <= v < 2**63
     }  # fmt: skip
 
 

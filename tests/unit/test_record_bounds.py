@@ -311,3 +311,21 @@ def test_many_large_records_other_than_probe_rows_are_refused_at_their_total(
     bound = other_max_chars(len(good[0]["hosts"]))
     with pytest.raises(RecordError, match=rf"more than {bound:,} characters of records other"):
         read_collection(path)
+
+
+def test_a_live_agents_summary_of_huge_or_odd_numbers_still_encodes() -> None:
+    """A compromised host's agent can print any summary: 2^64 counts are left out, a
+    non-finite cost reads as unknown, and the JSON report still encodes (orjson's bound)."""
+    from cwctl.report.jsonenc import encode
+
+    collection = synthetic_collection(n_hosts=4, pairs=3)
+    name = collection.host_names[0]
+    collection.summaries[name] = {
+        "type": "summary", "host": name, "cost": {"cpu_s": 2**64, "tx_bytes": float("inf")},
+        "dropped": {"replay": 2**64, "bad_mac": 3}, "trace": {"flows": -1, "paths": 2},
+    }  # fmt: skip
+    snapshot = analyse(collection)
+    agent = next(h.agent for h in snapshot.hosts if h.name == name)
+    assert agent is not None
+    assert agent["dropped"] == {"bad_mac": 3} and agent["trace"] == {"paths": 2}
+    assert json.loads(encode(snapshot.to_json()))["hosts"]

@@ -247,3 +247,15 @@ async def test_at_80x24_with_512_hosts_every_cell_is_inside_the_panel() -> None:
         title = [heatmap.render_line(y).text.rstrip() for y in range(layout.top)]
         assert title[0] == "queueing p50 (p50 - floor)"  # whole phrases, one a line
         assert all(len(line) <= heatmap.size.width for line in title)
+
+
+async def test_a_long_plan_keeps_its_buttons_on_an_80x24_screen() -> None:
+    app = fixed_app()
+    body = "\n".join(f" {i}. leaf{i}: ECMP weight of spine2 1 -> 0" for i in range(1, 41))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.scans == 1)
+        app.push_screen(ConfirmScreen("reroute spine2: apply this plan?", body, ("leaf1",)))
+        await pilot.pause()
+        for button in ("#yes", "#no"):
+            region = app.screen.query_one(button).region
+            assert region.height > 0 and 0 <= region.y and region.bottom <= 24, (button, region)

@@ -184,13 +184,15 @@ async def test_the_first_frame_draws_no_full_height_sparkline_for_no_loss() -> N
 
 
 async def test_the_map_says_how_the_first_scan_is_going() -> None:
+    release = asyncio.Event()
+
     class Slow(FixedSource):
         progress: Any = None
 
         async def next_snapshot(self) -> FabricSnapshot:
             self.progress("started", {"hosts": 3, "of": 4, "duration_s": 30.0})
             self.progress("records", {"records": 1200})
-            await asyncio.sleep(0.5)
+            await release.wait()  # the scan goes on until the test has looked
             return await super().next_snapshot()
 
     app = make_app(Slow([fleet_snapshot(1)], label="SIMULATED"), max_scans=1)
@@ -199,6 +201,7 @@ async def test_the_map_says_how_the_first_scan_is_going() -> None:
         await wait_for(pilot, lambda: "3/4 hosts" in heatmap.render_line(0).text)
         assert "1,200 probes" in heatmap.render_line(0).text
         assert "s left" in heatmap.render_line(0).text
+        release.set()
         await wait_for(pilot, lambda: app.scans == 1)
         assert heatmap.render_line(0).text.startswith("queueing p50")
 

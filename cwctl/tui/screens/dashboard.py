@@ -74,7 +74,9 @@ class DashboardScreen(Screen[None]):
         self.query_one("#hosts-title", Label).update(title)
 
     def set_status(self, text: str) -> None:
-        self.query_one(StatusBar).update(text)
+        # a progress message can land while the app shuts down and the bar is gone already
+        for bar in self.query(StatusBar):
+            bar.update(text)
 
     def on_screen_resume(self) -> None:
         # Scans pause while another screen is on top; catch up when back.

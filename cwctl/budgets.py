@@ -35,7 +35,7 @@ DATAGRAMS_PER_PAIR = 6  # sent by each end: (probe, reply, follow-up) x the pair
 # The agent's CPU while probing: a fixed share (its loop's wake-ups, timers, batches) and
 # a cost per datagram it sends or receives. Measured with the agents' own figures on
 # `cwctl scan --local 8 --format json` (7 peers): at quick 7.0 us per datagram, at watch
-# 0.6 % of a core in all (bench/bench_sync.py prints both again).
+# 0.6 % of a core in all (bench/bench_budgets.py prints both again).
 AGENT_CPU_FIXED_PCT = 0.47
 AGENT_CPU_US_PER_DATAGRAM = 7.0
 

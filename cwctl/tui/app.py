@@ -152,7 +152,9 @@ class CwctlApp(App[None]):
         self.progress_words = message.words
         dashboard = self._dashboard()
         if dashboard is not None and self.snapshot is None:
-            dashboard.query_one(Heatmap).set_waiting(f"first scan: {message.words}")
+            # query, not query_one: a message landing while the app shuts down finds none
+            for heatmap in dashboard.query(Heatmap):
+                heatmap.set_waiting(f"first scan: {message.words}")
         self._refresh_status()
 
     @work(exclusive=True, group="scan")

@@ -24,6 +24,9 @@ from cwctl.actions.plan import LOCAL, SIM
 from cwctl.errors import EXIT_PROBLEMS, CwctlError, InputError
 
 COMMAND_TIMEOUT_S = 120.0
+# Commands run at once on one host's connection: under OpenSSH's MaxSessions (10 by
+# default), past which sshd refuses a channel ("open failed"); the rest wait their turn.
+SESSIONS_PER_HOST = 8
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,8 @@ class SSHRunner:
         self.local = LocalRunner(timeout_s)
         self.timeout_s = timeout_s
         self._conns: dict[str, Any] = {}
+        self._lanes: dict[str, asyncio.Semaphore] = {}  # sessions open at once, per host
+        self._connecting: dict[str, asyncio.Lock] = {}  # one connection per host
 
     @property
     def launcher(self) -> Any:
@@ -163,17 +168,20 @@ class SSHRunner:
 
         if host == LOCAL:
             return await self.local.run(host, argv)
+        lane = self._lanes.setdefault(host, asyncio.Semaphore(SESSIONS_PER_HOST))
         try:
-            conn = self._conns.get(host)
-            if conn is None:
-                ep, port = self._endpoint(host)
-                # the scan transport's connect: same host-key policy, config, jump host
-                async with self.launcher.semaphore:  # bounded handshakes, as in a scan
-                    conn = self._conns[host] = await self.launcher.connect(ep, port)
-            result = await asyncio.wait_for(
-                conn.run(shlex.join(argv), check=False, encoding="utf-8", errors="replace"),
-                self.timeout_s,
-            )
+            async with self._connecting.setdefault(host, asyncio.Lock()):
+                conn = self._conns.get(host)
+                if conn is None:
+                    ep, port = self._endpoint(host)
+                    # the scan transport's connect: same host-key policy, config, jump host
+                    async with self.launcher.semaphore:  # bounded handshakes, as in a scan
+                        conn = self._conns[host] = await self.launcher.connect(ep, port)
+            async with lane:
+                result = await asyncio.wait_for(
+                    conn.run(shlex.join(argv), check=False, encoding="utf-8", errors="replace"),
+                    self.timeout_s,
+                )
         except HostFailure as exc:
             return CommandResult(255, "", exc.reason)
         except TimeoutError:

@@ -114,3 +114,21 @@ async def test_real_sshd_failures_are_reported_per_host(sshd: Sshd) -> None:
     assert "sshd-2: no Python to run the agent" in c.status["sshd-2"].error
     assert c.status["sshd-3"].status == "unreachable"
     assert "authentication refused as cwctl-no-such-user" in c.status["sshd-3"].error
+
+
+async def test_more_commands_at_once_than_sshd_has_sessions_all_run(sshd: Sshd) -> None:
+    """An action's runner sends 24 commands to one host at once (steering's tracer
+    chunks do): OpenSSH refuses an eleventh session on a connection (MaxSessions 10,
+    "open failed"), so the runner keeps at most SESSIONS_PER_HOST open and queues the rest."""
+    import asyncio
+
+    from cwctl.actions.runners import SESSIONS_PER_HOST, SSHRunner
+
+    assert SESSIONS_PER_HOST < 10
+    runner = SSHRunner(sshd.inventory(), client_options=sshd.client_options)
+    try:
+        argv = ["sh", "-c", "sleep 0.3; echo $0", "ran"]
+        results = await asyncio.gather(*(runner.run("sshd-1", argv) for _ in range(24)))
+    finally:
+        await runner.close()
+    assert [(r.rc, r.stdout) for r in results] == [(0, "ran\n")] * 24, results[0].stderr

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import getpass
 import os
 import resource
 import socket
@@ -107,6 +108,19 @@ class SSHSession:
             self._stderr.cancel()
 
 
+USER_VARS = ("LOGNAME", "USER", "LNAME", "USERNAME")  # where getpass looks first
+
+
+def pin_local_username() -> None:
+    """asyncssh asks ``getpass.getuser()`` for the local user name at every connect;
+    without one of ``USER_VARS`` set (cron, CI, systemd) that reads the password database,
+    which cannot be opened once a wide scan has used up the descriptors (EMFILE), and the
+    connect then fails with "Unknown local username". Ask once, now, while they are free."""
+    if not any(os.environ.get(v) for v in USER_VARS):
+        with contextlib.suppress(KeyError, OSError):
+            os.environ["LOGNAME"] = getpass.getuser()
+
+
 class SSHLauncher:
     """Opens SSH sessions to inventory hosts and starts the agent bootstrap on each."""
 
@@ -119,6 +133,7 @@ class SSHLauncher:
         client_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.inventory = inventory
+        pin_local_username()
         ssh = inventory.ssh
         self.lifetime_s: float | None = None  # the remote command's hard lifetime, per scan
         self.outer_guard = True  # timeout(1) enforces it too (not for a feeder's lease)

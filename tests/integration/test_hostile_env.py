@@ -14,15 +14,19 @@ from pathlib import Path
 
 import pytest
 
+from cwctl.transport.ssh import USER_VARS
+
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="lchown, rlimits, netns: root")
 
 APPLY = ["reroute", "spine2", "--sim", "--hosts", "16", "--apply", "--yes"]
 
 
-def cwctl(state: Path, *args: str, preexec: object = None) -> subprocess.CompletedProcess[str]:
+def cwctl(
+    state: Path, *args: str, preexec: object = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "cwctl.cli", *args],
-        env={**os.environ, "CWCTL_STATE_DIR": str(state)},
+        env={**(os.environ if env is None else env), "CWCTL_STATE_DIR": str(state)},
         capture_output=True,
         text=True,
         check=False,
@@ -107,7 +111,9 @@ def _few_descriptors() -> None:
 
 def test_too_few_file_descriptors_is_said_as_such_not_unreachable(tmp_path: Path) -> None:
     """150 hosts on closed loopback ports at once under ulimit -n 48: the connections
-    that found no descriptor are this machine's error, with the fix; the others refused."""
+    that found no descriptor are this machine's error, with the fix; the others refused.
+    No user name in the environment (as under cron or CI): the password database cannot be
+    opened once descriptors run out, so cwctl must have asked for the name before."""
     (tmp_path / "known_hosts").write_text("")
     hosts = "".join(
         f'[[host]]\nname = "h{i:03d}"\naddress = "127.0.0.1"\nport = {20000 + i}\n'
@@ -119,7 +125,7 @@ def test_too_few_file_descriptors_is_said_as_such_not_unreachable(tmp_path: Path
     )
     out = cwctl(
         tmp_path / "state", "scan", "-i", str(inventory), "--format", "json",
-        preexec=_few_descriptors,
+        preexec=_few_descriptors, env={k: v for k, v in os.environ.items() if k not in USER_VARS},
     )  # fmt: skip
     assert out.returncode == 3, out.stderr
     errors = {h["status"]: set() for h in json.loads(out.stdout)["hosts"]}

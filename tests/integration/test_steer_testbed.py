@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -87,7 +88,10 @@ def test_steering_moves_new_iperf3_runs_off_the_lossy_link(fabric, tmp_path: Pat
         assert report["end"]["sum_received"]["bytes"] > 10_000_000
         assert carried < 50, f"{carried} packets crossed {LINK} during the steered run"
         rules = ruleset(bed, SENDER)
-        assert "cwctl_steer_" in rules and "counter packets 5 " in rules  # 4 streams + control
+        # every new connection took the NAT rule: 4 streams + control, and any that iperf3
+        # opened again on a loaded machine (the NAT chain sees a connection's first packet)
+        counters = [int(n) for n in re.findall(r"counter packets (\d+) ", rules)]
+        assert "cwctl_steer_" in rules and max(counters) >= 5, rules
 
         undone = cwctl(bed, tmp_path, "rollback", "--apply", "--yes")
         assert undone.returncode == 0, undone.stderr[-2000:]

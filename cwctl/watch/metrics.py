@@ -12,7 +12,7 @@ by the fabric), then the scan's health and the decisions' counts:
 ``cwctl_watch_suspects{kind}``                     its suspects by kind (every kind, 0 too)
 ``cwctl_watch_decisions_total{verb,code}``         decisions taken (docs/watch.md)
 ``cwctl_watch_actions_total{action,outcome}``      actions: acted, failed, restored, ...
-``cwctl_watch_errors_total{kind}``                 scan, action, reload errors, by kind
+``cwctl_watch_errors_total{kind}``                 scan, action, reload, journal errors
 ``cwctl_watch_acted_on{element,action}``           1 per element an action now steers round
 ``cwctl_watch_policy_dry_run``                     1 dry run, 0 acting, absent: no policy
 
@@ -151,7 +151,7 @@ class WatchMetrics(Collector):
         )
         yield _counter(
             "cwctl_watch_errors",
-            "Errors of the watch by kind (scan, action, reload).",
+            "Errors of the watch by kind (scan, action, reload, journal).",
             ["kind"],
             [([k], v) for k, v in sorted(errors.items())],
         )

@@ -39,6 +39,7 @@ AGENT_MODULES = (
     "cwctl.probe.trace",
     "cwctl.probe.inflight",
     "cwctl.probe.errqueue",
+    "cwctl.probe.sender",
     "cwctl.probe.exchanges",
     "cwctl.probe.gpu",
     "cwctl.probe.gpu.readings",

@@ -1,27 +1,25 @@
-"""The prober and answerer: coded pairs on a schedule, answers, follow-ups, records.
+"""The prober and answerer: coded pairs on a schedule, answers, follow-ups, records
+(its sending half in sender.py, its error-queue half in errqueue.py).
 
 It runs on the far host under any Python 3.8+: standard library only, no ``match``, no
 annotations evaluated at run time. Shipped in the agent bundle (``bootstrap.py``).
 """
 
-import errno
 import os
 import platform
 import socket
-import time
 
 from cwctl.probe.auth import Guard
 from cwctl.probe.batch import BATCH_ROWS, BATCH_S, Batch, probe_record
 from cwctl.probe.cost import Cost
 from cwctl.probe.errqueue import ErrorQueue
 from cwctl.probe.hostfacts import guess_vm, read_text
-from cwctl.probe.inflight import Exchange
 from cwctl.probe.rails import Rails
+from cwctl.probe.sender import SEND_TRIES, Sender
 from cwctl.probe.stamps import (
     RX_ANCILLARY,
     SO_TIMESTAMPNS,
     TIMESPEC,
-    TX_STAMP_REQUEST,
     enable_timestamps,
     interface_of,
     kernel_stamp,
@@ -44,11 +42,9 @@ from cwctl.probe.wire import (
 
 SOL_SOCKET = socket.SOL_SOCKET
 RX_BYTES = 256  # our datagrams are 52 bytes; anything longer is not ours
-SEND_TRIES = 4  # a send that reports an earlier ICMP error is tried again, this often
-FAR_BEHIND_NS = 200000000  # a pair due longer ago than this (a stall) is skipped
 
 
-class Agent(ErrorQueue):
+class Agent(Sender, ErrorQueue):
     def __init__(self, params, out):
         self.out = out
         self.host = str(params["host"])
@@ -159,113 +155,6 @@ class Agent(ErrorQueue):
             self.batch = Batch(self.host, self.targets, self.gap_ns, self.pack)
         if self.tracing and msg.get("trace"):
             self.tracer = Tracer(self, msg["trace"], self.start_ns, self.end_ns)
-
-    # --- sending ------------------------------------------------------------------
-
-    def due_ns(self, i, pair):
-        """When pair ``pair`` to target ``i`` is due: evenly spaced, targets staggered."""
-        return self._slot_due_ns(pair * len(self.targets) + i)
-
-    def _slot_due_ns(self, slot):
-        """When slot ``slot`` is due, or None past the end of probing."""
-        if not self.targets:
-            return None
-        due = self.start_ns + int(slot * self.slot_ns)
-        return due if due < self.end_ns else None
-
-    def next_due_ns(self):
-        if self.start_ns is None:
-            return None
-        best = self.next_pair_ns  # kept by send_due: not recomputed on every wake-up
-        if self.tracer is not None:
-            traced = self.tracer.next_due_ns()
-            if traced is not None and (best is None or traced < best):
-                best = traced
-        return best
-
-    def send_due(self, now):
-        if self.tracer is not None:
-            self.traced("send_due", now)
-        due = self.next_pair_ns
-        targets = self.targets
-        pairs = []
-        while due is not None and due <= now:
-            slot = self.slot
-            self.slot = slot + 1
-            if now - due <= FAR_BEHIND_NS:  # far behind (a stall): skip, do not burst
-                pairs.append((targets[slot % len(targets)], slot // len(targets)))
-            due = self.next_pair_ns = self._slot_due_ns(slot + 1)
-        if pairs:
-            self.send_pairs(pairs)
-
-    def send_pair(self, name, pair):
-        self.send_pairs([(name, pair)])
-
-    def send_pairs(self, pairs):
-        """Send coded pairs ``[(peer, pair number)]``: each pair's second probe leaves
-        ``gap_ns`` after its first (or just after), the first probes of the next pairs
-        going out meanwhile: a wake-up with several pairs due spins little."""
-        clock, gap_ns, seal, pending = time.time_ns, self.gap_ns, self.guard.seal, self.pending
-        seconds = []  # (when due, pair's send state) of second probes, oldest first
-        for name, pair in pairs:
-            i = pair % len(self.sources)
-            sock = self.sources[i]
-            state = (name, pair, sock, self.sports[i], self.rails.destination(name, sock))
-            self._send_one(state, 0, clock, seal, pending)
-            seconds.append((clock() + gap_ns, state))
-            while seconds and clock() >= seconds[0][0]:
-                self._send_one(seconds.pop(0)[1], 1, clock, seal, pending)
-        for due, state in seconds:
-            while clock() < due:  # the coded pair's spacing: a short spin (microseconds)
-                pass
-            self._send_one(state, 1, clock, seal, pending)
-
-    def _send_one(self, state, idx, clock, seal, pending):
-        name, pair, sock, sport, addr = state
-        seq = self.next_seq
-        self.next_seq = seq + 1
-        t1 = clock()  # user time until the kernel's TX stamp replaces it
-        probe = seal(encode(KIND_PROBE, seq, idx=idx))
-        sent = self.send_probe(sock, probe, addr, name)
-        self.sent[name] += 1
-        # a probe that could not leave is an exchange lost at once, not a silent gap
-        ex = Exchange(name, sport, pair, idx, t1, t1 + self.timeout_ns if sent else t1)
-        ex.dst, ex.nic, ex.wire = addr, self.rails.nic_of(sock), probe
-        pending[seq] = ex
-        if self.next_expiry is None or ex.expires < self.next_expiry:
-            self.next_expiry = ex.expires
-
-    def send_stamped(self, sock, data, addr):
-        """Send a datagram whose TX stamp we need, and count the stamp to read."""
-        if self.per_packet:
-            try:
-                sock.sendmsg([data], TX_STAMP_REQUEST, 0, addr)
-            except OSError as exc:
-                if exc.errno != errno.EINVAL:
-                    raise
-                self.per_packet = False  # the kernel refuses the control message
-                for each in self.by_fd.values():
-                    enable_timestamps(each, False)
-                sock.sendto(data, addr)
-        else:
-            sock.sendto(data, addr)
-        self.cost.sent(len(data))
-        self.stamped[sock] = self.stamped.get(sock, 0) + 1
-
-    def send_probe(self, sock, data, addr, name):
-        """Send one probe; an error left by an earlier ICMP message is retried (each ICMP
-        error arriving meanwhile leaves one more: ``SEND_TRIES`` in all)."""
-        for attempt in range(SEND_TRIES):
-            try:
-                self.send_stamped(sock, data, addr)
-                return True
-            except OSError as exc:
-                if attempt < SEND_TRIES - 1 and exc.errno in QUEUED_ERRORS:
-                    continue
-                self.send_errors[name] = self.send_errors.get(name, 0) + 1
-                if self.send_errors[name] == 1:  # one record per peer, the summary counts
-                    self.error(f"send to {name} {addr[0]}:{addr[1]} failed: {exc}")
-        return False
 
     # --- receiving ----------------------------------------------------------------
 

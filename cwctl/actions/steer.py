@@ -41,6 +41,12 @@ TRACE_RATE = 1000  # packets per second a host sends while tracing
 TRACE_CHUNK = 1500  # tuples per tracer command (~40 bytes each on its command line)
 METHOD = "nftables snat, numgen port map"
 SHOWN_PAIRS = 6  # pairs summed up in the plan's notes (the JSON has every one)
+# Only a TCP connection's opening SYN is translated. Where nothing tracked connections
+# before the table was loaded (a namespace with no conntrack user), conntrack picks an open
+# connection up at its next packet as a new one, and the NAT chain would move it to a pool
+# port mid-stream: the peer answers the unknown tuple with a RST ("Connection reset by
+# peer", measured on the namespace fabric with an iperf3 run open across the apply).
+TCP_OPENING = "tcp flags & (syn | ack) == syn "
 
 
 @dataclass
@@ -210,9 +216,10 @@ def nft_script(table: str, src: str, rules: list[tuple[str, sp.Service, list[int
     ]
     for dst, service, ports in rules:
         entries = ", ".join(f"{i} : {p}" for i, p in enumerate(ports))
+        opening = TCP_OPENING if service.proto == "tcp" else ""
         out.append(
             f"add rule ip {table} post ip saddr {src} ip daddr {dst} meta l4proto "
-            f"{service.proto} th dport {service.port} counter snat ip to {src} : "
+            f"{service.proto} th dport {service.port} {opening}counter snat ip to {src} : "
             f"numgen inc mod {len(ports)} map {{ {entries} }}"
         )
     return " ; ".join(out)

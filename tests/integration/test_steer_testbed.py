@@ -2,7 +2,8 @@
 
 The leaves hash each packet's 5-tuple, as hardware does (``workload.header_hashing``).
 With leaf1-spine2 lossy (5 %), ``cwctl reroute leaf1-spine2 --at hosts`` over SSH:
-iperf3 connections opened before the action finish unbroken; a new iperf3 run whose
+iperf3 connections opened before the action, and one held open across it, go on unbroken
+(the NAT rule translates a TCP connection's opening SYN only); a new iperf3 run whose
 client ports would cross spine2 has every connection's source port rewritten by the
 hosts' NAT rule (its counter) and sends (next to) nothing over the faulty link, both
 ways (the link's counters); rollback leaves every host's
@@ -29,6 +30,7 @@ from tests.testbed.faults import apply_fault
 from tests.testbed.traffic import link_tx_packets
 from tests.testbed.workload import (
     IPERF_PORT,
+    HeldConnection,
     header_hashing,
     hold_servers,
     iperf_client,
@@ -64,10 +66,14 @@ def test_steering_moves_new_iperf3_runs_off_the_lossy_link(fabric, tmp_path: Pat
     bed = fabric
     apply_fault(bed, LINK, "lossy=0.05")
     before = {h: ruleset(bed, h) for h in L.HOSTS}
+    cport, later, hport = ports_on(bed, SENDER, RECEIVER, "spine2", 4, 50000, count=3)
+    # a connection surely open across the action, whatever its length (the early iperf3
+    # run may end before the table is loaded on a slow machine)
+    held = HeldConnection(bed, SENDER, RECEIVER, IPERF_PORT, hport)
     server = iperf_server(bed, RECEIVER)
     try:
+        assert held.exchange(16) == "ok"
         time.sleep(0.3)
-        cport, later = ports_on(bed, SENDER, RECEIVER, "spine2", 4, 50000, count=2)
         early = iperf_client(bed, SENDER, RECEIVER, cport=cport, streams=2, seconds=6)
         time.sleep(1.0)
         inv = str(bed.inventory)
@@ -78,7 +84,10 @@ def test_steering_moves_new_iperf3_runs_off_the_lossy_link(fabric, tmp_path: Pat
         assert applied.returncode == 0, applied.stderr[-2000:]
         report = json.loads(applied.stdout)
         assert report["verify"]["gone"] and report["verify"]["ports"] == 32 * 16
-        # connections opened before the action: unbroken, and still on their old path
+        # connections opened before the action: unbroken, and still on their old path (the
+        # held one's port is the one it opened with, which the leaves hash onto spine2)
+        assert held.exchange(16) == "ok"
+        assert held.peer_port == hport
         assert iperf_result(early)["end"]["sum_received"]["bytes"] > 0
 
         counted = faulty_link_packets(bed)
@@ -96,7 +105,9 @@ def test_steering_moves_new_iperf3_runs_off_the_lossy_link(fabric, tmp_path: Pat
         undone = cwctl(bed, tmp_path, "rollback", "--apply", "--yes")
         assert undone.returncode == 0, undone.stderr[-2000:]
         assert {h: ruleset(bed, h) for h in L.HOSTS} == before
+        assert held.exchange(16) == "ok" and held.close() == 48 * 65536
     finally:
+        held.kill()
         server.kill()
         server.wait()
 

@@ -218,3 +218,84 @@ def many_connections(
          *(L.probe_address(p) for p in peers)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
+
+
+_ECHO_ONE = """
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1)
+print("ready", flush=True)
+c, peer = s.accept(); s.close()
+print(peer[1], flush=True)
+total = 0
+while data := c.recv(65536):
+    c.sendall(data); total += len(data)
+print(total, flush=True)
+"""
+
+_HELD_CLIENT = """
+import socket, sys
+c = socket.socket(); c.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+c.bind((sys.argv[1], int(sys.argv[2]))); c.connect((sys.argv[3], int(sys.argv[4])))
+print("connected", flush=True)
+for line in sys.stdin:
+    try:
+        for _ in range(int(line)):
+            c.sendall(b"x" * 65536); got = 0
+            while got < 65536:
+                data = c.recv(65536 - got)
+                if not data:
+                    raise ConnectionError("closed by the peer")
+                got += len(data)
+        print("ok", flush=True)
+    except OSError as e:
+        print(f"error: {e}", flush=True)
+"""
+
+
+class HeldConnection:
+    """One TCP connection from ``sender:cport`` to an echo server on ``receiver:port``,
+    held open until ``close``: ``exchange`` sends 64 KiB blocks and reads each back.
+    The listening socket closes once the connection is accepted, so another server (an
+    iperf3) may listen on the same port beside it."""
+
+    def __init__(self, bed: Testbed, sender: str, receiver: str, port: int, cport: int) -> None:
+        src, dst = L.probe_address(sender), L.probe_address(receiver)
+        self.server = subprocess.Popen(
+            ["ip", "netns", "exec", bed.ns(receiver), sys.executable, "-c", _ECHO_ONE,
+             dst, str(port)],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert self.server.stdout is not None
+        if self.server.stdout.readline().strip() != "ready":
+            raise TestbedError("the echo server did not start")
+        self.client = subprocess.Popen(
+            ["ip", "netns", "exec", bed.ns(sender), sys.executable, "-c", _HELD_CLIENT,
+             src, str(cport), dst, str(port)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert self.client.stdout is not None
+        if self.client.stdout.readline().strip() != "connected":
+            raise TestbedError("the held connection did not connect")
+        self.peer_port = int(self.server.stdout.readline())  # the client port seen there
+
+    def exchange(self, blocks: int) -> str:
+        """'ok', or 'error: ...' as the client's socket raised it."""
+        assert self.client.stdin is not None and self.client.stdout is not None
+        self.client.stdin.write(f"{blocks}\n")
+        self.client.stdin.flush()
+        return self.client.stdout.readline().strip()
+
+    def close(self) -> int:
+        """Close the client's end; the bytes the server echoed in all."""
+        assert self.server.stdout is not None
+        self.client.communicate(timeout=30)
+        total = self.server.stdout.readline().strip()
+        self.server.wait(timeout=30)
+        return int(total) if total else -1
+
+    def kill(self) -> None:
+        for p in (self.client, self.server):
+            if p.poll() is None:
+                p.kill()
+                p.wait()

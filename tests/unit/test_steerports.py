@@ -86,10 +86,12 @@ def test_nft_script_is_one_table_with_a_rule_per_peer_and_service() -> None:
     assert parts[0] == "add table ip cwctl_steer_x"
     assert "type nat hook postrouting priority srcnat" in parts[1]
     assert parts[2].endswith(
-        "ip saddr 10.0.1.2 ip daddr 10.0.2.2 meta l4proto tcp th dport 5201 counter "
+        "ip saddr 10.0.1.2 ip daddr 10.0.2.2 meta l4proto tcp th dport 5201 "
+        "tcp flags & (syn | ack) == syn counter "
         "snat ip to 10.0.1.2 : numgen inc mod 2 map { 0 : 61000, 1 : 61007 }"
-    )
+    )  # only a TCP connection's opening SYN: one open before the table is never moved
     assert "meta l4proto udp th dport 4791" in parts[3] and "mod 1 map { 0 : 61001 }" in parts[3]
+    assert "tcp flags" not in parts[3]
 
 
 def test_table_name_is_an_nft_identifier() -> None:

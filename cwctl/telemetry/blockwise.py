@@ -185,4 +185,6 @@ def _joined(parts: list[FlowCounts]) -> FlowCounts:
         floor_ns=parts[0].floor_ns,
         flow_floor_ns=cat([p.flow_floor_ns for p in parts])[fo],
         flow_threshold_ns=cat([p.flow_threshold_ns for p in parts])[fo],
+        second_samples=cat([p.second_samples for p in parts])[fo],
+        second_delayed=cat([p.second_delayed for p in parts])[fo],
     )

@@ -59,6 +59,9 @@ class FlowCounts:
     flow_floor_ns: F64  # per flow, its minimum one-way delay (noisy stamps: a low quantile)
     # per flow, its own threshold: threshold_ns plus its hosts' stamp tails (noise.py)
     flow_threshold_ns: F64
+    # of samples and delayed, those of the second probes of coded pairs (and their replies)
+    second_samples: F64
+    second_delayed: F64
 
 
 def flow_counts(
@@ -89,7 +92,7 @@ def flow_counts(
     if derived is not None:
         (xid, xkeys), (fid, keys) = derived
         no_reply = table.t4 == 0
-        owd = obs.owd_ns
+        owd, second = obs.owd_ns, obs.second
     else:
         # loss: one trial per exchange (the observations open with the table's rows,
         # the probes), failed when the reply never came back
@@ -98,7 +101,7 @@ def flow_counts(
         no_reply = table.t4[rows] == 0
         # delay: per directed flow
         fid, keys = group_ids(port_id[u], obs.nic[u], obs.reverse[u])
-        owd = obs.owd_ns[u]
+        owd, second = obs.owd_ns[u], obs.second[u]
     nx = len(xkeys)
     sent = np.bincount(xid, minlength=nx).astype(np.float64)
     lost = _count(xid, no_reply, nx)
@@ -138,7 +141,8 @@ def flow_counts(
     fports = pt.port_key[qid]
     flow_threshold = threshold + DELAY_FACTOR * noise.extra(fports[:, 0], fports[:, 1])
     samples = _count(fid, has, n)
-    delayed = _count(fid, excess > flow_threshold[fid], n)  # (NaN > x is False)
+    over = excess > flow_threshold[fid]  # (NaN > x is False)
+    delayed = _count(fid, over, n)
     p50 = p50_owd - floor
     flows = Flows(
         hosts=obs.hosts,
@@ -151,7 +155,7 @@ def flow_counts(
     )
     return FlowCounts(
         exchanges, sent, lost, flows, samples, delayed, p50, threshold, floor_ns, floor,
-        flow_threshold,
+        flow_threshold, _count(fid, has & second, n), _count(fid, over & second, n),
     )  # fmt: skip
 
 

@@ -56,6 +56,7 @@ from cwctl.telemetry.verdicts import (
     FLOOR_UNLOCALISED_RATIO,
     MIN_DELAY_SAMPLES,
     MIN_RAISED_FLOWS,
+    pair_sided,
 )
 from cwctl.topology import Topology
 from cwctl.units import fmt_ns
@@ -339,6 +340,10 @@ def unexplained(
             # ...seen often enough that chance queueing cannot do it
             material &= (counts.samples >= MIN_DELAY_SAMPLES) & _bad_flows(
                 n, k, res.fit.background, 1e-6
+            )
+            # ...and on both probes of its pairs (a path's queue holds both alike)
+            material &= ~pair_sided(
+                counts.samples, counts.delayed, counts.second_samples, counts.second_delayed
             )
         else:
             flows = counts.flows

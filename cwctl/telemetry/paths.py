@@ -59,7 +59,8 @@ class Observations:
     probing host's source port (the flow's identity in both directions); ``nic`` the
     probing host's NIC code (-1 unknown) and ``reverse`` whether this is the reply, so the
     NIC sits at the far end of the travel. ``owd_ns`` is NaN where the delay is unknown
-    (lost, or a clock the solver could not place).
+    (lost, or a clock the solver could not place). ``second``: the second probe of its
+    coded pair, or the reply to one.
     """
 
     hosts: list[str]
@@ -72,6 +73,7 @@ class Observations:
     t_ns: I64  # when the observation was sent (sender's clock; ordering within a path)
     received: B
     owd_ns: F64
+    second: B
 
     def __len__(self) -> int:
         return len(self.src)
@@ -81,6 +83,7 @@ def observations(table: ProbeTable, fwd_ns: F64, rev_ns: F64) -> Observations:
     """Both directions of every exchange (the reply only where one was sent: the probe
     arrived, ``t2 != 0``; a lost reply leaves ``t3`` and ``t4`` unknown)."""
     replied = table.t2 != 0
+    second = table.idx == 1
     cat = np.concatenate
     return Observations(
         hosts=table.hosts,
@@ -93,6 +96,7 @@ def observations(table: ProbeTable, fwd_ns: F64, rev_ns: F64) -> Observations:
         t_ns=cat([table.t1, table.t2[replied]]),
         received=cat([table.t2 != 0, table.t4[replied] != 0]),
         owd_ns=cat([np.asarray(fwd_ns, np.float64), np.asarray(rev_ns, np.float64)[replied]]),
+        second=cat([second, second[replied]]),
     )
 
 

@@ -11,9 +11,10 @@ as *unlocalised*, with the evidence, and the scan exits 3. Material means, for l
 flow losing at least ``MIN_LOSS_RATE`` of its exchanges; for delay, a flow delayed
 beyond the threshold in at least ``MIN_DELAY_RATE`` of its probes with its median probe
 beyond the threshold too (and by ``DELAY_SHIFT_OF_FLOOR`` of the fabric's floor), over at
-least ``MIN_DELAY_SAMPLES`` delays and improbable (p < 1e-6) at the background; for a
-raised floor, at least ``MIN_RAISED_FLOWS`` flows raised ``FLOOR_UNLOCALISED_RATIO``
-times beyond the threshold (real floors wander with the hosts' load).
+least ``MIN_DELAY_SAMPLES`` delays and improbable (p < 1e-6) at the background, and on
+both probes of the flow's coded pairs alike (``pair_sided``); for a raised floor, at
+least ``MIN_RAISED_FLOWS`` flows raised ``FLOOR_UNLOCALISED_RATIO`` times beyond the
+threshold (real floors wander with the hosts' load).
 """
 
 from __future__ import annotations
@@ -31,7 +32,15 @@ MIN_DEAD_EXCHANGES = 20  # a host must have been tried this often to be called d
 MIN_RAISED_FLOWS = 3
 FLOOR_UNLOCALISED_RATIO = 2.0  # a raised floor counts when twice beyond its threshold
 MIN_DELAY_SAMPLES = 50  # and a delayed flow at least this many delays (p < 1e-6)
+# A coded pair's probes leave 20 us apart: a queue on the path holds both alike, but a
+# delay of one side only (with kernel stamps, the reply to a pair's first probe waiting
+# on the host while its second arrives) is the probing's own doing. One side is called
+# delayed this much less often than the other, and improbably so (z beyond PAIR_SIDE_Z):
+PAIR_SIDE_RATIO = 0.5
+PAIR_SIDE_Z = 4.0
+MIN_SIDE_SAMPLES = 20  # each side this many delays, or the test does not apply
 B = npt.NDArray[np.bool_]
+F64 = npt.NDArray[np.float64]
 
 
 def dead_hosts(
@@ -85,6 +94,23 @@ def _peer_counts(
         pairs = np.unique(host[dead[host]] * n + peer[dead[host]])
         out = np.bincount(pairs // n, minlength=n)
     return out.tolist()  # type: ignore[no-any-return]
+
+
+def pair_sided(samples: F64, delayed: F64, second_samples: F64, second_delayed: F64) -> B:
+    """Per flow, whether its delays fall on one probe of its coded pairs and not the
+    other (the first's share at least ``1 / PAIR_SIDE_RATIO`` times the second's, or the
+    other way, and ``PAIR_SIDE_Z`` standard errors apart): not a queue on the path, so
+    not material evidence of a fault. Counts as ``counts.FlowCounts`` keeps them."""
+    n2, k2 = second_samples, second_delayed
+    n1, k1 = samples - n2, delayed - k2
+    known = (n1 >= MIN_SIDE_SAMPLES) & (n2 >= MIN_SIDE_SAMPLES)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        s1, s2 = k1 / np.maximum(n1, 1), k2 / np.maximum(n2, 1)
+        pooled = (k1 + k2) / np.maximum(n1 + n2, 1)
+        se = np.sqrt(pooled * (1 - pooled) * (1 / np.maximum(n1, 1) + 1 / np.maximum(n2, 1)))
+        z = np.abs(s1 - s2) / np.where(se > 0, se, np.inf)
+    uneven = np.minimum(s1, s2) < PAIR_SIDE_RATIO * np.maximum(s1, s2)
+    return known & uneven & (z > PAIR_SIDE_Z)
 
 
 def unlocalised(

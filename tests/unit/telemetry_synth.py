@@ -60,6 +60,11 @@ class Synth:
     pair_loss: Mapping[tuple[str, str], float] = field(default_factory=dict)
     # ...and a standing queue of one directed host pair (ns on every probe)
     pair_delay_ns: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    # which probes that queue holds: "both" (every probe: a standing queue), "pairs" (both
+    # probes of half the pairs: a queue on the path that comes and goes), or "first"
+    # (the first probe of every pair: the host's own doing; with kernel stamps, the reply
+    # to a pair's first probe waits while its second arrives)
+    pair_delay_side: str = "both"
     seed: int = 0
     topology: bool = True
     discovered: float = 1.0  # share of the traced flows whose path record names the spine
@@ -178,7 +183,10 @@ def make(s: Synth) -> tuple[Collection, ClockSolution]:
                 fixed[u] += s.slow_ns.get(el, 0.0)
         ok = rng.random(m) < p_ok[inv]
         mean_extra = np.array([sum(x) for x in extra])[inv]
-        delay = s.base_ns + fixed[inv] + rng.exponential(s.queue_ns, m)
+        held = {"first": idx == 0, "pairs": pair % 4 < 2}.get(s.pair_delay_side, np.ones(m, bool))
+        pair_fixed = np.array([s.pair_delay_ns.get((hosts[x], hosts[y]), 0.0) for x, y, _ in uniq])
+        fixed_m = fixed[inv] - np.where(held, 0.0, pair_fixed[inv])
+        delay = s.base_ns + fixed_m + rng.exponential(s.queue_ns, m)
         delay += np.where(mean_extra > 0, rng.exponential(np.maximum(mean_extra, 1.0)), 0.0)
         return ok, delay
 

@@ -69,3 +69,27 @@ def test_loss_no_element_explains_is_unlocalised_and_exits_3(tmp_path: Path) -> 
     lost = report["unlocalised"]
     assert lost["signals"].get("loss", 0) >= 1 and lost["paths"] >= 1
     assert f"{pair[0]}→{pair[1]}" in lost["evidence"] or f"{pair[1]}→{pair[0]}" in lost["evidence"]
+
+
+@pytest.mark.parametrize(("side", "code"), [("first", 0), ("pairs", 3)])
+def test_a_delay_on_one_probe_of_each_pair_is_the_probings_not_the_paths(
+    tmp_path: Path, side: str, code: int
+) -> None:
+    # 8 us on one directed pair: a queue on the path that comes and goes holds both
+    # probes of the coded pairs it meets and is a finding nothing explains; on the first
+    # probes only (seen on the namespace
+    # fabric's kernel stamps, the reply to a pair's first probe waiting on its host) it is
+    # the probing's own doing, and a healthy fabric exits 0
+    base = Synth(discovered=1.0, seed=6, pairs=200, ports=2)
+    collection, _ = make(base)
+    pair = (collection.table.hosts[int(collection.table.src[0])],
+            collection.table.hosts[int(collection.table.dst[0])])  # fmt: skip
+    synth = Synth(discovered=1.0, seed=6, pairs=200, ports=2, pair_delay_ns={pair: 8000.0},
+                  pair_delay_side=side)  # fmt: skip
+    got, report = _replay(tmp_path, synth)
+    assert got == code, report.get("unlocalised")
+    assert report["suspects"] == [], [s["element"] for s in report["suspects"]]
+    if code:
+        assert f"{pair[0]}→{pair[1]}" in report["unlocalised"]["evidence"]
+    else:
+        assert "unlocalised" not in report

@@ -204,7 +204,9 @@ class ScanSession:
             history_s = history_for(
                 float(rate) if isinstance(rate, (int, float)) else None, collection.duration_s
             )
-            self._solver = SlidingSolver(window_s=history_s, reference=reference)
+            self._solver = SlidingSolver(
+                window_s=history_s, reference=reference, scan_s=collection.duration_s
+            )
         checked(collection)
         solution = self._solver.update(collection.table)
         return _truth_at_t_ref(build_snapshot(collection, solution, release=True))

@@ -8,7 +8,11 @@ it, so a sparse budget's accuracy builds up scan after scan instead of starting 
 pairs per peer, at most ``SLIDING_HISTORY_MAX_S``, beyond which the clocks' wander bends
 a straight line). Reused from tick to tick:
 
-* the pair fits are recomputed (one vectorised pass over the window, cheap);
+* the window's probes stay in columns allocated once, at the first tick, for the whole
+  window (``history.ProbeHistory``): memory reaches its size at once, not as the window
+  fills;
+* the pair fits are recomputed (vectorised, a block of ``BLOCK_ROWS`` rows of pairs at a
+  time, so the fit's temporaries are a block's, whatever the window's length);
 * the probe graph (components, references, BFS trees, incidence) is reused when the
   set of pairs is the same as last tick;
 * the network solve starts from the previous tick's offsets and drifts moved to the new
@@ -29,14 +33,16 @@ import numpy as np
 from scipy.sparse.linalg import splu
 
 from cwctl import settings
-from cwctl.records import ProbeTable, concat_tables
+from cwctl.records import ProbeTable
 from cwctl.sync.floors import weigh_floors
+from cwctl.sync.history import ProbeHistory
 from cwctl.sync.network import ProbeGraph, build_graph
 from cwctl.sync.solution import ClockSolution
 from cwctl.sync.solve import (
     Method,
     assemble,
     empty_solution,
+    fit_blocks,
     fit_table,
     host_window_middle,
     network_solve,
@@ -45,6 +51,9 @@ from cwctl.sync.solve import (
 )
 
 FACTOR_MAX_HOSTS = 2_000
+# rows of pairs fitted at a time: a window of 1 024 hosts' 120 pairs per peer (2.5 M rows)
+# in ten blocks, whose temporaries (~40 MB) are at their size from the first few ticks
+BLOCK_ROWS = 1 << 18
 
 
 def history_for(rate: float | None, duration_s: float) -> float:
@@ -57,7 +66,6 @@ def history_for(rate: float | None, duration_s: float) -> float:
     return max(duration_s, min(wanted, settings.SLIDING_HISTORY_MAX_S))
 
 
-_COLUMNS = ("src", "dst", "sport", "pair", "idx", "gap_ns", "ts", "t1", "t2", "t3", "t4", "nic")
 WARM_ROBUST_ROUNDS = 1  # the Huber weights carry over from tick to tick
 IDLE_NS = 1_000_000_000  # a longer pause between two updates' probes is idle, not probing
 
@@ -76,13 +84,20 @@ class SlidingSolver:
         reference: str | None = None,
         method: Method = "hybrid",
         max_span_s: float = settings.SLIDING_HISTORY_MAX_S,
+        scan_s: float | None = None,
+        block_rows: int = BLOCK_ROWS,
     ) -> None:
+        """``scan_s``: the probing of one update (a scan's duration), which sizes the
+        history's columns (else the first update's own span does); ``block_rows``: a
+        window longer than this is fitted a block of pairs at a time."""
         self.window_ns = int(window_s * 1e9)
         self.max_span_ns = int(max(max_span_s, window_s) * 1e9)
         self._spans: list[tuple[int, int]] = []  # (first, last) probe stamp of each update
         self.reference = reference
         self.method: Method = method
-        self._table: ProbeTable | None = None
+        self.scan_s = scan_s
+        self.block_rows = block_rows
+        self.history: ProbeHistory | None = None
         self._graph: ProbeGraph | None = None
         self._graph_key: tuple[Any, ...] | None = None
         self._factor: Any = None
@@ -92,7 +107,7 @@ class SlidingSolver:
 
     def table(self) -> ProbeTable:
         """The probes currently in the window."""
-        return self._table if self._table is not None else ProbeTable.empty()
+        return self.history.table() if self.history is not None else ProbeTable.empty()
 
     def _cutoff(self, new: ProbeTable) -> int | None:
         """The oldest probe stamp the window keeps once ``new`` is in: ``window_ns`` of
@@ -119,24 +134,17 @@ class SlidingSolver:
         return cutoff
 
     def _append(self, new: ProbeTable) -> ProbeTable:
-        old = self._table
         cutoff = self._cutoff(new)
-        if old is None or not len(old):
-            table = new
-        else:
-            old = old.select(old.t1 >= (cutoff or 0))  # forget first, then join
-            if old.hosts == new.hosts and old.nics == new.nics:  # the usual tick: no remap
-                table = ProbeTable(
-                    hosts=old.hosts,
-                    nics=old.nics,
-                    **{c: np.concatenate([getattr(old, c), getattr(new, c)]) for c in _COLUMNS},
-                )
-            else:
-                table = concat_tables([old, new])
-        if len(table) and cutoff is not None:
-            table = table.select(table.t1 >= cutoff)
-        self._table = table
-        return table
+        if self.history is None:
+            self.history = ProbeHistory(self.window_ns / self._scan_ns(new))
+        return self.history.append(new, cutoff)
+
+    def _scan_ns(self, first: ProbeTable) -> float:
+        """One update's probing, in ns: ``scan_s``, else the first update's span."""
+        if self.scan_s:
+            return self.scan_s * 1e9
+        span = int(first.t1.max() - first.t1.min()) if len(first) else 0
+        return float(max(span, 1_000_000))
 
     def _warm(self, names: list[str], t_ref: int) -> tuple[Any, Any]:
         prev = self._previous
@@ -159,7 +167,13 @@ class SlidingSolver:
         # over several scans, kernel stamps' slopes are searched for the widest gap: the
         # envelope's line through noisy window minima tilts, and a long window magnifies it
         carried = len(self._spans) > 1
-        filt, fits, t_prov = fit_table(table, self.method, search_noisy=carried)
+        if len(table) > self.block_rows:  # temporaries of a block, not of the whole window
+            quality, fits, t_prov = fit_blocks(
+                table, self.method, search_noisy=carried, block_rows=self.block_rows
+            )
+        else:
+            filt, fits, t_prov = fit_table(table, self.method, search_noisy=carried)
+            quality = filt.quality()
         if len(fits.lo) == 0:
             return empty_solution(table, self.reference, "no pair with probes in both directions")
         names = list(table.hosts)
@@ -206,7 +220,7 @@ class SlidingSolver:
             **self.last_info,
         }
         solution = assemble(
-            table, t_ref, names, graph, fits, result, filt.quality(), self.reference, extra
+            table, t_ref, names, graph, fits, result, quality, self.reference, extra
         )
         self._previous = solution
         return solution

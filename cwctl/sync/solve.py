@@ -119,6 +119,7 @@ def fit_blocks(
     by_flow: bool = False,
     windows: int | None = None,
     block_rows: int = BLOCK_ROWS,
+    search_noisy: bool = False,
 ) -> tuple[dict[str, Any], PairFits, int]:
     """``fit_table`` a block of pairs at a time (``blocks.py``): the filter's quality,
     the fits (in pair order) and the provisional reference time they are all at."""
@@ -129,7 +130,9 @@ def fit_blocks(
         block = table.select(rows)
         if not block.complete.any():
             continue
-        filt, fits, t_block = fit_table(block, method, by_flow=by_flow, windows=windows)
+        filt, fits, t_block = fit_table(
+            block, method, by_flow=by_flow, windows=windows, search_noisy=search_noisy
+        )
         rebase(fits, t_prov - t_block)
         filters.append(
             CodedFilter(filt.fwd_ok[:0], filt.rev_ok[:0], filt.tolerance_ns, filt.counts)

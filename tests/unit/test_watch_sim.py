@@ -48,6 +48,11 @@ async def run(watch: Watch, clock: Clock, rounds: int) -> list[Decision]:
     return out
 
 
+def routed(model: Any) -> dict[Any, int]:
+    """The model's ECMP weights that are not plain ECMP (absent and 1 route alike)."""
+    return {k: w for k, w in model.state.ecmp_weight.items() if w != 1}
+
+
 def seen(decisions: list[Decision]) -> list[tuple[str, str, str]]:
     return [(d.verb, d.element, d.code) for d in decisions if d.verb != "held"]
 
@@ -277,3 +282,57 @@ async def test_a_restarted_watch_adopts_the_action_it_left_and_restores_it() -> 
     third, _, log = watch_on(policy=LINKS)  # rolled back: nothing left to adopt
     await third.aclose()
     assert not [x for x in log if x["event"] == "adopted"]
+
+
+async def test_a_verify_that_cannot_vouch_rolls_the_reroute_back_exactly_and_journals_it() -> None:
+    """The rescan after the reroute probes too briefly to tell (3 coded pairs a peer, under
+    the window's least): an inconclusive verify vouches for nothing, so the reroute is
+    rolled back at once; the model's routes are as before, the journal holds the apply,
+    the verify and the rollback, and the element waits its hold."""
+    from cwctl.session import ScanSession
+    from cwctl.watch.act import Fabric
+
+    request = ScanRequest(
+        sim=SimOptions(hosts=32, spines=4, faults=("link:leaf1-spine2:down",)), duration_s=1.0
+    )
+    session = ScanSession(request, sliding=True)
+    fabric = Fabric(request, model=session.model, verify_s=0.03)  # quick rate: 3 pairs a peer
+    clock, log = Clock(), []
+    watch = Watch(
+        request, policy=LINKS, log=log.append, clock=clock, session=session, fabric=fabric
+    )
+    model = session.model
+    try:
+        weights = routed(model)
+        assert weights == {}  # plain ECMP: no weight other than 1
+        out = await run(watch, clock, 2)
+        assert seen(out) == [
+            ("act", "leaf1-spine2", "policy"),
+            ("failed", "leaf1-spine2", "verify"),
+        ]
+        failed = out[-1]
+        assert "could not tell" in failed.why or "inconclusive" in failed.why, failed.why
+        assert "rolled back" in failed.why and "ROLLBACK FAILED" not in failed.why
+        # the routes exactly as before the action (a weight back to 1 is plain ECMP again)
+        assert routed(model) == weights
+        saved = saved_state_json(request)  # what the next cwctl process would load
+        assert all(w == 1 for *_, w in saved["ecmp_weight"]) and not saved["steered"]
+        # journalled: the apply, its verify (unvouched), and the rollback that undid it
+        entries = Journal().read().entries
+        verify = [e for e in entries if e.get("event") == "verify"]
+        assert [e["status"] for e in verify] == ["unvouched"]
+        assert verify[0]["id"] == failed.action_id
+        hist = history(Journal())
+        undo = hist.undone_by(failed.action_id)
+        assert undo is not None
+        assert watch.decider is not None and watch.decider.acted_on == {}
+        assert watch.metrics.actions[("reroute", "failed")] == 1
+        assert watch.metrics.errors["action"] == 0  # a failed verify is not a broken action
+        # the element waits its hold (30 s): two more rounds of 10 s change nothing
+        later = await run(watch, clock, 2)
+        assert {d.verb for d in later} == {"held"} and ("held", "hold") in {
+            (d.verb, d.code) for d in later
+        }
+        assert routed(model) == weights
+    finally:
+        await watch.aclose()

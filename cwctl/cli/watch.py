@@ -49,7 +49,12 @@ def watch(
         ),
     ] = None,
     once: Annotated[
-        bool, typer.Option("--once", help="One round, then exit: 0 healthy, 3 problems (cron).")
+        bool,
+        typer.Option(
+            "--once",
+            help="One round at the quick budget (an answer now, as scan's), then exit: "
+            "0 healthy, 3 problems (cron).",
+        ),
     ] = False,
     rounds: Annotated[
         int | None,
@@ -66,7 +71,8 @@ def watch(
     def body() -> int:
         from cwctl.atomic import check_output
 
-        request = build_request(flags, COMMAND_BUDGETS["watch"])
+        # one round answers alone (quick, as scan); the loop watches (watch)
+        request = build_request(flags, COMMAND_BUDGETS["watch-once" if once else "watch"])
         out = check_output(textfile, "--textfile") if textfile is not None else None
         from cwctl.watch.metrics import parse_listen
         from cwctl.watch.policy import load_policy

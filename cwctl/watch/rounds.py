@@ -242,6 +242,7 @@ def _round_line(n: int, snapshot: FabricSnapshot, duration_s: float) -> dict[str
         "hosts": len(snapshot.hosts),
         "reached": reached,
         "records": snapshot.records,
+        "budget": (snapshot.telemetry.get("budget") or {}).get("name"),
         "suspects": [
             {"element": s.element, "kind": s.kind, "score": round(s.score, 4)}
             for s in snapshot.suspects[:10]

@@ -122,6 +122,20 @@ def test_once_is_one_round_exit_0_healthy_3_problems(tmp_path: Path) -> None:
     assert sick.returncode == 3, sick.stderr
     rounds = [x for x in lines(sick.stderr) if x["event"] == "round"]
     assert len(rounds) == 1 and "spine2" in rounds[0]["suspects"][0]["element"]
+    assert rounds[0]["budget"] == "quick"  # a one-shot answers alone, as a scan does
+    sparse = cwctl(tmp_path, "--sim", "--hosts", "16", "--once", "--budget", "watch")
+    (said,) = [x for x in lines(sparse.stderr) if x["event"] == "round"]
+    assert said["budget"] == "watch"  # asked for by name: kept
+
+
+def test_once_on_real_agents_is_conclusive_and_healthy(tmp_path: Path) -> None:
+    """Four --local agents on loopback: one window at the watch budget crosses each
+    element 40 times, too few to vouch for a 2 % loss (inconclusive, exit 3); --once
+    probes at the quick budget, so a healthy fabric exits 0 from one round."""
+    proc = cwctl(tmp_path, "--local", "4", "--once")
+    assert proc.returncode == 0, proc.stderr
+    (said,) = [x for x in lines(proc.stderr) if x["event"] == "round"]
+    assert said["budget"] == "quick" and said["healthy"] is True and said["reached"] == 4
 
 
 @pytest.mark.parametrize(

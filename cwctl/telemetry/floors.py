@@ -17,7 +17,7 @@ probes of some flows (a congested switch's, near a busy host) raises a part.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -32,35 +32,74 @@ FLOOR_MIN_RATE = 0.8
 MIN_FLOOR_SAMPLES = 5
 MIN_SIGMA_OF_FLOOR = 0.02  # the yardstick is at least this share of the median floor
 MIN_FLOWS_PER_KIND = 20  # fewer flows of a kind: no yardstick, no trials
+# a kind's yardstick from its lower quantiles (a normal's q05 and q25 are 0.971 sigma
+# apart, the q25 0.674 sigma under its median): right when nothing is raised, within a
+# third of a sigma while up to half of the kind's flows are
+LOW_QUANTILES = (0.05, 0.25)
+LOW_QUANTILES_SIGMAS = 0.971
+NORMAL_Q25 = 0.674
 
 
 def floor_trials(counts: FlowCounts, leaf_of: Mapping[str, str]) -> tuple[F64, F64, F64]:
     """Per directed flow: trials (0 or 1), failures (raised or not), and the raise over
-    its kind's median floor (ns, NaN where unknown)."""
+    its kind's median floor in units of its limit (NaN where unknown)."""
+    above, sigma, median = _raises(counts, leaf_of, _mad_yardstick)
+    judged = np.isfinite(above)
+    trials = judged.astype(np.float64)
+    limit = FLOOR_SIGMAS * np.maximum(np.maximum(sigma, MIN_SIGMA_OF_FLOOR * median), 1.0)
+    raised = np.where(judged, above / np.where(judged, limit, 1.0), np.nan)
+    failures = (judged & (np.nan_to_num(raised) > 1.0)).astype(np.float64)
+    return trials, failures, raised
+
+
+def floor_raises(counts: FlowCounts, leaf_of: Mapping[str, str]) -> tuple[F64, F64]:
+    """Per directed flow: its floor's raise over its kind's typical floor (ns, clock
+    errors taken out; NaN where unknown) and its kind's spread of single floors (ns),
+    both from the kind's lower part (``_low_yardstick``): what ``shifts.py`` weighs."""
+    above, sigma, _ = _raises(counts, leaf_of, _low_yardstick)
+    return above, sigma
+
+
+def _raises(
+    counts: FlowCounts,
+    leaf_of: Mapping[str, str],
+    yardstick: Callable[[F64], tuple[float, float]],
+) -> tuple[F64, F64, F64]:
+    """Per directed flow of a judged kind (within a leaf, across leaves): its floor over
+    its kind's typical floor (clock errors taken out), the kind's spread and typical
+    floor (NaN for flows not judged)."""
     f = counts.flows
     floor = counts.flow_floor_ns
     leaf = np.array([leaf_of.get(h, "") for h in f.hosts] + [""], dtype=object)
     same = (leaf[f.src] == leaf[f.dst]) & (leaf[f.src] != "")
     ok = (counts.samples >= MIN_FLOOR_SAMPLES) & np.isfinite(floor)
-    trials = np.zeros(len(f))
-    failures = np.zeros(len(f))
-    raised = np.full(len(f), np.nan)
-    above = np.full(len(f), np.nan)  # ns over its kind's median floor
-    limit = np.full(len(f), np.nan)
+    above = np.full(len(f), np.nan)
+    sigma = np.full(len(f), np.nan)
+    typical = np.full(len(f), np.nan)
     for kind in (same, ~same):
         sel = kind & ok
         if int(sel.sum()) < MIN_FLOWS_PER_KIND:
             continue
-        median = float(np.median(floor[sel]))
-        sigma = MAD_TO_SIGMA * float(np.median(np.abs(floor[sel] - median)))
-        above[sel] = floor[sel] - median
-        limit[sel] = FLOOR_SIGMAS * max(sigma, MIN_SIGMA_OF_FLOOR * median, 1.0)
-        trials[sel] = 1.0
-    judged = trials > 0
+        typical[sel], sigma[sel] = yardstick(floor[sel])
+        above[sel] = floor[sel] - typical[sel]
+    judged = np.isfinite(above)
     above[judged] = _without_clock_errors(above[judged], f.src[judged], f.dst[judged])
-    raised[judged] = above[judged] / limit[judged]
-    failures[judged] = raised[judged] > 1.0
-    return trials, failures, raised
+    return above, sigma, typical
+
+
+def _mad_yardstick(floors: F64) -> tuple[float, float]:
+    """A kind's median floor and robust spread (1.4826 x the median absolute deviation)."""
+    median = float(np.median(floors))
+    return median, MAD_TO_SIGMA * float(np.median(np.abs(floors - median)))
+
+
+def _low_yardstick(floors: F64) -> tuple[float, float]:
+    """A kind's typical floor and the spread of its floors, from its lower part: a slow
+    element only raises floors, and two slow spines of four raise half of a kind's, whose
+    median and deviation would then be the slow ones' (``LOW_QUANTILES``)."""
+    lo, mid = np.quantile(floors, LOW_QUANTILES)
+    sigma = (mid - lo) / LOW_QUANTILES_SIGMAS
+    return float(mid + NORMAL_Q25 * sigma), float(sigma)
 
 
 def _without_clock_errors(

@@ -52,7 +52,9 @@ from cwctl.telemetry.evidence import (
 from cwctl.telemetry.explain import explain, posterior
 from cwctl.telemetry.floors import FLOOR_MIN_RATE, floor_trials
 from cwctl.telemetry.routes import PathAges, known_spines, route_index
+from cwctl.telemetry.shifts import Shift, shifted_elements
 from cwctl.telemetry.verdicts import (
+    FLOOR_QUEUED_FACTOR,
     FLOOR_UNLOCALISED_RATIO,
     MIN_DELAY_SAMPLES,
     MIN_RAISED_FLOWS,
@@ -255,6 +257,7 @@ def localise(
     loss_inc, delay_inc = _incidences(counts, topology, host_nics or {}, path_records, now_ns, ages)
     inc = loss_inc
     results = [_localise_signal(loss_inc, counts.sent, counts.lost, "loss", MIN_LOSS_RATE)]
+    shifted: list[Shift] = []
     f = counts.flows
     doubt = np.flatnonzero(np.isin(np.asarray(f.hosts, dtype=object), list(unclocked)))
     timed = ~(np.isin(f.src, doubt) | np.isin(f.dst, doubt))
@@ -273,9 +276,14 @@ def localise(
             floor = _localise_signal(
                 delay_inc, trials, raised, "floor", FLOOR_MIN_RATE, one_trial=True
             )
-            # unlocalised only when clearly raised: real floors wander with CPU load
+            # unlocalised only when clearly raised (real floors wander with CPU load), and
+            # not held up by a queue its flow met all the time (verdicts.py)
             material = np.nan_to_num(ratio) >= FLOOR_UNLOCALISED_RATIO
+            wait = counts.excess_p50_ns
+            if np.isfinite(wait).any():
+                material &= ~(wait > FLOOR_QUEUED_FACTOR * float(np.nanmedian(wait)))
             results.append(dataclasses.replace(floor, material=material))
+        shifted = shifted_elements(counts, leaf_of, delay_inc, timed & ~_queued(delay))
     found: dict[int, tuple[float, float, str]] = {}  # element -> (score, gain, evidence)
     ties: dict[int, set[int]] = {}
     for res in results:
@@ -296,6 +304,11 @@ def localise(
                 found[e] = (max(s0, score), max(g0, gain), f"{w0}; {words}")
             else:
                 found[e] = (score, gain, words)
+    for sh in shifted:  # slow elements whose flows' floors stand shifted together
+        e, words = sh.element, sh.words(inc, counts.floor_ns)
+        s0, g0, w0 = found.get(sh.element, (0.0, 0.0, ""))
+        found[e] = (max(s0, sh.score()), max(g0, sh.z), f"{w0}; {words}" if w0 else words)
+        ties.setdefault(e, set())
     order = sorted(
         (e for e in found if found[e][0] >= MIN_SCORE),
         key=lambda e: (-found[e][0], -found[e][1], inc.names[e]),

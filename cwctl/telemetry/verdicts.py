@@ -14,7 +14,11 @@ beyond the threshold too (and by ``DELAY_SHIFT_OF_FLOOR`` of the fabric's floor)
 least ``MIN_DELAY_SAMPLES`` delays and improbable (p < 1e-6) at the background, and on
 both probes of the flow's coded pairs alike (``pair_sided``); for a raised floor, at
 least ``MIN_RAISED_FLOWS`` flows raised ``FLOOR_UNLOCALISED_RATIO`` times beyond the
-threshold (real floors wander with the hosts' load).
+threshold (real floors wander with the hosts' load), each with a median wait over its
+floor no more than ``FLOOR_QUEUED_FACTOR`` times the median flow's: a flow whose probes
+all met a busy queue has its minimum held up by the queue (on the simulator at load 0.6
+a healthy scan had three such, their medians 7-8 us over their floors against the
+fabric's 3 us), while a fixed delay raises a flow's floor and median alike.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from cwctl.snapshot import Suspect
 MIN_DEAD_EXCHANGES = 20  # a host must have been tried this often to be called dead
 MIN_RAISED_FLOWS = 3
 FLOOR_UNLOCALISED_RATIO = 2.0  # a raised floor counts when twice beyond its threshold
+FLOOR_QUEUED_FACTOR = 2.0  # ...and its flow waits no more than this x the median flow's
 MIN_DELAY_SAMPLES = 50  # and a delayed flow at least this many delays (p < 1e-6)
 # A coded pair's probes leave 20 us apart: a queue on the path holds both alike, but a
 # delay of one side only (with kernel stamps, the reply to a pair's first probe waiting

@@ -1,0 +1,113 @@
+"""Slow elements by the shift of their flows' floors, where no single floor can tell.
+
+The floor signal (``floors.py``) calls one flow raised when its floor stands
+``FLOOR_SIGMAS`` of the fabric's floor spread above its kind's: that needs a slow
+element's fixed delay to be several times the spread of single floors. Under load with
+the kernel's stamps a flow's floor is a low quantile of stamps and queues, and single
+floors spread by a microsecond (the simulator's sw scans at load 0.6: 0.7 us across
+leaves): a host 3 us slow raises each of its flows by four of those, and the per-flow
+test sees a few of them raised. Yet its 150 flows are raised *together*: the median of
+its flows' raises stands a hundred standard errors above the fabric's.
+
+So, as a location test per element: each usable flow's raise over its kind's floor
+(clock errors taken out as in ``floors.py``), and per switch, link, NIC and host that
+``MIN_SHIFT_FLOWS`` flows certainly cross (a discovered path, or what every alternative
+crosses) the median of those raises, its *shift*, with its standard error (1.2533 x the
+kind's spread of single floors over the root of the count). Greedily, the element with
+the largest significant (``SHIFT_SIGMAS``) and material shift is chosen, its shift taken
+off its flows, and the rest judged again: a slow spine's links and a slow host's leaf
+carry its shift too, but fewer flows of it (the links) or diluted by the healthy hosts'
+(the leaf), so the spine and the host are chosen, and then their parts have none left.
+
+Material is what separates a slow element from the fabric's own unevenness, which is
+highly significant too (a host whose NIC is busier has every floor a microsecond up at
+load 0.6): a shift of at least ``MIN_SHIFT_OF_FLOOR`` of the median path's floor. Flows
+that queued (delayed ones, those crossing a delay suspect) say nothing of floors and
+are left out, as for the floor signal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from cwctl.sync.robust import median_per_group
+from cwctl.telemetry.counts import FlowCounts
+from cwctl.telemetry.elements import Incidence
+from cwctl.telemetry.floors import floor_raises
+from cwctl.units import fmt_ns
+
+F64 = npt.NDArray[np.float64]
+B = npt.NDArray[np.bool_]
+
+MIN_SHIFT_FLOWS = 10  # an element is judged when this many usable flows certainly cross it
+SHIFT_SIGMAS = 8.0  # its shift must stand this many standard errors above the fabric's...
+MIN_SHIFT_OF_FLOOR = 0.35  # ...and be at least this share of the median path's floor
+MAX_SHIFTED = 4  # elements chosen at most
+MEDIAN_SE = 1.2533  # a median's standard error over a mean's, for normal data
+
+
+@dataclass(frozen=True)
+class Shift:
+    """One slow element found by its shift: its column, the shift (ns), its z and flows."""
+
+    element: int
+    shift_ns: float
+    z: float
+    flows: int
+    raised: int  # its flows raised by at least half its shift
+
+    def score(self) -> float:
+        """The share of its flows that carry (half) its shift: a slow element's are all."""
+        return self.raised / self.flows if self.flows else 0.0
+
+    def words(self, inc: Incidence, floor_ns: float) -> str:
+        name = inc.names[self.element]
+        return (
+            f"slow: the floors of the {self.flows} flows through {name} stand "
+            f"{fmt_ns(self.shift_ns)} above the fabric's (median; the median path's floor "
+            f"{fmt_ns(floor_ns)}), {self.z:.0f} standard errors; {self.raised} of them by "
+            "at least half that"
+        )
+
+
+def shifted_elements(
+    counts: FlowCounts,
+    leaf_of: Mapping[str, str],
+    inc: Incidence,
+    usable: B,
+) -> list[Shift]:
+    """The slow elements whose flows' floors stand shifted together (module docstring),
+    over the ``usable`` flows (timed, not queued)."""
+    floor_ns = counts.floor_ns
+    if not np.isfinite(floor_ns) or floor_ns <= 0:
+        return []
+    above, sigma = floor_raises(counts, leaf_of)
+    ok = usable & np.isfinite(above) & np.isfinite(sigma) & (sigma > 0)
+    m = inc.matrix.tocoo()
+    keep = ok[m.row]
+    flow, element = m.row[keep], m.col[keep]
+    n_el = len(inc.names)
+    n = np.bincount(element, minlength=n_el)
+    var = np.bincount(element, sigma[flow] ** 2, minlength=n_el) / np.maximum(n, 1)
+    se = MEDIAN_SE * np.sqrt(var) / np.sqrt(np.maximum(n, 1))
+    resid = np.where(ok, above, np.nan)
+    found: list[Shift] = []
+    for _ in range(MAX_SHIFTED):
+        shift = median_per_group(resid[flow], element, n_el)
+        z = np.where(n >= MIN_SHIFT_FLOWS, shift / np.maximum(se, 1e-9), -np.inf)
+        z = np.nan_to_num(z, nan=-np.inf)
+        z[(shift < MIN_SHIFT_OF_FLOOR * floor_ns) | (z < SHIFT_SIGMAS)] = -np.inf
+        for s in found:
+            z[s.element] = -np.inf
+        e = int(np.argmax(z))
+        if not np.isfinite(z[e]):
+            break
+        mine = flow[element == e]
+        raised = int(np.sum(resid[mine] >= shift[e] / 2))
+        found.append(Shift(e, float(shift[e]), float(z[e]), len(mine), raised))
+        resid[mine] -= shift[e]
+    return found

@@ -18,7 +18,11 @@ Printed per model and stamps: precision (hits / suspects), recall (true elements
 outright or in a set / true elements), top-1 (faulty scans whose top suspect is a true
 element named outright), faulty scans that exited 0 (target 0), healthy scans that
 exited 0 (target >= 99 %), and the slow spines named outright among the first
-suspects (as many as the scan's faults: of two faults the other may lead).
+suspects (as many as the scan's faults: of two faults the other may lead). Each faulty
+scan's records are localised a second time without their path records (discovery off,
+or every trace failed): the true elements in its suspects, outright or in a candidate
+set (target 100 %), and the scans that exited 0 so. Then per fault kind: faults, named
+outright among the first suspects with paths, and in the suspects without.
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ from __future__ import annotations
 import os
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
 from cwctl import settings
+from cwctl.collection import Collection
+from cwctl.records.path import PathTable
 from cwctl.sim.model import FabricModel
 from cwctl.sim.params import SimParams
 from cwctl.snapshot import FabricSnapshot
@@ -95,7 +101,7 @@ def _draw(i: int) -> tuple[str, str, float, list[tuple[str, str]]]:
     return model, stamps, load, faults
 
 
-def _sim_scan(i: int, stamps: str, load: float, faults: list[tuple[str, str]]) -> FabricSnapshot:
+def _sim_scan(i: int, stamps: str, load: float, faults: list[tuple[str, str]]) -> Collection:
     names, topo = leaf_spine(HOSTS, PER_LEAF, SPINES)
     spec = {what: s for what, _, s in SIM_KINDS}
     model = FabricModel(
@@ -105,11 +111,10 @@ def _sim_scan(i: int, stamps: str, load: float, faults: list[tuple[str, str]]) -
         seed=i,
         faults=[spec[what].format(element) for what, element in faults],
     )
-    collection = run_model(model, settings.PROBE_DURATION_S)
-    return build_snapshot(collection, solve(collection.table))
+    return run_model(model, settings.PROBE_DURATION_S)
 
 
-def _synth_scan(i: int, stamps: str, load: float, faults: list[tuple[str, str]]) -> FabricSnapshot:
+def _synth_scan(i: int, stamps: str, load: float, faults: list[tuple[str, str]]) -> Collection:
     fields: dict[str, dict[str, float]] = {"loss": {}, "delay_ns": {}, "slow_ns": {}}
     spec = {what: s for what, _, s in SYNTH_KINDS}
     for what, element in faults:
@@ -121,7 +126,19 @@ def _synth_scan(i: int, stamps: str, load: float, faults: list[tuple[str, str]])
                   discovered=0.7, stamps=stamps, clock_ns=1e6, drift_ppb=2e4,
                   sw_early_share=SW_EARLY_SHARE, **fields)  # type: ignore[arg-type]  # fmt: skip
     collection, _ = make(synth)
-    return build_snapshot(collection, solve(collection.table))
+    return collection
+
+
+def _snapshots(
+    collection: Collection, faulty: bool
+) -> tuple[FabricSnapshot, FabricSnapshot | None]:
+    """The scan's snapshot, and for a faulty scan the same records' without path records
+    (as a scan with discovery off, or all of whose traces failed, reads them)."""
+    solution = solve(collection.table)
+    snap = build_snapshot(collection, solution)
+    if not faulty:
+        return snap, None
+    return snap, build_snapshot(replace(collection, paths=PathTable()), solution)
 
 
 @dataclass
@@ -138,9 +155,18 @@ class Tally:
     healthy_exit0: int = 0
     slow_spines: int = 0
     slow_top1: int = 0
+    blind_truths: int = 0  # the same faulty scans without path records: true elements...
+    blind_in_set: int = 0  # ...named outright or in a candidate set
+    blind_exit0: int = 0  # ...and scans exiting 0
     misses: list[str] = field(default_factory=list)
 
-    def add(self, snap: FabricSnapshot, faults: list[tuple[str, str]], label: str) -> None:
+    def add(
+        self,
+        snap: FabricSnapshot,
+        faults: list[tuple[str, str]],
+        label: str,
+        blind: FabricSnapshot | None = None,
+    ) -> None:
         truth = {e for _, e in faults}
         self.scans += 1
         named = [set(s.candidates or [s.element]) for s in snap.suspects]
@@ -168,6 +194,29 @@ class Tally:
             if what.startswith("spine slow"):
                 self.slow_spines += 1
                 self.slow_top1 += element in first
+        if blind is not None:
+            members = {m for s in blind.suspects for m in s.members}
+            self.blind_truths += len(truth)
+            self.blind_in_set += len(truth & members)
+            self.blind_exit0 += blind.healthy
+            if not truth <= members or blind.healthy:
+                lead = blind.suspects[0].element if blind.suspects else None
+                self.misses.append(f"{label} without paths: top {lead}, {blind.verdict}")
+
+
+@dataclass
+class KindTally:
+    """Per fault kind: faults, named outright among a scan's first suspects (as many as
+    its faults) with path records, and in the suspects (or a set) without."""
+
+    faults: int = 0
+    named: int = 0
+    in_set_blind: int = 0
+
+    def add(self, element: str, snap: FabricSnapshot, n_faults: int, blind: FabricSnapshot) -> None:
+        self.faults += 1
+        self.named += element in {s.element for s in snap.suspects[:n_faults] if not s.candidates}
+        self.in_set_blind += any(s.covers(element) for s in blind.suspects)
 
 
 def _pct(a: int, b: int) -> str:
@@ -181,16 +230,21 @@ def main() -> None:
         "pairs/s; loads 0.1-0.6; a third each healthy, one fault, two faults"
     )
     tallies: dict[tuple[str, str], Tally] = defaultdict(Tally)
+    kinds: dict[tuple[str, str], KindTally] = defaultdict(KindTally)
     started = time.perf_counter()
     for i in range(SCANS):
         model, stamps, load, faults = _draw(i)
         scan = _sim_scan if model == "sim" else _synth_scan
-        snap = scan(i, stamps, load, faults)
+        snap, blind = _snapshots(scan(i, stamps, load, faults), bool(faults))
         label = f"#{i} {model} {stamps} load {load}: {faults or 'healthy'}"
-        tallies[(model, stamps)].add(snap, faults, label)
+        tallies[(model, stamps)].add(snap, faults, label, blind)
+        for what, element in faults:
+            assert blind is not None
+            kinds[(model, what)].add(element, snap, len(faults), blind)
     head = (
         f"{'model':<8} {'stamps':<6} {'scans':>5} {'precision':>9} {'recall':>7} "
-        f"{'top-1':>7} {'faulty exit 0':>13} {'healthy exit 0':>14} {'slow spine named':>16}"
+        f"{'top-1':>7} {'faulty exit 0':>13} {'healthy exit 0':>14} {'slow spine named':>16} "
+        f"{'no paths: in set':>16} {'exit 0':>7}"
     )
     print(head)
     total = Tally()
@@ -200,7 +254,12 @@ def main() -> None:
             setattr(total, f.name, getattr(total, f.name) + getattr(t, f.name))
     print(_line("all", "", total))
     print(f"({(time.perf_counter() - started) / max(SCANS, 1):.2f} s per scan)")
-    for miss in total.misses[:40]:
+    print(f"{'model':<8} {'fault kind':<18} {'faults':>6} {'named':>7} {'no paths: in set':>16}")
+    for (model, what), k in sorted(kinds.items()):
+        print(
+            f"{model:<8} {what:<18} {k.faults:>6} {k.named:>7} {_pct(k.in_set_blind, k.faults):>16}"
+        )
+    for miss in total.misses[:60]:
         print(f"miss: {miss}")
 
 
@@ -209,7 +268,8 @@ def _line(model: str, stamps: str, t: Tally) -> str:
         f"{model:<8} {stamps:<6} {t.scans:>5} {_pct(t.hits, t.suspects):>9} "
         f"{_pct(t.recalled, t.truths):>7} {_pct(t.top1, t.faulty):>7} "
         f"{t.faulty_exit0:>7}/{t.faulty:<5} {_pct(t.healthy_exit0, t.healthy):>14} "
-        f"{t.slow_top1:>9}/{t.slow_spines:<6}"
+        f"{t.slow_top1:>9}/{t.slow_spines:<6} {_pct(t.blind_in_set, t.blind_truths):>16} "
+        f"{t.blind_exit0:>3}/{t.faulty:<3}"
     )
 
 

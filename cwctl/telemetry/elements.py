@@ -75,6 +75,15 @@ class Incidence:
         return out
 
     @cached_property
+    def maybe(self) -> sp.csc_matrix:
+        """(flows x elements), column by column: 1 where some alternative of the flow (or
+        every one) crosses the element."""
+        rows = self.rows
+        out = sp.csr_matrix(((rows.certain > 0) + (rows.by_flow() > 0)).astype(np.float64))
+        out.eliminate_zeros()
+        return out.tocsc()
+
+    @cached_property
     def by_element(self) -> sp.csc_matrix:
         """``matrix`` column by column (the flows that certainly cross each element)."""
         return self.matrix.tocsc()

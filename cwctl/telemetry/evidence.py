@@ -20,6 +20,8 @@ from cwctl.telemetry.elements import Incidence
 from cwctl.telemetry.likelihood import F64, Explanation
 from cwctl.units import fmt_ns
 
+EVEN_ODDS = 1e-6  # a posterior this close to one half is even odds
+
 
 @dataclass(frozen=True)
 class SignalResult:
@@ -69,15 +71,23 @@ def score_and_words(
     res: SignalResult, e: int, chosen: list[int], counts: FlowCounts
 ) -> tuple[float, str]:
     """Score: (share of the flows through e that are bad) x (share of the bad flows not
-    through another chosen element that go through e). Words: the counts behind it."""
+    through another chosen element that go through e). Words: the counts behind it.
+    A flow goes through e when it did at even odds or better under the fit, through
+    another element when better than even, unless the two are equally likely and
+    neither certain: two slow spines of four, every path unknown, split each raised
+    flow half and half (two spines down, each lost round trip 7/12 each), and each of
+    them scores those flows."""
     inc = res.incidence
     crossed = res.crossed.tocsc()
-    on = crossed[:, e].toarray().ravel() > 0.5
+    p_e = crossed[:, e].toarray().ravel()
+    on = p_e > 0.5 - EVEN_ODDS
     usable = res.trials > 0
     others = np.zeros(len(on), bool)
     for o in chosen:
         if o != e:
-            others |= crossed[:, o].toarray().ravel() > 0.5
+            p_o = crossed[:, o].toarray().ravel()
+            shared = (np.abs(p_o - p_e) <= EVEN_ODDS) & (p_e < 1.0 - EVEN_ODDS)
+            others |= (p_o > 0.5 + EVEN_ODDS) & ~shared
     n_in = int((on & usable).sum())
     bad_in = int((on & res.bad).sum())
     n_out = int((~on & ~others & usable).sum())  # flows crossing no suspect
@@ -135,6 +145,33 @@ def _twins(inc: Incidence, e: int, usable: npt.NDArray[np.bool_], limit: int = 3
     tell them apart: a one-NIC host and its NIC); fabric twins are candidates instead."""
     ids = [j for j in twin_ids(inc, e, usable) if not (is_fabric(inc, j) and is_fabric(inc, e))]
     return [inc.names[j] for j in ids][:limit]
+
+
+def alike_ids(inc: Incidence, e: int, usable: npt.NDArray[np.bool_]) -> list[int]:
+    """For an element no usable flow certainly crossed (every path through it unknown):
+    the elements of its kind that no usable flow certainly crossed either and that
+    exactly the same usable flows may have crossed. Without paths a slow spine is one of
+    the spines its flows could take; which of them, the data cannot say (the greedy
+    explanation, choosing a second spine after a link, can break that tie by chance)."""
+    by_element, maybe = inc.by_element, inc.maybe
+
+    def flows(m: sp.csc_matrix, j: int) -> npt.NDArray[np.int32]:
+        f = m.indices[m.indptr[j] : m.indptr[j + 1]]
+        return np.sort(f[usable[f]])
+
+    if len(flows(by_element, e)):
+        return []
+    mine = flows(maybe, e)
+    if not len(mine):
+        return []
+    return [
+        j
+        for j in range(len(inc.names))
+        if j != e
+        and inc.kinds[j] == inc.kinds[e]
+        and not len(flows(by_element, j))
+        and np.array_equal(flows(maybe, j), mine)
+    ]
 
 
 def twin_ids(inc: Incidence, e: int, usable: npt.NDArray[np.bool_]) -> list[int]:

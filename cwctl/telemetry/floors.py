@@ -42,14 +42,23 @@ NORMAL_Q25 = 0.674
 
 def floor_trials(counts: FlowCounts, leaf_of: Mapping[str, str]) -> tuple[F64, F64, F64]:
     """Per directed flow: trials (0 or 1), failures (raised or not), and the raise over
-    its kind's median floor in units of its limit (NaN where unknown)."""
-    above, sigma, median = _raises(counts, leaf_of, _mad_yardstick)
+    its kind's median floor in units of its limit (NaN where unknown). A failure is
+    judged against the kind's lower part (``_low_yardstick``: two slow spines of four,
+    their flows' paths unknown, raise half of the cross-leaf floors, which a median and
+    its deviation take for normal); the raise returned, which says whether a raised flow
+    no element explains is material, against the whole kind's median and deviation (a
+    busy hypervisor's or queue's floors are the upper part's, and no finding)."""
+    above, sigma, typical = _raises(counts, leaf_of, _low_yardstick)
     judged = np.isfinite(above)
     trials = judged.astype(np.float64)
-    limit = FLOOR_SIGMAS * np.maximum(np.maximum(sigma, MIN_SIGMA_OF_FLOOR * median), 1.0)
-    raised = np.where(judged, above / np.where(judged, limit, 1.0), np.nan)
-    failures = (judged & (np.nan_to_num(raised) > 1.0)).astype(np.float64)
-    return trials, failures, raised
+    failures = (judged & (np.nan_to_num(above / _limit(sigma, typical)) > 1.0)).astype(np.float64)
+    above, sigma, typical = _raises(counts, leaf_of, _mad_yardstick)
+    return trials, failures, above / _limit(sigma, typical)
+
+
+def _limit(sigma: F64, typical: F64) -> F64:
+    """``FLOOR_SIGMAS`` spreads, the spread at least ``MIN_SIGMA_OF_FLOOR`` of the floor."""
+    return FLOOR_SIGMAS * np.maximum(np.maximum(sigma, MIN_SIGMA_OF_FLOOR * typical), 1.0)
 
 
 def floor_raises(counts: FlowCounts, leaf_of: Mapping[str, str]) -> tuple[F64, F64]:

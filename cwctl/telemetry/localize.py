@@ -44,6 +44,7 @@ from cwctl.telemetry.counts import FlowCounts
 from cwctl.telemetry.elements import Incidence, incidences
 from cwctl.telemetry.evidence import (
     SignalResult,
+    alike_ids,
     is_fabric,
     score_and_words,
     suspect_of,
@@ -52,7 +53,7 @@ from cwctl.telemetry.evidence import (
 from cwctl.telemetry.explain import explain, posterior
 from cwctl.telemetry.floors import FLOOR_MIN_RATE, floor_trials
 from cwctl.telemetry.routes import PathAges, known_spines, route_index
-from cwctl.telemetry.shifts import Shift, shifted_elements
+from cwctl.telemetry.shifts import Shift, drop_immaterial_floors, shifted_elements
 from cwctl.telemetry.verdicts import (
     FLOOR_QUEUED_FACTOR,
     FLOOR_UNLOCALISED_RATIO,
@@ -276,6 +277,7 @@ def localise(
             floor = _localise_signal(
                 delay_inc, trials, raised, "floor", FLOOR_MIN_RATE, one_trial=True
             )
+            drop_immaterial_floors(floor, counts, leaf_of)
             # unlocalised only when clearly raised (real floors wander with CPU load), and
             # not held up by a queue its flow met all the time (verdicts.py)
             material = np.nan_to_num(ratio) >= FLOOR_UNLOCALISED_RATIO
@@ -298,7 +300,12 @@ def localise(
             fabric = {
                 t for t in twins if is_fabric(res.incidence, t) and is_fabric(res.incidence, e)
             }
-            ties.setdefault(e, set()).update((set(res.fit.ties.get(e, ())) - twins) | fabric)
+            # ...and elements the fit could not tell it from, or whose flows' paths are
+            # all unknown alike; but not those it chose too: two spines down, their lost
+            # flows' paths unknown, are both needed, not one or the other
+            alike = set(alike_ids(res.incidence, e, res.trials > 0))
+            either = (set(res.fit.ties.get(e, ())) - twins) | alike
+            ties.setdefault(e, set()).update((either - set(chosen)) | fabric)
             if e in found:
                 s0, g0, w0 = found[e]
                 found[e] = (max(s0, score), max(g0, gain), f"{w0}; {words}")
@@ -313,7 +320,11 @@ def localise(
         (e for e in found if found[e][0] >= MIN_SCORE),
         key=lambda e: (-found[e][0], -found[e][1], inc.names[e]),
     )
-    suspects = [suspect_of(inc, e, found[e], sorted(ties.get(e, ()))) for e in order]
+    suspects: list[Suspect] = []
+    for e in order:  # one entry per set: two slow spines, paths unknown, are one set twice
+        s = suspect_of(inc, e, found[e], sorted(ties.get(e, ())))
+        if all(s.element != t.element for t in suspects):
+            suspects.append(s)
     return suspects, inc, results
 
 

@@ -37,6 +37,7 @@ import numpy.typing as npt
 from cwctl.sync.robust import median_per_group
 from cwctl.telemetry.counts import FlowCounts
 from cwctl.telemetry.elements import Incidence
+from cwctl.telemetry.evidence import EVEN_ODDS, SignalResult
 from cwctl.telemetry.floors import floor_raises
 from cwctl.units import fmt_ns
 
@@ -111,3 +112,24 @@ def shifted_elements(
         found.append(Shift(e, float(shift[e]), float(z[e]), len(mine), raised))
         resid[mine] -= shift[e]
     return found
+
+
+def drop_immaterial_floors(
+    res: SignalResult, counts: FlowCounts, leaf_of: Mapping[str, str]
+) -> None:
+    """Keep a floor suspect (``floors.py``'s per-flow test, judged against its kind's
+    lower part) only if the flows likely through it stand, at their median, at least
+    ``MIN_SHIFT_OF_FLOOR`` of the median path's floor up, as a shifted element must: a
+    part of the fabric somewhat busier than the rest (a spine carrying a rerouted one's
+    flows, 0.3 of the floor up) raises its flows' minima together, and is no slow element."""
+    if not res.fit.rates or not np.isfinite(counts.floor_ns):
+        return
+    above, _ = floor_raises(counts, leaf_of)
+    m = res.crossed.tocsc()
+    for e in list(res.fit.rates):
+        sel = (np.asarray(m[:, e].toarray()).ravel() > 0.5 - EVEN_ODDS) & (res.trials > 0)
+        sel &= np.isfinite(above)
+        shift = float(np.median(above[sel])) if sel.any() else 0.0
+        if shift < MIN_SHIFT_OF_FLOOR * counts.floor_ns:
+            res.fit.rates.pop(e)
+            res.fit.gains.pop(e, None)

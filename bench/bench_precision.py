@@ -23,6 +23,8 @@ scan's records are localised a second time without their path records (discovery
 or every trace failed): the true elements in its suspects, outright or in a candidate
 set (target 100 %), and the scans that exited 0 so. Then per fault kind: faults, named
 outright among the first suspects with paths, and in the suspects without.
+``CWCTL_BENCH_PRECISION_FIRST`` (default 0) starts at another scan index: seeds held out
+from the ones thresholds were set on.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ from cwctl.transport.sim import run_model
 from tests.unit.telemetry_synth import Synth, make
 
 SCANS = int(os.environ.get("CWCTL_BENCH_PRECISION_SCANS", "200"))
+# the first scan's index: another range of seeds, held out from the one thresholds met
+FIRST = int(os.environ.get("CWCTL_BENCH_PRECISION_FIRST", "0"))
 HOSTS, PER_LEAF, SPINES = 64, 8, 4
 LOADS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
 # of the independent model's kernel-stamp tails, the share that errs the short way (a
@@ -225,14 +229,15 @@ def _pct(a: int, b: int) -> str:
 
 def main() -> None:
     print(
-        f"{SCANS} scans (CWCTL_BENCH_PRECISION_SCANS): {HOSTS} hosts, {PER_LEAF}/leaf, "
-        f"{SPINES} spines, {settings.PROBE_DURATION_S:g} s at {settings.PROBE_RATE:g} "
-        "pairs/s; loads 0.1-0.6; a third each healthy, one fault, two faults"
+        f"{SCANS} scans (CWCTL_BENCH_PRECISION_SCANS) from #{FIRST}: {HOSTS} hosts, "
+        f"{PER_LEAF}/leaf, {SPINES} spines, {settings.PROBE_DURATION_S:g} s at "
+        f"{settings.PROBE_RATE:g} pairs/s; loads 0.1-0.6; a third each healthy, one fault, "
+        "two faults"
     )
     tallies: dict[tuple[str, str], Tally] = defaultdict(Tally)
     kinds: dict[tuple[str, str], KindTally] = defaultdict(KindTally)
     started = time.perf_counter()
-    for i in range(SCANS):
+    for i in range(FIRST, FIRST + SCANS):
         model, stamps, load, faults = _draw(i)
         scan = _sim_scan if model == "sim" else _synth_scan
         snap, blind = _snapshots(scan(i, stamps, load, faults), bool(faults))

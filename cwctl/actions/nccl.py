@@ -170,6 +170,18 @@ def devices_read(stdout: str) -> list[str] | None:
     return [str(d) for d in devices] if isinstance(devices, list) else None
 
 
+def file_state(stdout: str) -> str:
+    """What a plan's prior read says of the file alone (whether it exists, the key's
+    value), for comparing before applying: the device list beside it names every
+    interface of the host, which containers and namespaces add and remove all the time,
+    and is no part of what the step changes. Unparsed output is compared whole."""
+    try:
+        data = json.loads(stdout.strip().splitlines()[-1])
+        return json.dumps({"exists": data["exists"], "value": data["value"]})
+    except (ValueError, IndexError, KeyError, TypeError):
+        return stdout
+
+
 def parse_read(stdout: str, host: str) -> tuple[bool, str | None]:
     """(file exists, current value or None) from ``READ_PROGRAM``'s output."""
     try:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from cwctl.actions import switchroute
+from cwctl.actions import nccl, switchroute
 from cwctl.actions.plan import ActionPlan
 from cwctl.actions.runners import Runner
 from cwctl.sim import state as sim_state
@@ -53,5 +53,12 @@ async def current(plan: ActionPlan, target: Any, runner: Runner) -> dict[str, An
 
 
 def stale(plan: ActionPlan, now: dict[str, Any]) -> list[str]:
-    """The targets whose state differs from what the plan was made on."""
-    return sorted(k for k in plan.prior if now.get(k) != plan.prior[k])
+    """The targets whose state differs from what the plan was made on (an NCCL file's
+    by its existence and value only: ``nccl.file_state``)."""
+    return sorted(k for k in plan.prior if _compared(k, now.get(k)) != _compared(k, plan.prior[k]))
+
+
+def _compared(key: str, entry: Any) -> Any:
+    if key.startswith("nccl:") and isinstance(entry, dict):
+        return {**entry, "seen": nccl.file_state(str(entry.get("seen", "")))}
+    return entry

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +102,20 @@ async def test_a_route_changed_by_hand_makes_the_plan_stale(netns: str) -> None:
     ip("-n", netns, "route", "replace", PREFIX, "nexthop", "via", "10.205.1.1", "dev", "t0",
        "weight", "3", "nexthop", "via", "10.205.2.1", "dev", "t1")  # fmt: skip
     assert prior.stale(plan, await prior.current(plan, target, runner)) == ["route:gpu-001"]
+
+
+async def test_a_device_coming_or_going_leaves_an_nccl_plan_fresh_a_setting_does_not(
+    netns: str, tmp_path: Path
+) -> None:
+    # the NCCL read lists the host's devices beside the setting (a note when the NIC
+    # is gone); a container's veth appearing between plan and apply is no reason to refuse
+    conf = tmp_path / "nccl.conf"
+    conf.write_text("NCCL_DEBUG=WARN\n")
+    inv = Inventory(hosts=(Host("gpu-001", "192.0.2.1", nics=("mlx5_0", "mlx5_1")),))
+    runner, target = NetnsRunner(netns), Target(inventory=inv)
+    plan = await plan_reroute("gpu-001/mlx5_1", target, runner, RouteOptions(nccl_conf=str(conf)))
+    assert plan.steps and "nccl:gpu-001" in plan.prior
+    ip("-n", netns, "link", "add", "c0", "type", "veth", "peer", "name", "c1")
+    assert prior.stale(plan, await prior.current(plan, target, runner)) == []
+    conf.write_text("NCCL_DEBUG=WARN\nNCCL_IB_HCA=^mlx5_0\n")
+    assert prior.stale(plan, await prior.current(plan, target, runner)) == ["nccl:gpu-001"]

@@ -160,19 +160,6 @@ def read_argv(python: str, path: str, key: str) -> list[str]:
     return [python, "-c", READ_PROGRAM, path, key]
 
 
-def setting_read(stdout: str) -> str:
-    """What of ``READ_PROGRAM``'s output a plan rests on: the file's setting, without the
-    device list printed beside it (a container's veth coming or going changes that list,
-    not the NCCL setting; the plan would be refused as stale for nothing)."""
-    try:
-        data = json.loads(stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return stdout
-    if not isinstance(data, dict):
-        return stdout
-    return json.dumps({k: v for k, v in data.items() if k != "devices"}, sort_keys=True)
-
-
 def devices_read(stdout: str) -> list[str] | None:
     """The network and RDMA devices the host listed while ``READ_PROGRAM`` ran (None:
     it did not say)."""

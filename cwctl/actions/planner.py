@@ -272,7 +272,7 @@ async def _nccl_steps(
     path = nccl.check_conf_path(options.nccl_conf)
     read = nccl.read_argv(python, path, key)
     out = await read_on_all(runner, [host], lambda h: read, path)
-    plan.prior[f"nccl:{host}"] = _seen(host, read, nccl.setting_read(out[host]))
+    plan.prior[f"nccl:{host}"] = _seen(host, read, out[host])
     _, current = nccl.parse_read(out[host], host)
     devices = nccl.devices_read(out[host])
     if devices is not None and nic not in devices:  # a note, not a refusal: a NIC that

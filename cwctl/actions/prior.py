@@ -3,8 +3,7 @@
 Planning records what it read in ``plan.prior``, per target:
 
 - ``"route:HOST"`` / ``"nccl:HOST"``: ``{"host", "read": argv, "seen": stdout}``, the
-  command planning ran on the host and what it printed (for NCCL, the setting only:
-  ``nccl.setting_read``);
+  command planning ran on the host and what it printed;
 - ``"sim"``: the simulator model's state (``cwctl.sim.state.state_to_json``);
 - ``"SWITCH"`` (a ``kind = "linux"`` switch of the inventory): ``{dst: route}``, the
   routes of its table the plan changes, as ``ip -j route show`` printed them
@@ -34,8 +33,6 @@ async def current(plan: ActionPlan, target: Any, runner: Runner) -> dict[str, An
     results = await asyncio.gather(*(runner.run(v["host"], v["read"]) for v in reads.values()))
     for (key, was), result in zip(reads.items(), results, strict=True):
         seen = result.stdout if result.ok else f"<unreadable: {result.detail() or result.rc}>"
-        if key.startswith("nccl:") and result.ok:
-            seen = nccl.setting_read(seen)
         out[key] = {**was, "seen": seen}
     switches = {
         s.name

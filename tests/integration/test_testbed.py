@@ -133,9 +133,16 @@ def test_congested_link_carries_a_background_flow_the_kernel_hashes_onto_it(
     apply_fault(fabric, "leaf2>spine1", "congested=10")
     pids = list(fabric.flows["leaf2>spine1"])
     first = qdisc_counters(fabric, "leaf2", "spine1")
-    time.sleep(0.5)
-    now = qdisc_counters(fabric, "leaf2", "spine1")
-    assert now["bytes"] > first["bytes"] and now["drops"] > first["drops"]
+    # the flow sends when the machine lets it: read until it has (a loaded machine may
+    # not run it within any fixed sleep), 10 s at most
+    deadline = time.monotonic() + 10.0
+    while True:
+        time.sleep(0.2)
+        now = qdisc_counters(fabric, "leaf2", "spine1")
+        grew = now["bytes"] > first["bytes"] and now["drops"] > first["drops"]
+        if grew or time.monotonic() > deadline:
+            break
+    assert grew, (first, now)
     qdisc = run(["tc", "qdisc", "show", "dev", "spine1"], ns=fabric.ns("leaf2")).stdout
     assert "tbf" in qdisc and "rate 10Mbit" in qdisc
     clear(fabric)

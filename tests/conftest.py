@@ -24,3 +24,15 @@ def _isolated_state_dir(
     directory = tmp_path_factory.mktemp("cwctl-state")
     monkeypatch.setenv("CWCTL_STATE_DIR", str(directory))
     return directory
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules on the namespace fabric first (stable otherwise): they are the longest and
+    mostly wait (scans, watch holds, iperf3), so on ``make test``'s workers they start at
+    once and the CPU-bound unit tests fill the time around them, not after them."""
+    fabric = {item.nodeid.split("::")[0] for item in items if _on_fabric(item)}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in fabric)
+
+
+def _on_fabric(item: pytest.Item) -> bool:
+    return "testbed" in getattr(item, "fixturenames", ())

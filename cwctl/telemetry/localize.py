@@ -52,6 +52,7 @@ from cwctl.telemetry.evidence import (
 )
 from cwctl.telemetry.explain import explain, posterior
 from cwctl.telemetry.floors import FLOOR_MIN_RATE, floor_trials
+from cwctl.telemetry.hierarchy import spine_rate_instead
 from cwctl.telemetry.routes import PathAges, known_spines, route_index
 from cwctl.telemetry.shifts import Shift, drop_immaterial_floors, shifted_elements
 from cwctl.telemetry.verdicts import (
@@ -216,6 +217,25 @@ def _drop_immaterial_delays(res: SignalResult, counts: FlowCounts) -> None:
             res.fit.gains.pop(e, None)
 
 
+def _spines_over_links(res: SignalResult) -> None:
+    """A chosen link whose spine's other links carry its excess too is its spine
+    (``hierarchy.py``): the spine takes its place in the fit."""
+    fit = res.fit
+    chosen = list(fit.rates)
+    if not chosen:
+        return
+    likely = res.crossed.tocsc()[:, chosen].toarray() > 0.5
+    for i, e in enumerate(chosen):
+        elsewhere = np.delete(likely, i, axis=1).any(axis=1)
+        spine = spine_rate_instead(
+            res.incidence, e, res.trials, res.failures, fit.background, elsewhere
+        )
+        if spine is not None and spine not in fit.rates:
+            fit.rates[spine] = fit.rates.pop(e)
+            fit.gains[spine] = fit.gains.pop(e, 0.0)
+            fit.ties[spine] = [t for t in fit.ties.pop(e, []) if t != spine]
+
+
 def unclocked_hosts(hosts: Sequence[str], uncertainty_ns: F64) -> list[str]:
     """Hosts whose clock the solver knows ``UNCLOCKED_FACTOR`` times worse than the
     median host's: a few probes through a congested switch can leave one host's drift
@@ -258,6 +278,7 @@ def localise(
     loss_inc, delay_inc = _incidences(counts, topology, host_nics or {}, path_records, now_ns, ages)
     inc = loss_inc
     results = [_localise_signal(loss_inc, counts.sent, counts.lost, "loss", MIN_LOSS_RATE)]
+    _spines_over_links(results[0])
     shifted: list[Shift] = []
     f = counts.flows
     doubt = np.flatnonzero(np.isin(np.asarray(f.hosts, dtype=object), list(unclocked)))
@@ -269,6 +290,7 @@ def localise(
             delay_inc, samples / per, counts.delayed / per, "delay", MIN_DELAY_RATE
         )
         _drop_immaterial_delays(delay, counts)
+        _spines_over_links(delay)
         results.append(delay)
         leaf_of = dict(topology.leaf_of) if topology is not None else {}
         trials, raised, ratio = floor_trials(counts, leaf_of)

@@ -39,6 +39,7 @@ from cwctl.telemetry.counts import FlowCounts
 from cwctl.telemetry.elements import Incidence
 from cwctl.telemetry.evidence import EVEN_ODDS, SignalResult
 from cwctl.telemetry.floors import floor_raises
+from cwctl.telemetry.hierarchy import spine_shift_instead
 from cwctl.units import fmt_ns
 
 F64 = npt.NDArray[np.float64]
@@ -107,9 +108,14 @@ def shifted_elements(
         e = int(np.argmax(z))
         if not np.isfinite(z[e]):
             break
+        # a link whose spine's other links stand shifted too: the spine (hierarchy.py)
+        spine = spine_shift_instead(inc, e, resid, MEDIAN_SE * sigma, float(shift[e]), SHIFT_SIGMAS)
+        if spine is not None and all(s.element != spine for s in found):
+            e = spine
         mine = flow[element == e]
         raised = int(np.sum(resid[mine] >= shift[e] / 2))
-        found.append(Shift(e, float(shift[e]), float(z[e]), len(mine), raised))
+        z_e = float(shift[e] / max(float(se[e]), 1e-9))
+        found.append(Shift(e, float(shift[e]), z_e, len(mine), raised))
         resid[mine] -= shift[e]
     return found
 

@@ -1,0 +1,91 @@
+"""A spine over its links: when a link's excess is its spine's, the spine is named.
+
+A congested spine queues on every egress towards the leaves, each link's queue a little
+busier or quieter than the next: the fit may find one link's share of delayed probes
+over the rate an element must add while the spine's, over all its links, stays under it
+(the simulator at load 0.6: leaf3-spine4 14 %, spine4 9 % over a background of 4 %), and
+the shifted-floor test may find two links of a spine a little over the material shift
+while the spine's median is a little under. A link is the finding only when its own
+flows, not its spine's, carry the excess: when the spine's flows through its *other*
+links carry at least half of the link's excess, significantly, the spine is named.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from scipy.special import bdtrc
+
+from cwctl.telemetry.elements import Incidence
+
+F64 = npt.NDArray[np.float64]
+B = npt.NDArray[np.bool_]
+
+SPINE_SHARE = 0.5  # the other links must carry this share of the link's excess
+SPINE_P = 1e-6  # ...improbably at the background
+
+
+def spine_of(inc: Incidence, e: int) -> int | None:
+    """The spine of a leaf-spine link (``leaf3-spine4``: spine4), None for anything else."""
+    if inc.kinds[e] != "link" or "-" not in inc.names[e]:
+        return None
+    spine = inc.names[e].split("-", 1)[1]
+    for j, name in enumerate(inc.names):
+        if name == spine and inc.kinds[j] == "switch":
+            return j
+    return None
+
+
+def _flows(inc: Incidence, e: int, usable: B) -> B:
+    m = inc.by_element
+    on = np.zeros(len(usable), bool)
+    on[m.indices[m.indptr[e] : m.indptr[e + 1]]] = True
+    return on & usable
+
+
+def spine_rate_instead(
+    inc: Incidence, e: int, trials: F64, failures: F64, background: float, elsewhere: B
+) -> int | None:
+    """For a link chosen by a rate signal (loss, delay): its spine when the flows
+    certainly through the spine's other links, and likely through no other chosen
+    element (not ``elsewhere``: a round trip out by one spine may come back by a dead
+    one), fail at least ``SPINE_SHARE`` of the link's own excess over ``background``,
+    improbably (``SPINE_P``) at it; else None."""
+    spine = spine_of(inc, e)
+    if spine is None:
+        return None
+    usable = (trials > 0) & ~elsewhere
+    mine = _flows(inc, e, usable)
+    others = _flows(inc, spine, usable) & ~mine
+    n_l, k_l = trials[mine].sum(), failures[mine].sum()
+    n_o, k_o = trials[others].sum(), failures[others].sum()
+    if n_l <= 0 or n_o <= 0:
+        return None
+    b = float(np.clip(background, 1e-7, 1 - 1e-7))
+    excess_link = k_l / n_l - b
+    excess_others = k_o / n_o - b
+    p = float(bdtrc(int(np.floor(k_o)) - 1, int(np.rint(n_o)), b))
+    if excess_link > 0 and excess_others >= SPINE_SHARE * excess_link and p < SPINE_P:
+        return spine
+    return None
+
+
+def spine_shift_instead(
+    inc: Incidence, e: int, resid: F64, se_one: F64, link_shift: float, min_z: float
+) -> int | None:
+    """For a link chosen by its flows' shifted floors (``shifts.py``; ``resid`` per flow,
+    NaN where unusable, ``se_one`` each flow's standard error): its spine when the flows
+    through the spine's other links stand at least ``SPINE_SHARE`` of the link's shift up,
+    ``min_z`` standard errors; else None."""
+    spine = spine_of(inc, e)
+    if spine is None:
+        return None
+    usable = np.isfinite(resid)
+    others = _flows(inc, spine, usable) & ~_flows(inc, e, usable)
+    if not others.any():
+        return None
+    shift = float(np.median(resid[others]))
+    se = float(np.sqrt(np.mean(se_one[others] ** 2)) / np.sqrt(others.sum()))
+    if shift >= SPINE_SHARE * link_shift and shift >= min_z * se:
+        return spine
+    return None

@@ -61,12 +61,12 @@ def _limit(sigma: F64, typical: F64) -> F64:
     return FLOOR_SIGMAS * np.maximum(np.maximum(sigma, MIN_SIGMA_OF_FLOOR * typical), 1.0)
 
 
-def floor_raises(counts: FlowCounts, leaf_of: Mapping[str, str]) -> tuple[F64, F64]:
+def floor_raises(counts: FlowCounts, leaf_of: Mapping[str, str]) -> tuple[F64, F64, F64]:
     """Per directed flow: its floor's raise over its kind's typical floor (ns, clock
-    errors taken out; NaN where unknown) and its kind's spread of single floors (ns),
-    both from the kind's lower part (``_low_yardstick``): what ``shifts.py`` weighs."""
-    above, sigma, _ = _raises(counts, leaf_of, _low_yardstick)
-    return above, sigma
+    errors taken out; NaN where unknown), its kind's spread of single floors and its
+    kind's typical floor (ns), all from the kind's lower part (``_low_yardstick``): what
+    ``shifts.py`` weighs."""
+    return _raises(counts, leaf_of, _low_yardstick)
 
 
 def _raises(

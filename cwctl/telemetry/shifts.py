@@ -21,7 +21,10 @@ carry its shift too, but fewer flows of it (the links) or diluted by the healthy
 
 Material is what separates a slow element from the fabric's own unevenness, which is
 highly significant too (a host whose NIC is busier has every floor a microsecond up at
-load 0.6): a shift of at least ``MIN_SHIFT_OF_FLOOR`` of the median path's floor. Flows
+load 0.6): a shift of at least ``MIN_SHIFT_OF_FLOOR`` of its flows' floors (the median
+of their raises over their kind's floor or the median path's, whichever is higher: on
+two leaves of 8 hosts most paths stay in a leaf, the median path's floor a quarter of a
+cross-leaf one, while a same-leaf floor of 400 ns makes a 150 ns shift look large). Flows
 that queued (delayed ones, those crossing a delay suspect) say nothing of floors and
 are left out, as for the floor signal.
 """
@@ -47,7 +50,7 @@ B = npt.NDArray[np.bool_]
 
 MIN_SHIFT_FLOWS = 10  # an element is judged when this many usable flows certainly cross it
 SHIFT_SIGMAS = 8.0  # its shift must stand this many standard errors above the fabric's...
-MIN_SHIFT_OF_FLOOR = 0.35  # ...and be at least this share of the median path's floor
+MIN_SHIFT_OF_FLOOR = 0.35  # ...and be at least this share of its flows' floors
 MAX_SHIFTED = 4  # elements chosen at most
 MEDIAN_SE = 1.2533  # a median's standard error over a mean's, for normal data
 
@@ -87,8 +90,9 @@ def shifted_elements(
     floor_ns = counts.floor_ns
     if not np.isfinite(floor_ns) or floor_ns <= 0:
         return []
-    above, sigma = floor_raises(counts, leaf_of)
+    above, sigma, typical = floor_raises(counts, leaf_of)
     ok = usable & np.isfinite(above) & np.isfinite(sigma) & (sigma > 0)
+    yardstick = np.maximum(np.nan_to_num(typical), floor_ns)
     m = inc.matrix.tocoo()
     keep = ok[m.row]
     flow, element = m.row[keep], m.col[keep]
@@ -100,9 +104,10 @@ def shifted_elements(
     found: list[Shift] = []
     for _ in range(MAX_SHIFTED):
         shift = median_per_group(resid[flow], element, n_el)
+        relative = median_per_group(resid[flow] / yardstick[flow], element, n_el)
         z = np.where(n >= MIN_SHIFT_FLOWS, shift / np.maximum(se, 1e-9), -np.inf)
         z = np.nan_to_num(z, nan=-np.inf)
-        z[(shift < MIN_SHIFT_OF_FLOOR * floor_ns) | (z < SHIFT_SIGMAS)] = -np.inf
+        z[~(relative >= MIN_SHIFT_OF_FLOOR) | (z < SHIFT_SIGMAS)] = -np.inf
         for s in found:
             z[s.element] = -np.inf
         e = int(np.argmax(z))
@@ -125,17 +130,19 @@ def drop_immaterial_floors(
 ) -> None:
     """Keep a floor suspect (``floors.py``'s per-flow test, judged against its kind's
     lower part) only if the flows likely through it stand, at their median, at least
-    ``MIN_SHIFT_OF_FLOOR`` of the median path's floor up, as a shifted element must: a
-    part of the fabric somewhat busier than the rest (a spine carrying a rerouted one's
-    flows, 0.3 of the floor up) raises its flows' minima together, and is no slow element."""
+    ``MIN_SHIFT_OF_FLOOR`` of their floors up (as ``shifted_elements`` weighs them): a part of
+    the fabric somewhat busier than the rest (a spine carrying a rerouted one's flows), or
+    one spine's cables a little longer than the other's on two leaves, raises its flows'
+    minima together, and is no slow element."""
     if not res.fit.rates or not np.isfinite(counts.floor_ns):
         return
-    above, _ = floor_raises(counts, leaf_of)
+    above, _, typical = floor_raises(counts, leaf_of)
+    relative = above / np.maximum(np.nan_to_num(typical), counts.floor_ns)
     m = res.crossed.tocsc()
     for e in list(res.fit.rates):
         sel = (np.asarray(m[:, e].toarray()).ravel() > 0.5 - EVEN_ODDS) & (res.trials > 0)
-        sel &= np.isfinite(above)
-        shift = float(np.median(above[sel])) if sel.any() else 0.0
-        if shift < MIN_SHIFT_OF_FLOOR * counts.floor_ns:
+        sel &= np.isfinite(relative)
+        shift = float(np.median(relative[sel])) if sel.any() else 0.0
+        if shift < MIN_SHIFT_OF_FLOOR:
             res.fit.rates.pop(e)
             res.fit.gains.pop(e, None)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cwctl.actions.jobs import job_reader
+from cwctl.allocator import trim
 from cwctl.errors import CwctlError
 from cwctl.inventory import load_inventory
 from cwctl.request import ScanRequest
@@ -83,6 +84,7 @@ class Watch:
             self.metrics.error("scan")
             self.log({"event": "error", "kind": "scan", "error": str(exc).splitlines()[0]})
         duration_s = self.clock() - start
+        trim()  # the scan's freed arrays: their pages back, not held from round to round
         self.rounds += 1
         self.metrics.round_done(snapshot, finished_s=self.wall(), duration_s=duration_s)
         if snapshot is not None:

@@ -6,8 +6,8 @@ a policy that acts: an intermittent leaf-spine fault (``flap``) is rerouted ever
 rounds; each verify rescans the round's 0.1 s (2 pairs a peer, too few to vouch), so each
 reroute is rolled back at once: the decider, the journal (an apply and a rollback each
 time), the actions' rescans and the path cache all churn; every 10th round is also scraped (the registry rendered, as
-Prometheus would). RSS (``VmRSS``) is read after rounds 10, 100, 250, 500 and the last; the figures
-are the ratios last/10th (the issue's goal: at most 1.2) and last/100th. The sliding
+Prometheus would). RSS (``VmRSS``) is read after rounds 10, 30, 60, 100, 250, 500 and
+the last; the figures are the ratios last/10th (the issue's goal: at most 1.2) and last/100th. The sliding
 clock solve keeps 120 coded pairs per peer of history (``cwctl.sync.incremental``): at two
 pairs a round its window fills over the first 60 rounds, but its columns are allocated
 whole at the first (``cwctl.sync.history``) and its fit works a block of pairs at a time,

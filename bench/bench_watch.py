@@ -1,17 +1,18 @@
 """``cwctl watch``'s memory over many rounds: RSS after 1 000 short rounds vs after 10.
 
 One ``Watch`` over ``--sim --hosts 1024`` (short rounds: 0.1 s of probing at 20 coded
-pairs/s per peer, two pairs a peer, the simulator's least a round), with
-a policy that acts: an intermittent leaf-spine fault (``flap``) is rerouted every few
-rounds; each verify rescans the round's 0.1 s (2 pairs a peer, too few to vouch), so each
-reroute is rolled back at once: the decider, the journal (an apply and a rollback each
-time), the actions' rescans and the path cache all churn; every 10th round is also scraped (the registry rendered, as
-Prometheus would). RSS (``VmRSS``) is read after rounds 10, 30, 60, 100, 250, 500 and
-the last; the figures are the ratios last/10th (the issue's goal: at most 1.2) and last/100th. The sliding
-clock solve keeps 120 coded pairs per peer of history (``cwctl.sync.incremental``): at two
-pairs a round its window fills over the first 60 rounds, but its columns are allocated
-whole at the first (``cwctl.sync.history``) and its fit works a block of pairs at a time,
-so the memory is at its size by the 10th round. The allocator is tuned as the CLI does.
+pairs/s per peer, two pairs a peer, the simulator's least a round), with a policy that
+acts: an intermittent leaf-spine fault (``flap``) is rerouted every few rounds; each
+verify rescans the round's 0.1 s (2 pairs a peer, too few to vouch), so each reroute is
+rolled back at once: the decider, the journal (an apply and a rollback each time), the
+actions' rescans and the path cache all churn; every 10th round is also scraped (the
+registry rendered, as Prometheus would). RSS (``VmRSS``) is read after rounds 10, 30,
+60, 100, 250, 500 and the last; the figures are the ratios last/10th (the issue's goal:
+at most 1.2) and last/100th. The sliding clock solve keeps 120 coded pairs per peer of
+history (``cwctl.sync.incremental``): at two pairs a round its window fills over the
+first 60 rounds, but its columns are allocated whole at the first
+(``cwctl.sync.history``) and its fit works a block of pairs at a time, so the memory is
+at its size by the 10th round. The allocator is tuned as the CLI does.
 Once the window is full a round solves 2.5 M probe rows: about 4 s on a loaded 2-core
 machine, so 1 000 rounds take about an hour.
 

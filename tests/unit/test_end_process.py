@@ -9,8 +9,11 @@ import sys
 
 from cwctl.transport.hostrun import end_process
 
+# A child hears SIGINT as Python's default would have it, whatever it inherited (a
+# pytest-xdist worker, like a shell's background job, passes SIGINT on ignored).
+HEARS_SIGINT = "import signal, time\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
 # Ignores SIGTERM and stdin EOF; says so once its handler is in place.
-STUBBORN = (
+STUBBORN = HEARS_SIGINT + (
     "import signal, sys, time\n"
     "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
     "print('ready', flush=True)\n"
@@ -52,7 +55,7 @@ async def test_the_escalation_goes_on_while_the_child_ignores_a_signal() -> None
 
 
 async def test_sigint_step_as_slurm_uses_it() -> None:
-    proc = await start("sleep", "60")
+    proc = await start(sys.executable, "-c", HEARS_SIGINT + "time.sleep(60)\n")
     await end_process(proc, ((None, 0.1), (signal.SIGINT, 30.0), (signal.SIGKILL, 5.0)))
     assert proc.returncode == -signal.SIGINT
 

@@ -162,9 +162,8 @@ class SSHRunner:
         return ep, (inv.ssh.port if inv.ssh.port != 22 else ())
 
     async def run(self, host: str, argv: Sequence[str]) -> CommandResult:
-        import asyncssh
-
         from cwctl.transport.hostrun import HostFailure
+        from cwctl.transport.sshlib import asyncssh
 
         if host == LOCAL:
             return await self.local.run(host, argv)

@@ -25,8 +25,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import asyncssh
-
 from cwctl.collection import Collection, HostInfo
 from cwctl.errors import InputError
 from cwctl.inventory import Endpoint, Inventory, load_inventory
@@ -37,6 +35,7 @@ from cwctl.request import Progress, ScanRequest
 from cwctl.transport.base import hard_lifetime_s, run_scan
 from cwctl.transport.hostrun import HostFailure, read_tail
 from cwctl.transport.plan import inventory_plan
+from cwctl.transport.sshlib import asyncssh
 
 # AES-GCM first: with AES-NI it costs far less per packet than asyncssh's ChaCha20-Poly1305
 # (which builds a cipher object per packet), and the record streams are many packets.

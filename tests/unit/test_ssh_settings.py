@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -21,3 +23,14 @@ def test_unreadable_identity_is_one_line_naming_the_key(tmp_path: Path) -> None:
     assert len(lines) == 1
     assert "[ssh] identity" in lines[0] and "/nonexistent/id_ed25519" in lines[0]
     assert "Traceback" not in result.output
+
+
+def test_reaching_for_ssh_prints_nothing_of_the_libraries_own() -> None:
+    """cryptography 48+ warns ten lines of DSA's removal when asyncssh is imported: they
+    were on the stderr of every cwctl command that reaches a host (an integration test
+    expecting one line of error caught them). Shown with every warning turned on."""
+    code = "import cwctl.transport.ssh, cwctl.actions.runners"
+    out = subprocess.run(
+        [sys.executable, "-W", "always", "-c", code], capture_output=True, text=True, check=True
+    )
+    assert out.stderr == ""

@@ -48,7 +48,7 @@ def explain(
     *,
     candidates: npt.NDArray[np.bool_] | None = None,
     min_gain: float = 15.0,
-    min_rate: float = 0.0,
+    min_rate: float | F64 = 0.0,
     rate_over_background: float = 2.0,
     max_elements: int = 8,
     background: float | None = None,
@@ -60,6 +60,7 @@ def explain(
     an element's rate must reach ``max(min_rate, rate_over_background * b)``, with ``b``
     the lower of the (refitted) background and the failure rate of the flows that do not
     cross the element: a fault's failures inflate the overall rate, not its own yardstick.
+    ``min_rate`` is one rate for every element or one per element.
     """
     rows = incidence if isinstance(incidence, Rows) else Rows.single(incidence)
     model = Model(rows, trials, failures)
@@ -75,6 +76,7 @@ def explain(
     if not total or not n_el:
         return fit
     allowed = np.ones(n_el, bool) if candidates is None else candidates.copy()
+    least = np.broadcast_to(np.asarray(min_rate, np.float64), (n_el,))
     # each element's own yardstick: the failure rate of the flows that never cross it
     touches = (rows.certain > 0).astype(np.float64)
     touches = ((touches + rows.by_flow()) > 0).astype(np.float64)
@@ -90,7 +92,7 @@ def explain(
         best_gain = gain[np.arange(len(cand)), best]
         rate = COARSE_GRID[best]
         floor = np.maximum(
-            min_rate, rate_over_background * np.minimum(fit.background, rate_elsewhere[cand])
+            least[cand], rate_over_background * np.minimum(fit.background, rate_elsewhere[cand])
         )
         best_gain[rate < floor] = -np.inf
         i = int(np.argmax(best_gain))
@@ -103,7 +105,7 @@ def explain(
         fit.rates[e] = float(rate[i])
         fit.log_success += model.column(e) * np.log1p(-rate[i])
         _refit(fit, model)
-    _prune(fit, model, min_gain, floor=min_rate)
+    _prune(fit, model, min_gain, least)
     _polish(fit, model)
     fit.ties = {e: t for e, t in fit.ties.items() if e in fit.rates}
     return fit
@@ -143,12 +145,13 @@ def _polish(fit: Explanation, model: Model, rounds: int = 2) -> None:
                 _set_rate(fit, model, e, np.clip(r * steps, 1e-7, 1 - 1e-9))
 
 
-def _prune(fit: Explanation, model: Model, min_gain: float, floor: float) -> None:
-    """Drop chosen elements that explain too little; record each survivor's drop-one gain."""
+def _prune(fit: Explanation, model: Model, min_gain: float, least: F64) -> None:
+    """Drop chosen elements that explain too little (under ``min_gain``, or under their
+    ``least`` rate); record each survivor's drop-one gain."""
     while fit.rates:
         gains = {e: model.drop_gain(fit, e, r) for e, r in fit.rates.items()}
         weakest = min(gains, key=lambda x: gains[x])
-        if gains[weakest] >= min_gain and fit.rates[weakest] >= floor:
+        if gains[weakest] >= min_gain and fit.rates[weakest] >= least[weakest]:
             fit.gains = gains
             return
         fit.log_success -= model.column(weakest) * np.log1p(-fit.rates.pop(weakest))

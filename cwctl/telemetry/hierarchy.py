@@ -8,6 +8,18 @@ the shifted-floor test may find two links of a spine a little over the material 
 while the spine's median is a little under. A link is the finding only when its own
 flows, not its spine's, carry the excess: when the spine's flows through its *other*
 links carry at least half of the link's excess, significantly, the spine is named.
+
+A spine is held against its peers too (``spread_spines``). Under load a queue's
+utilisation varies from link to link, and at load 0.6 the simulator's busiest healthy
+queues run at 0.9, the level of a congested element: a healthy spine with two such links
+delays 9 % of its probes, its busiest links 14-15 % (bench/precision #384), while two
+spines of four congested at every egress delay 7-8 % each over the background, under
+the rate an element must add (#308, which exited 0). The share cannot tell them; where
+it sits can. A congested spine holds every flow through it at one of its egress queues,
+so all of its links carry the excess; load makes a few links busy. A spine whose median
+link is delayed ``SPREAD_FACTOR`` times as often as the fabric's quiet links (their lower
+quartile: two congested spines of four lift half of the links, which a median takes for
+normal) need only add ``SPREAD_MIN_RATE``.
 """
 
 from __future__ import annotations
@@ -23,6 +35,10 @@ B = npt.NDArray[np.bool_]
 
 SPINE_SHARE = 0.5  # the other links must carry this share of the link's excess
 SPINE_P = 1e-6  # ...improbably at the background
+SPREAD_FACTOR = 3.0  # a spine's median link delayed this many times the quiet links' share
+QUIET_QUANTILE = 0.25  # the quiet links: this quantile of the leaf-spine links' shares
+SPREAD_MIN_RATE = 0.05  # ...then the rate the spine must add (else localize's 12 %)
+MIN_LINK_TRIALS = 20.0  # a link's share counts from this many trials of known path
 
 
 def spine_of(inc: Incidence, e: int) -> int | None:
@@ -89,3 +105,32 @@ def spine_shift_instead(
     if shift >= SPINE_SHARE * link_shift and shift >= min_z * se:
         return spine
     return None
+
+
+def spread_spines(inc: Incidence, trials: F64, failures: F64) -> list[int]:
+    """The spines whose failures are spread over all their links: the median of their
+    links' shares (flows certainly through the link) at least ``SPREAD_FACTOR`` times the
+    ``QUIET_QUANTILE`` of every leaf-spine link's share (module doc)."""
+    switches = {name: j for j, name in enumerate(inc.names) if inc.kinds[j] == "switch"}
+    link, spine = [], []
+    for e, (name, kind) in enumerate(zip(inc.names, inc.kinds, strict=True)):
+        j = switches.get(name.split("-", 1)[1]) if kind == "link" and "-" in name else None
+        if j is not None:
+            link.append(e)
+            spine.append(j)
+    if not link:
+        return []
+    m = inc.by_element[:, link]
+    n = np.asarray(m.T @ np.where(trials > 0, trials, 0.0)).ravel()
+    k = np.asarray(m.T @ np.where(trials > 0, failures, 0.0)).ravel()
+    seen = n >= MIN_LINK_TRIALS
+    if not seen.any():
+        return []
+    share = k[seen] / n[seen]
+    quiet = float(np.quantile(share, QUIET_QUANTILE))
+    of = np.asarray(spine)[seen]
+    return [
+        int(j)
+        for j in np.unique(of)
+        if quiet > 0 and float(np.median(share[of == j])) >= SPREAD_FACTOR * quiet
+    ]

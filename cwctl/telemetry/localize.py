@@ -52,7 +52,7 @@ from cwctl.telemetry.evidence import (
 )
 from cwctl.telemetry.explain import explain, posterior
 from cwctl.telemetry.floors import FLOOR_MIN_RATE, floor_trials
-from cwctl.telemetry.hierarchy import spine_rate_instead
+from cwctl.telemetry.hierarchy import SPREAD_MIN_RATE, spine_rate_instead, spread_spines
 from cwctl.telemetry.routes import PathAges, known_spines, route_index
 from cwctl.telemetry.shifts import Shift, drop_immaterial_floors, shifted_elements
 from cwctl.telemetry.verdicts import (
@@ -163,9 +163,11 @@ def _localise_signal(
     min_rate: float,
     *,
     one_trial: bool = False,
+    least: F64 | None = None,
 ) -> SignalResult:
     """One signal's explanation. With ``one_trial`` each flow is a single trial whose
-    failure is already a significant finding (a raised floor): every failed flow votes."""
+    failure is already a significant finding (a raised floor): every failed flow votes.
+    ``least``: per element, the rate it must add, where not ``min_rate``."""
     usable = trials > 0
     # a background as high as a fault's own rate would hide every fault: it is no background
     b0 = min(_background(trials[usable], failures[usable]), min_rate)
@@ -185,7 +187,7 @@ def _localise_signal(
         np.where(usable, failures, 0.0),
         candidates=votes > 0,
         min_gain=MIN_GAIN_NATS,
-        min_rate=min_rate,
+        min_rate=min_rate if least is None else least,
         background=b0 if one_trial else None,
     )
     bad = (failures > 0 if one_trial else _bad_flows(trials, failures, fit.background)) & usable
@@ -286,8 +288,12 @@ def localise(
     if counts.samples[timed].sum() > 0 and np.isfinite(counts.threshold_ns):
         per = PROBES_PER_DELAY_TRIAL
         samples = np.where(timed, counts.samples, 0.0)
+        # a spine delaying through all of its links, not a few, is congested at a lower
+        # rate: load alone makes a few links busy (hierarchy.py)
+        least = np.full(len(delay_inc.names), MIN_DELAY_RATE)
+        least[spread_spines(delay_inc, samples, counts.delayed)] = SPREAD_MIN_RATE
         delay = _localise_signal(
-            delay_inc, samples / per, counts.delayed / per, "delay", MIN_DELAY_RATE
+            delay_inc, samples / per, counts.delayed / per, "delay", MIN_DELAY_RATE, least=least
         )
         _drop_immaterial_delays(delay, counts)
         _spines_over_links(delay)

@@ -36,6 +36,9 @@ class SignalResult:
     failures: F64
     crossed: sp.csr_matrix  # (flows x elements): P(flow crossed element) under the fit
     material: npt.NDArray[np.bool_] | None = None  # bad enough to be unlocalised (floor)
+    # failed flows too thin to be bad alone (localize.py's ``_thin_flows``): evidence
+    # against the switches and links they crossed only, not their hosts' (their clocks')
+    thin: npt.NDArray[np.bool_] | None = None
 
 
 def suspect_of(inc: Incidence, e: int, found: tuple[float, float, str], ties: list[int]) -> Suspect:
@@ -76,7 +79,8 @@ def score_and_words(
     another element when better than even, unless the two are equally likely and
     neither certain: two slow spines of four, every path unknown, split each raised
     flow half and half (two spines down, each lost round trip 7/12 each), and each of
-    them scores those flows."""
+    them scores those flows. A switch or link counts the signal's thin failed flows as
+    bad too (``SignalResult.thin``); a host or NIC its significant ones only."""
     inc = res.incidence
     crossed = res.crossed.tocsc()
     p_e = crossed[:, e].toarray().ravel()
@@ -88,13 +92,14 @@ def score_and_words(
             p_o = crossed[:, o].toarray().ravel()
             shared = (np.abs(p_o - p_e) <= EVEN_ODDS) & (p_e < 1.0 - EVEN_ODDS)
             others |= (p_o > 0.5 + EVEN_ODDS) & ~shared
+    bad = res.bad | res.thin if res.thin is not None and is_fabric(inc, e) else res.bad
     n_in = int((on & usable).sum())
-    bad_in = int((on & res.bad).sum())
+    bad_in = int((on & bad).sum())
     n_out = int((~on & ~others & usable).sum())  # flows crossing no suspect
-    bad_out = int((~on & ~others & res.bad).sum())
-    unexplained_bad = int((res.bad & ~others).sum())
+    bad_out = int((~on & ~others & bad).sum())
+    unexplained_bad = int((bad & ~others).sum())
     purity = bad_in / n_in if n_in else 0.0
-    coverage = int((on & res.bad & ~others).sum()) / unexplained_bad if unexplained_bad else 0.0
+    coverage = int((on & bad & ~others).sum()) / unexplained_bad if unexplained_bad else 0.0
     score = float(np.clip(purity * coverage, 0.0, 1.0))
     rate = res.fit.rates[e]
     name = inc.names[e]
@@ -122,7 +127,7 @@ def score_and_words(
             f"raises {_pct(rate)} of its flows' floors"
         )
     else:
-        sel = on & res.bad
+        sel = on & bad
         med = float(np.nanmedian(counts.excess_p50_ns[sel])) if sel.any() else float("nan")
         typical = f" (median excess {fmt_ns(med)})" if np.isfinite(med) else ""
         words = (

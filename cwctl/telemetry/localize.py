@@ -14,12 +14,13 @@ floor  per directed flow, one trial: its floor raised above its kind's (a ``slow
 What each flow crossed comes from its discovered path where a path record names its
 spine, else from what is certain plus one alternative per equal-cost spine
 (``elements.py``, ``routes.py``): nothing here knows any switch's hash. Then, as in 007,
-every significantly bad flow gives 1/h votes to each of its h elements, and, as in
-NetBouncer, a sparse likelihood explanation (``explain.py``, a mixture over the
-alternatives of flows whose paths are unknown) picks among the voted elements the
-fewest whose failure rates explain the failures. Elements the data cannot tell apart
-become one suspect with ``candidates``, scored and worded in ``evidence.py``; bad flows
-nothing explains are ``unexplained`` (the snapshot's ``unlocalised``, ``verdicts.py``).
+every significantly bad flow gives 1/h votes to each of its h elements (a delay flow
+too thin to be, that failed, to its switches and links), and, as in NetBouncer, a sparse
+likelihood explanation (``explain.py``, a mixture over the alternatives of flows whose
+paths are unknown) picks among the voted elements the fewest whose rates explain them.
+Elements the data cannot tell apart become one suspect with ``candidates``, scored and
+worded in ``evidence.py``; bad flows nothing explains are ``unexplained`` (the
+snapshot's ``unlocalised``, ``verdicts.py``).
 
 Thresholds are the fabric's own: the background failure rate is the median flow's, a
 flow is bad when its failures are improbable under it, an element must fail a material
@@ -125,6 +126,17 @@ def _bad_flows(
     return (failures > 0) & (p < p_max)
 
 
+def _thin_flows(trials: F64, background: float, p_max: float) -> npt.NDArray[np.bool_]:
+    """Flows too thin ever to be bad: over its own floor a flow of n trials fails at most
+    n - 1, and where even that is not improbable (p >= p_max) no count of its own is
+    significant (at the watch budget a delay flow holds 2-3 pairs: a spine delaying two
+    thirds of its probes left no flow bad, and the scan said healthy)."""
+    n = np.rint(np.floor(trials + 1e-9)).astype(np.int64)
+    b = float(np.clip(background, 1e-7, 1 - 1e-7))
+    most = np.where(n >= 2, bdtrc(np.maximum(n - 2, 0), n, b), 1.0)  # P(X >= n - 1)
+    return most >= p_max  # type: ignore[no-any-return]
+
+
 def _votes(inc: Incidence, bad: npt.NDArray[np.bool_]) -> F64:
     """007 voting: each bad flow gives 1/h votes to each of the h elements it crosses (an
     alternative's own elements: times the alternative's prior)."""
@@ -163,10 +175,12 @@ def _localise_signal(
     min_rate: float,
     *,
     one_trial: bool = False,
+    own_floor: bool = False,
     least: F64 | None = None,
 ) -> SignalResult:
     """One signal's explanation. With ``one_trial`` each flow is a single trial whose
     failure is already a significant finding (a raised floor): every failed flow votes.
+    With ``own_floor`` (delay) thin flows (``_thin_flows``) vote for switches and links.
     ``least``: per element, the rate it must add, where not ``min_rate``."""
     usable = trials > 0
     # a background as high as a fault's own rate would hide every fault: it is no background
@@ -181,6 +195,13 @@ def _localise_signal(
     vote_p = min(VOTE_P, CHANCE_VOTERS / max(1, int(usable.sum())))
     voting = failures > 0 if one_trial else _bad_flows(trials, failures, b0, vote_p)
     votes = _votes(inc, voting & usable)
+    if own_floor:
+        # thin flows vote for switches and links, not hosts or NICs: a host's clock, fitted
+        # loosest in a thin window, delays both ways of all its flows over their floors
+        # alike; a switch carries many hosts' flows, whose clocks' errors do not add up
+        lone = _thin_flows(trials, b0, vote_p) & (failures > 0) & usable
+        fabric = np.isin(np.asarray(inc.kinds), ["switch", "link"])
+        votes += np.where(fabric, _votes(inc, lone), 0.0)
     fit = explain(
         inc.rows,
         np.where(usable, trials, 0.0),
@@ -191,9 +212,13 @@ def _localise_signal(
         background=b0 if one_trial else None,
     )
     bad = (failures > 0 if one_trial else _bad_flows(trials, failures, fit.background)) & usable
+    thin: npt.NDArray[np.bool_] | None = None
+    if own_floor:
+        thin = _thin_flows(trials, fit.background, BAD_FLOW_P) & (failures > 0) & usable & ~bad
     n, k = np.where(usable, trials, 0.0), np.where(usable, failures, 0.0)
     crossed = posterior(fit, inc.rows, n, k)
-    return SignalResult(signal, inc, fit, bad, _votes(inc, bad), trials, failures, crossed)
+    votes = _votes(inc, bad)
+    return SignalResult(signal, inc, fit, bad, votes, trials, failures, crossed, thin=thin)
 
 
 def _drop_immaterial_delays(res: SignalResult, counts: FlowCounts) -> None:
@@ -293,8 +318,9 @@ def localise(
         least = np.full(len(delay_inc.names), MIN_DELAY_RATE)
         least[spread_spines(delay_inc, samples, counts.delayed)] = SPREAD_MIN_RATE
         delay = _localise_signal(
-            delay_inc, samples / per, counts.delayed / per, "delay", MIN_DELAY_RATE, least=least
-        )
+            delay_inc, samples / per, counts.delayed / per, "delay", MIN_DELAY_RATE,
+            own_floor=True, least=least,
+        )  # fmt: skip
         _drop_immaterial_delays(delay, counts)
         _spines_over_links(delay)
         results.append(delay)

@@ -53,19 +53,26 @@ sys.stderr.write(f"{os.waitstatus_to_exitcode(status)} {ru.ru_utime + ru.ru_stim
 """
 
 
+def child_cost(argv: list[str]) -> tuple[int, float, int, bytes]:
+    """ARGV run as a child of a fresh interpreter: its exit status, CPU seconds (user +
+    system), peak RSS in KiB (its own, not a grown parent's) and its standard output."""
+    done = subprocess.run([sys.executable, "-c", _LAUNCH, *argv], capture_output=True)
+    status, cpu_s, maxrss_kb = done.stderr.decode().split()
+    return int(status), float(cpu_s), int(maxrss_kb), done.stdout
+
+
 def scan_cost(hosts: int) -> dict[str, float]:
     argv = [CWCTL, "scan", "--sim", "--hosts", str(hosts), "--format", "json"]
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", _LAUNCH, *argv], capture_output=True)
+    status, cpu_s, maxrss_kb, out = child_cost(argv)
     wall = time.perf_counter() - started
-    status, cpu_s, maxrss_kb = done.stderr.decode().split()
-    records = json.loads(done.stdout)["records"] if done.stdout else 0
+    records = json.loads(out)["records"] if out else 0
     return {
         "hosts": hosts,
-        "status": int(status),
+        "status": status,
         "wall_s": wall,
-        "cpu_s": float(cpu_s),
-        "rss_b": int(maxrss_kb) * 1024,
+        "cpu_s": cpu_s,
+        "rss_b": maxrss_kb * 1024,
         "records": records,
     }
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from bench.bench_scale import child_cost
 from cwctl.cli import app
 from cwctl.errors import RecordError
 from cwctl.recordfile import read_collection, write_collection
@@ -229,28 +229,13 @@ def test_the_bounds_follow_the_header() -> None:
     assert line_max_chars(0) == LINE_BASE_CHARS < line_max_chars(1000)
 
 
-# cwctl is forked from a fresh interpreter, not from this worker: a child's ``ru_maxrss``
-# keeps the peak of the process it was forked from, so under make test's workers (grown
-# to a gigabyte) both runs read the worker's peak and ``peak < 2 * base`` could not fail.
-_LAUNCH = """import os, sys
-pid = os.fork()
-if pid == 0:
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)
-    os.dup2(null, 2)
-    os.execv(sys.executable, [sys.executable, "-m", "cwctl", *sys.argv[1:]])
-_, status, usage = os.wait4(pid, 0)
-print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
-"""
-
-
 def _peak_rss_kib(args: list[str]) -> tuple[int, int]:
-    """(exit status, peak RSS in KiB) of ``cwctl ARGS`` run as a fresh child process."""
-    out = subprocess.run(
-        [sys.executable, "-c", _LAUNCH, *args], capture_output=True, text=True, check=True
-    )
-    code, peak = out.stdout.split()
-    return int(code), int(peak)
+    """(exit status, peak RSS in KiB) of ``cwctl ARGS``, forked from a fresh interpreter,
+    not from this worker: a child's ``ru_maxrss`` keeps the peak of the process it was
+    forked from, so under make test's workers (grown to a gigabyte) both runs read the
+    worker's peak and ``peak < 2 * base`` could not fail."""
+    status, _cpu_s, peak, _out = child_cost([sys.executable, "-m", "cwctl", *args])
+    return status, peak
 
 
 def test_peak_rss_reading_the_amplification_files_stays_under_twice_a_good_files(

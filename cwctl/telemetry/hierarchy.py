@@ -41,15 +41,23 @@ SPREAD_MIN_RATE = 0.05  # ...then the rate the spine must add (else localize's 1
 MIN_LINK_TRIALS = 20.0  # a link's share counts from this many trials of known path
 
 
+def link_spines(inc: Incidence) -> dict[int, int]:
+    """Each leaf-spine link's spine (``leaf3-spine4``: spine4), by element index."""
+    switches: dict[str, int] = {}
+    for j, (name, kind) in enumerate(zip(inc.names, inc.kinds, strict=True)):
+        if kind == "switch":
+            switches.setdefault(name, j)
+    out: dict[int, int] = {}
+    for e, (name, kind) in enumerate(zip(inc.names, inc.kinds, strict=True)):
+        spine = switches.get(name.split("-", 1)[1]) if kind == "link" and "-" in name else None
+        if spine is not None:
+            out[e] = spine
+    return out
+
+
 def spine_of(inc: Incidence, e: int) -> int | None:
-    """The spine of a leaf-spine link (``leaf3-spine4``: spine4), None for anything else."""
-    if inc.kinds[e] != "link" or "-" not in inc.names[e]:
-        return None
-    spine = inc.names[e].split("-", 1)[1]
-    for j, name in enumerate(inc.names):
-        if name == spine and inc.kinds[j] == "switch":
-            return j
-    return None
+    """The spine of a leaf-spine link, None for anything else."""
+    return link_spines(inc).get(e)
 
 
 def _flows(inc: Incidence, e: int, usable: B) -> B:
@@ -111,13 +119,8 @@ def spread_spines(inc: Incidence, trials: F64, failures: F64) -> list[int]:
     """The spines whose failures are spread over all their links: the median of their
     links' shares (flows certainly through the link) at least ``SPREAD_FACTOR`` times the
     ``QUIET_QUANTILE`` of every leaf-spine link's share (module doc)."""
-    switches = {name: j for j, name in enumerate(inc.names) if inc.kinds[j] == "switch"}
-    link, spine = [], []
-    for e, (name, kind) in enumerate(zip(inc.names, inc.kinds, strict=True)):
-        j = switches.get(name.split("-", 1)[1]) if kind == "link" and "-" in name else None
-        if j is not None:
-            link.append(e)
-            spine.append(j)
+    spines = link_spines(inc)
+    link, spine = list(spines), list(spines.values())
     if not link:
         return []
     m = inc.by_element[:, link]

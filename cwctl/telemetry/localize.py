@@ -131,7 +131,7 @@ def _thin_flows(trials: F64, background: float, p_max: float) -> npt.NDArray[np.
     n - 1, and where even that is not improbable (p >= p_max) no count of its own is
     significant (at the watch budget a delay flow holds 2-3 pairs: a spine delaying two
     thirds of its probes left no flow bad, and the scan said healthy)."""
-    n = np.rint(np.floor(trials + 1e-9)).astype(np.int64)
+    n = np.floor(trials + 1e-9).astype(np.int64)
     b = float(np.clip(background, 1e-7, 1 - 1e-7))
     most = np.where(n >= 2, bdtrc(np.maximum(n - 2, 0), n, b), 1.0)  # P(X >= n - 1)
     return most >= p_max  # type: ignore[no-any-return]
@@ -200,7 +200,7 @@ def _localise_signal(
         # loosest in a thin window, delays both ways of all its flows over their floors
         # alike; a switch carries many hosts' flows, whose clocks' errors do not add up
         lone = _thin_flows(trials, b0, vote_p) & (failures > 0) & usable
-        fabric = np.isin(np.asarray(inc.kinds), ["switch", "link"])
+        fabric = np.array([is_fabric(inc, e) for e in range(len(inc.names))], bool)
         votes += np.where(fabric, _votes(inc, lone), 0.0)
     fit = explain(
         inc.rows,

@@ -60,9 +60,11 @@ def test_a_one_way_down_leaf_spine_link_is_the_top_suspect(fabric: Testbed, tmp_
 
 def test_a_congested_leaf_spine_direction_moves_no_clock(fabric: Testbed, tmp_path: Path) -> None:
     """Before the floor weighing (sync/floors.py) one scan in about ten had a pair whose
-    every leg up leaf1>spine2 queued: hosts 38 us to 1.8 ms off, error bars of ms. Now,
+    every leg up leaf1>spine2 queued: hosts 38 us to 1.8 ms off, error bars of ms. Then,
     on kernel stamps beside the saturating flow, 33 scans on a 2-core machine: p99 error
-    41-234 ns (a third over 100 ns, the bound this test first had), healthy 4-53 ns."""
+    41-234 ns, a third over 100 ns: a sparse tail of legs faster than the dense edge on
+    one direction of a pair. Measured at the dense edge (sync/margin.py, FAST_TAIL_RATIO),
+    23 scans: p99 15-86 ns; healthy 4-57 ns, as before."""
     apply_fault(fabric, "leaf1>spine2", "congested")
     report, proc = _scan(fabric, tmp_path)
     assert sorted(h["name"] for h in report["hosts"]) == list(L.HOSTS)
@@ -72,4 +74,4 @@ def test_a_congested_leaf_spine_direction_moves_no_clock(fabric: Testbed, tmp_pa
     assert all(o is not None for o in offsets.values()), offsets
     error = np.abs(np.array(list(offsets.values())))  # the truth is 0 on one kernel clock
     assert error.max() <= 1_000.0, offsets
-    assert np.percentile(error, 99) <= 400.0, offsets
+    assert np.percentile(error, 99) <= 100.0, offsets

@@ -342,6 +342,7 @@ def localise(
         shifted = shifted_elements(counts, leaf_of, delay_inc, timed & ~_queued(delay))
     found: dict[int, tuple[float, float, str]] = {}  # element -> (score, gain, evidence)
     ties: dict[int, set[int]] = {}
+    named = {e for res in results for e in res.fit.rates}  # by any signal, on its own
     for res in results:
         chosen = list(res.fit.rates)
         for e in chosen:
@@ -354,12 +355,11 @@ def localise(
             fabric = {
                 t for t in twins if is_fabric(res.incidence, t) and is_fabric(res.incidence, e)
             }
-            # ...and elements the fit could not tell it from, or whose flows' paths are
-            # all unknown alike; but not those it chose too: two spines down, their lost
-            # flows' paths unknown, are both needed, not one or the other
+            # ...and those the fit could not tell it from, or whose flows' paths are all
+            # unknown alike; not those any signal chose: two spines down are both needed
             alike = set(alike_ids(res.incidence, e, res.trials > 0))
             either = (set(res.fit.ties.get(e, ())) - twins) | alike
-            ties.setdefault(e, set()).update((either - set(chosen)) | fabric)
+            ties.setdefault(e, set()).update((either - named) | fabric)
             if e in found:
                 s0, g0, w0 = found[e]
                 found[e] = (max(s0, score), max(g0, gain), f"{w0}; {words}")

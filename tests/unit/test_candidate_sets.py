@@ -94,3 +94,25 @@ def test_verify_loss_nothing_explains_leaves_the_element_unvouched() -> None:
     assert not result.gone and result.unlocalised == "unlocalised loss on 32 paths: ..."
     assert "cannot vouch that spine1 is gone: unlocalised loss" in result.message()
     assert result.to_json()["unlocalised"].startswith("unlocalised loss")
+
+
+@pytest.mark.parametrize("seed", [1004, 1010])
+def test_two_dead_spines_are_named_each_not_as_one_of_two(seed: int) -> None:
+    """The loss fit chose both spines; the delay fit (load 0.5) chose one of them, the
+    other as its alike (both carried only flows whose paths were never traced), and
+    that one's suspect became the set "spine2|spine3", first, "one of the two"."""
+    from cwctl.sim.params import SimParams
+    from cwctl.transport.sim import run_model
+
+    names, topo = leaf_spine(64, 8, 4)
+    model = FabricModel(
+        names,
+        topo,
+        params=SimParams(timestamps="hw", load=0.5),
+        seed=seed,
+        faults=["switch:spine2:down", "switch:spine3:down"],
+    )
+    collection = run_model(model, 2.0)
+    snap = build_snapshot(collection, solve(collection.table))
+    assert {s.element for s in snap.suspects[:2]} == {"spine2", "spine3"}, snap.suspects[:3]
+    assert not any(s.candidates for s in snap.suspects[:2])

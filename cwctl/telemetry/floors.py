@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from cwctl.sync.robust import MAD_TO_SIGMA, median_per_group
 from cwctl.telemetry.counts import FlowCounts
+from cwctl.telemetry.elements import Flows
 
 F64 = npt.NDArray[np.float64]
 
@@ -79,8 +80,7 @@ def _raises(
     floor (NaN for flows not judged)."""
     f = counts.flows
     floor = counts.flow_floor_ns
-    leaf = np.array([leaf_of.get(h, "") for h in f.hosts] + [""], dtype=object)
-    same = (leaf[f.src] == leaf[f.dst]) & (leaf[f.src] != "")
+    same = same_leaf(f, leaf_of)
     ok = (counts.samples >= MIN_FLOOR_SAMPLES) & np.isfinite(floor)
     above = np.full(len(f), np.nan)
     sigma = np.full(len(f), np.nan)
@@ -94,6 +94,12 @@ def _raises(
     judged = np.isfinite(above)
     above[judged] = _without_clock_errors(above[judged], f.src[judged], f.dst[judged])
     return above, sigma, typical
+
+
+def same_leaf(f: Flows, leaf_of: Mapping[str, str]) -> npt.NDArray[np.bool_]:
+    """Per flow: both ends under one (known) leaf; the other kind crosses the spines."""
+    leaf = np.array([leaf_of.get(h, "") for h in f.hosts] + [""], dtype=object)
+    return (leaf[f.src] == leaf[f.dst]) & (leaf[f.src] != "")  # type: ignore[no-any-return]
 
 
 def _mad_yardstick(floors: F64) -> tuple[float, float]:

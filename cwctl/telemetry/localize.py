@@ -52,16 +52,16 @@ from cwctl.telemetry.evidence import (
     twin_ids,
 )
 from cwctl.telemetry.explain import explain, posterior
-from cwctl.telemetry.floors import FLOOR_MIN_RATE, floor_trials
+from cwctl.telemetry.floors import FLOOR_MIN_RATE, floor_trials, same_leaf
 from cwctl.telemetry.hierarchy import SPREAD_MIN_RATE, spine_rate_instead, spread_spines
 from cwctl.telemetry.routes import PathAges, known_spines, route_index
 from cwctl.telemetry.shifts import Shift, drop_immaterial_floors, shifted_elements
 from cwctl.telemetry.verdicts import (
-    FLOOR_QUEUED_FACTOR,
     FLOOR_UNLOCALISED_RATIO,
     MIN_DELAY_SAMPLES,
     MIN_RAISED_FLOWS,
     pair_sided,
+    queue_held,
 )
 from cwctl.topology import Topology
 from cwctl.units import fmt_ns
@@ -335,9 +335,7 @@ def localise(
             # unlocalised only when clearly raised (real floors wander with CPU load), and
             # not held up by a queue its flow met all the time (verdicts.py)
             material = np.nan_to_num(ratio) >= FLOOR_UNLOCALISED_RATIO
-            wait = counts.excess_p50_ns
-            if np.isfinite(wait).any():
-                material &= ~(wait > FLOOR_QUEUED_FACTOR * float(np.nanmedian(wait)))
+            material &= ~queue_held(counts.excess_p50_ns, same_leaf(counts.flows, leaf_of))
             results.append(dataclasses.replace(floor, material=material))
         shifted = shifted_elements(counts, leaf_of, delay_inc, timed & ~_queued(delay))
     found: dict[int, tuple[float, float, str]] = {}  # element -> (score, gain, evidence)

@@ -86,6 +86,15 @@ def cost(rate: float, peers: int = settings.PROBE_PEERS) -> Cost:
     )
 
 
+def fleet_rate(b: Budget, hosts: int, peers: int, duration_s: float) -> float:
+    """``b``'s rate per peer over ``hosts`` hosts probing ``peers`` peers each for
+    ``duration_s``: lowered where the fleet would gather more than
+    ``settings.SCAN_MAX_ROWS`` probe rows (two per coded pair) at the collector."""
+    real = max(1, min(peers, hosts - 1))
+    rows_per_rate = 2.0 * max(1, hosts) * real * max(duration_s, 1e-9)
+    return min(b.rate, settings.SCAN_MAX_ROWS / rows_per_rate)
+
+
 def budget(name: str, where: str = "--budget") -> Budget:
     """The budget called ``name``; an unknown name is one line naming ``where``."""
     found = settings.BUDGETS.get(name)

@@ -170,12 +170,13 @@ def _check_offsets_plot(request: Any) -> None:
     from cwctl.report.offsets import too_few_windows
     from cwctl.transport.plan import resolve_probe
 
-    base = None
+    base, hosts = None, request.sim.hosts if request.sim is not None else None
     if request.inventory is not None:
         from cwctl.inventory import load_inventory
 
-        base = load_inventory(request.inventory).probe
-    probe = resolve_probe(request, base)
+        inventory = load_inventory(request.inventory)
+        base, hosts = inventory.probe, len(inventory.hosts)
+    probe = resolve_probe(request, base, hosts)
     why = too_few_windows(probe.rate, float(probe.duration or 0.0))
     if why is not None:
         fail(why)

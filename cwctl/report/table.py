@@ -149,6 +149,8 @@ def budget_line(snapshot: FabricSnapshot) -> str | None:
     name = b.get("name") or "custom"
     if b.get("name") and not b.get("own", True):
         name = f"{name}, rate or window changed"
+    elif b.get("fleet_capped"):
+        name = f"{name}, rate lowered to keep the fleet's probe rows within the collector's"
     return (
         f"budget {name} ({b['rate']:g} pairs/s/peer × {b['duration_s']:g} s): per agent "
         f"{b['probes_s']:,.0f} probes/s, {b['kbit_s']:,.0f} kbit/s, ~{b['core_pct']:.2g} % "

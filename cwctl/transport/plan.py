@@ -60,18 +60,23 @@ def probe_settings(base: ProbeSettings, overrides: dict[str, Any]) -> ProbeSetti
     return replace(base, **{k: v for k, v in overrides.items() if k in known and v is not None})
 
 
-def resolve_probe(request: ScanRequest, base: ProbeSettings | None = None) -> ProbeSettings:
+def resolve_probe(
+    request: ScanRequest, base: ProbeSettings | None = None, hosts: int | None = None
+) -> ProbeSettings:
     """The probe settings a scan runs at, every one of them set: the flags' over the
     inventory's (``base``) over the chosen budget's rate and window (``cwctl.budgets``).
-    ``budget`` names the budget chosen."""
+    ``budget`` names the budget chosen. Over ``hosts`` hosts the budget's rate is the
+    fleet's share of ``settings.SCAN_MAX_ROWS`` where that is lower (``fleet_rate``)."""
     base = probe_settings(base or ProbeSettings(), request.overrides)
     chosen = budgets.choose(request.budget, base.budget, request.command_budget)
     duration = request.duration_s if request.duration_s is not None else base.duration
+    window = duration if duration is not None else chosen.duration_s
+    rate = chosen.rate if hosts is None else budgets.fleet_rate(chosen, hosts, base.peers, window)
     return replace(
         base,
         budget=chosen.name,
-        duration=duration if duration is not None else chosen.duration_s,
-        rate=base.rate if base.rate is not None else chosen.rate,
+        duration=window,
+        rate=base.rate if base.rate is not None else rate,
         ports=base.ports if base.ports is not None else chosen.ports,
     )
 
@@ -82,9 +87,11 @@ def budget_params(probe: ProbeSettings, hosts: int) -> dict[str, Any]:
     window, and what it costs each agent."""
     rate, duration = float(probe.rate or 0.0), float(probe.duration or 0.0)
     chosen = budgets.budget(probe.budget or defaults.BUDGET_QUICK)
+    fleet = budgets.fleet_rate(chosen, hosts, probe.peers, duration)
     return {
         **budgets.report_params(chosen.name, rate, duration, probe.peers, hosts),
-        "own": rate == chosen.rate and duration == chosen.duration_s,
+        "own": rate in (chosen.rate, fleet) and duration == chosen.duration_s,
+        "fleet_capped": rate == fleet < chosen.rate,
     }
 
 
@@ -97,7 +104,7 @@ def request_plan(
 ) -> ScanPlan:
     """A plan with what the request says of every scan: its duration (else the probe
     settings') and its seed."""
-    settings = resolve_probe(request, settings)
+    settings = resolve_probe(request, settings, len(hosts))
     return ScanPlan(
         hosts=hosts,
         settings=settings,

@@ -58,7 +58,7 @@ def model_for(request: ScanRequest | None = None, options: SimOptions | None = N
         from cwctl.inventory import load_inventory
 
         inv = load_inventory(request.inventory)
-        probe = resolve_probe(request, inv.probe)
+        probe = resolve_probe(request, inv.probe, len(inv.hosts))
         model = FabricModel(
             [h.name for h in inv.hosts],
             inv.topology(),
@@ -70,7 +70,7 @@ def model_for(request: ScanRequest | None = None, options: SimOptions | None = N
         model.host_addresses = {h.name: h.address for h in inv.hosts}
         model.inventory_probe = inv.probe
     else:
-        probe = resolve_probe(request)
+        probe = resolve_probe(request, hosts=options.hosts)
         model = FabricModel.leaf_spine(
             options.hosts,
             options.hosts_per_leaf,
@@ -179,7 +179,7 @@ class SimSource:
         """The next window of the model. The numpy work runs in a thread (a TUI stays live)."""
         model = self._model if self._model is not None else await asyncio.to_thread(self._load)
         n = model.fabric.n_hosts
-        probe = resolve_probe(request, model.inventory_probe)
+        probe = resolve_probe(request, model.inventory_probe, n)
         duration_s = float(probe.duration or model.default_duration_s)
         if progress is not None:
             progress("started", {"hosts": n, "of": n, "source": "sim"})

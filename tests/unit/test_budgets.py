@@ -102,3 +102,29 @@ def test_a_quick_scan_names_a_slow_spine_first(seed: int) -> None:
     report = json.loads(result.stdout)
     assert report["telemetry"]["budget"]["name"] == "quick"
     assert report["suspects"][0]["element"] == "spine1"
+
+
+def test_the_collector_caps_a_budget_s_rate_by_the_fleet_s_rows() -> None:
+    """Each agent's budget is per agent; the fleet's rows all come to one workstation:
+    above settings.SCAN_MAX_ROWS the budget's rate per peer falls to the fleet's share."""
+    request = ScanRequest()  # scan: quick, 100 pairs/s x 2 s, 10 peers
+    assert resolve_probe(request, hosts=1000).rate == 100.0  # 4 M rows: the cap itself
+    capped = resolve_probe(request, hosts=10_000)
+    assert capped.rate == pytest.approx(10.0)
+    rows = 2 * 10_000 * capped.peers * capped.rate * float(capped.duration or 0.0)
+    assert rows == pytest.approx(settings.SCAN_MAX_ROWS)
+    assert resolve_probe(request, hosts=64).rate == 100.0  # 63 peers at most, 10 probed
+    # the operator's rate is not capped; nor is the watch budget (2 M rows a window)
+    explicit = ScanRequest(overrides={"rate": 100.0})
+    assert resolve_probe(explicit, hosts=10_000).rate == 100.0
+    watch = ScanRequest().at_budget(settings.BUDGET_WATCH)
+    assert resolve_probe(watch, hosts=10_000).rate == settings.BUDGETS["watch"].rate
+
+
+def test_a_capped_scan_says_so() -> None:
+    from cwctl.transport.plan import budget_params
+
+    probe = resolve_probe(ScanRequest(), hosts=10_000)
+    params = budget_params(probe, 10_000)
+    assert params["fleet_capped"] and params["own"] and params["rate"] == pytest.approx(10.0)
+    assert not budget_params(resolve_probe(ScanRequest(), hosts=256), 256)["fleet_capped"]

@@ -87,12 +87,13 @@ class Model:
         rows = self.rows_of(touched)
         if not len(rows):
             return np.asarray(plain, np.float64)
-        other = np.exp(fit.log_success[rows])
+        n, k, other = self.n[rows], self.k[rows], np.exp(fit.log_success[rows])
+        distinct = unique_rows([n, k, other])  # once, not once per chunk of columns
         step = max(1, _CHUNK * 10 // max(len(rows), 1))  # columns at a time: bounded memory
         parts = [
-            self.subset_flow_ll(
-                rows, grid_log_likelihood(self.n[rows], self.k[rows], other, 1 - c)
-            )[0].sum(0)
+            self.subset_flow_ll(rows, grid_log_likelihood(n, k, other, 1 - c, distinct=distinct))[
+                0
+            ].sum(0)
             for c in np.array_split(candidates, max(1, -(-len(candidates) // step)))
         ]
         return np.asarray(plain + np.concatenate(parts), np.float64)

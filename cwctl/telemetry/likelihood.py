@@ -25,18 +25,28 @@ def log_likelihood(n: F64, k: F64, success: F64) -> F64:
     return (n - k) * np.log(s) + k * np.log1p(-s)
 
 
-def grid_log_likelihood(n: F64, k: F64, s: F64, factors: F64, power: F64 | None = None) -> F64:
+def grid_log_likelihood(
+    n: F64,
+    k: F64,
+    s: F64,
+    factors: F64,
+    power: F64 | None = None,
+    *,
+    distinct: tuple[F64, npt.NDArray[np.intp]] | None = None,
+) -> F64:
     """``log_likelihood(n, k, s * factors ** power)`` per row and factor (columns).
 
     Rows share few distinct (trials, failures, success, power) tuples, so the logs are
-    taken once per distinct tuple and gathered back per row.
+    taken once per distinct tuple and gathered back per row. ``distinct``: those tuples
+    already found (``unique_rows`` of the same columns), for a caller that asks of the
+    same rows again with other factors.
     """
     if not len(n):
         return np.zeros((0, len(factors)))
-    if len(factors) <= 2:  # too few columns to repay the sort
+    if distinct is None and len(factors) <= 2:  # too few columns to repay the sort
         exponent = 1.0 if power is None else power[:, None]
         return log_likelihood(n[:, None], k[:, None], s[:, None] * factors[None, :] ** exponent)
-    unique, inverse = unique_rows([n, k, s] if power is None else [n, k, s, power])
+    unique, inverse = distinct or unique_rows([n, k, s] if power is None else [n, k, s, power])
     if power is None:
         trial = unique[:, 2:3] * factors[None, :]
     else:

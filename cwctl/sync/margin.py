@@ -29,7 +29,7 @@ BAND_POINTS = 3
 # the mean of its BAND_POINTS lowest points: 0.3-1.8 on the simulator's lognormal stamps
 # and on the idle fabric, median 3.0 beside the flow. Such a pair is measured at its
 # dense edge on both sides: the mean of the lowest DENSE_EDGE_SHARE of each side's
-# points (10 saved scans: p99 mean 77 -> 27 ns, worst 152 -> 53 ns; idle unchanged).
+# points (11 saved scans replayed: p99 mean 77 -> 31 ns, worst 152 -> 64 ns; idle unchanged).
 FAST_TAIL_RATIO = 2.5
 DENSE_EDGE_SHARE = 0.1
 MIN_SHAPE_POINTS = 40  # fewer points on a side: its percentiles say nothing of its shape

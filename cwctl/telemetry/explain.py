@@ -72,7 +72,7 @@ def explain(
     cross the element: a fault's failures inflate the overall rate, not its own yardstick.
     ``min_rate`` is one rate for every element or one per element. ``second_look``: an
     element chosen as one of three or more alike is weighed against the explanation
-    without any of them (``_second_look``).
+    without any of them (``SECOND_LOOK_TIES``).
     """
     rows = incidence if isinstance(incidence, Rows) else Rows.single(incidence)
     model = Model(rows, trials, failures)

@@ -90,8 +90,7 @@ def fleet_rate(b: Budget, hosts: int, peers: int, duration_s: float) -> float:
     """``b``'s rate per peer over ``hosts`` hosts probing ``peers`` peers each for
     ``duration_s``: lowered where the fleet would gather more than
     ``settings.SCAN_MAX_ROWS`` probe rows (two per coded pair) at the collector."""
-    real = max(1, min(peers, hosts - 1))
-    rows_per_rate = 2.0 * max(1, hosts) * real * max(duration_s, 1e-9)
+    rows_per_rate = 2.0 * max(1, hosts) * max(1, real_peers(peers, hosts)) * max(duration_s, 1e-9)
     return min(b.rate, settings.SCAN_MAX_ROWS / rows_per_rate)
 
 
@@ -135,5 +134,13 @@ def report_params(
     """What a scan's records say of its budget (``Collection.params["budget"]``): its
     name (None: rate and duration given by hand), the window, and the cost per agent at
     the peers each host really had."""
-    real = max(0, min(peers, hosts - 1))
-    return {"name": name, "duration_s": duration_s, **cost(rate, real).as_dict()}
+    return {
+        "name": name,
+        "duration_s": duration_s,
+        **cost(rate, real_peers(peers, hosts)).as_dict(),
+    }
+
+
+def real_peers(peers: int, hosts: int) -> int:
+    """The peers each host really probes: ``peers``, or every other host of a smaller fleet."""
+    return max(0, min(peers, hosts - 1))

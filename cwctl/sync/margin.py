@@ -88,12 +88,11 @@ def max_margin_refine(
     # the margin at the chosen slope, per flow (a flow is the whole pair unless the
     # points were split by flow): theta is the mean midline of the flows with both clouds
     n_flows = len(points.flow_pair)
-    v = y - b[pair_of] * x
-    top, bottom = band_edges(v, flow_of, upper, n_flows, BAND_POINTS)
+    ranks = _Ranks.of(y - b[pair_of] * x, flow_of, upper, n_flows)
+    top, bottom = ranks.edges(np.full(2 * n_flows, BAND_POINTS, np.intp))
     noisy = points.source[points.flow_pair] >= 1  # per flow: kernel or user-space stamps
     if noisy.any():
-        ranks = _Ranks.of(v, flow_of, upper, n_flows)
-        tail = ranks.fast_tail().reshape(-1, 2).any(axis=1) & noisy
+        tail = ranks.fast_tail(top, bottom).reshape(-1, 2).any(axis=1) & noisy
         if tail.any():
             dense = np.maximum(BAND_POINTS, np.rint(DENSE_EDGE_SHARE * ranks.count))
             d_top, d_bottom = ranks.edges(dense.astype(np.intp))
@@ -163,12 +162,10 @@ class _Ranks:
         at = np.minimum(self.start + np.floor(q * (self.count - 1)).astype(np.intp), last)
         return np.where(self.count > 0, self.signed[np.maximum(at, 0)], np.nan)
 
-    def fast_tail(self) -> np.ndarray:
-        """Per side: its nearest points stand far out from a dense edge (see
-        ``FAST_TAIL_RATIO``)."""
-        k = np.full(len(self.count), BAND_POINTS, np.intp)
-        band = self.edges(k)
-        nearest = np.column_stack([band[0], -band[1]]).ravel()  # back to signed, per side
+    def fast_tail(self, top: F64, bottom: F64) -> np.ndarray:
+        """Per side: its nearest points (``top``, ``bottom``: ``edges`` at
+        ``BAND_POINTS``) stand far out from a dense edge (see ``FAST_TAIL_RATIO``)."""
+        nearest = np.column_stack([top, -bottom]).ravel()  # back to signed, per side
         q5, q25 = self.quantile(0.05), self.quantile(0.25)
         body = np.maximum(q25 - q5, 1.0)
         with np.errstate(invalid="ignore"):

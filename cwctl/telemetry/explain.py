@@ -123,7 +123,9 @@ def explain(
     fit.ties = {e: t for e, t in fit.ties.items() if e in fit.rates}
     if not second_look:
         return fit
-    for e in [e for e, t in fit.ties.items() if len(t) >= SECOND_LOOK_TIES]:
+    alike = [e for e, t in fit.ties.items() if len(t) >= SECOND_LOOK_TIES]
+    mine = _penalised_ll(fit, model, min_gain) if alike else 0.0
+    for e in alike:
         without = allowed_at_start.copy()
         without[[e, *fit.ties[e]]] = False
         other = explain(
@@ -132,7 +134,7 @@ def explain(
             background=background, second_look=False,
         )  # fmt: skip
         fewer = len(other.rates) < len(fit.ties[e]) + 1  # than the set had members
-        if fewer and _penalised_ll(other, model, min_gain) > _penalised_ll(fit, model, min_gain):
+        if fewer and _penalised_ll(other, model, min_gain) > mine:
             return other
     return fit
 

@@ -32,11 +32,13 @@ pytestmark = pytest.mark.netns
 TESTBED_LEAVES = 3
 
 
-def _scan(fabric: Testbed, state: Path) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
+def _scan(
+    fabric: Testbed, state: Path, *extra: str
+) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
     """One scan as an operator runs it (the inventory's rate 100 pairs/s, 2 s)."""
     env = {**os.environ, "CWCTL_INVENTORY": str(fabric.inventory), "CWCTL_STATE_DIR": str(state)}
     proc = subprocess.run(
-        [sys.executable, "-m", "cwctl.cli", "scan", "--duration", "2", "--format", "json"],
+        [sys.executable, "-m", "cwctl.cli", "scan", "--duration", "2", "--format", "json", *extra],
         capture_output=True,
         text=True,
         timeout=180,
@@ -58,22 +60,33 @@ def test_a_one_way_down_leaf_spine_link_is_the_top_suspect(fabric: Testbed, tmp_
     assert proc.returncode == 3, proc.stderr[-500:]
 
 
+@pytest.mark.quiet
 def test_a_congested_leaf_spine_direction_moves_no_clock(fabric: Testbed, tmp_path: Path) -> None:
     """Before the floor weighing (sync/floors.py) one scan in about ten had a pair whose
     every leg up leaf1>spine2 queued: hosts 38 us to 1.8 ms off, error bars of ms. Then,
     on kernel stamps beside the saturating flow, 33 scans on a 2-core machine: p99 error
     41-234 ns, a third over 100 ns: a sparse tail of legs faster than the dense edge on
-    one direction of a pair. Measured at the dense edge (sync/margin.py, FAST_TAIL_RATIO),
-    23 scans on a quiet machine: p99 15-86 ns (healthy 4-57 ns, as before); but in one of
-    three full `make test` runs (three workers on 2 cores) this test read 157 ns, so the
-    bound stays where it held in CI before the change."""
+    one direction of a pair. Measured at the dense edge (sync/margin.py, FAST_TAIL_RATIO):
+    41 saved scans replayed, p99 10-98 ns (the worst beside two busy test workers).
+
+    What is left is mostly a leaf's hosts off together. A leg's delay here is CPU time
+    (a veth hands the packet on within the sender's CPU, through every namespace on the
+    way), and in the worst scans one spine's path took 50-140 ns longer one way between
+    two leaves than the other, on one clock: any two-way exchange reads that as an
+    offset. Beside three test workers on 2 cores this test read 157 ns once, so it runs
+    alone (`quiet`), and on failure says how much of the error is per leaf."""
     apply_fault(fabric, "leaf1>spine2", "congested")
-    report, proc = _scan(fabric, tmp_path)
+    records = tmp_path / "congested.records.gz"
+    report, proc = _scan(fabric, tmp_path, "--save-records", str(records))
     assert sorted(h["name"] for h in report["hosts"]) == list(L.HOSTS)
     # the queue was there: some flows up leaf1>spine2 waited milliseconds
     assert max(p["owd_p99_ns"] for p in report["paths"]) > 5e6, proc.stderr[-500:]
     offsets = {h["name"]: h["offset_ns"] for h in report["hosts"]}
     assert all(o is not None for o in offsets.values()), offsets
     error = np.abs(np.array(list(offsets.values())))  # the truth is 0 on one kernel clock
-    assert error.max() <= 1_000.0, offsets
-    assert np.percentile(error, 99) <= 400.0, offsets
+    by_leaf = {
+        leaf: round(float(np.mean([offsets[h] for h in L.hosts_of(leaf)]))) for leaf in L.LEAVES
+    }
+    why = f"offsets {offsets}; mean per leaf {by_leaf}; records {records}"
+    assert error.max() <= 1_000.0, why
+    assert np.percentile(error, 99) <= 100.0, why

@@ -39,6 +39,16 @@ MIN_FLOWS_PER_KIND = 20  # fewer flows of a kind: no yardstick, no trials
 LOW_QUANTILES = (0.05, 0.25)
 LOW_QUANTILES_SIGMAS = 0.971
 NORMAL_Q25 = 0.674
+# A slow element is material when it raises its flows' floors by this share of their
+# yardstick (their kind's typical floor or the median path's, whichever is higher:
+# ``raise_share``), as ``shifts.py`` weighs it; a flow raised by less than
+# ``RAISED_OF_MATERIAL`` of that is no failure. Two leaves of eight whose switches are
+# ~90 ns slower than the rest (the simulator's switch latencies, load 0.3) raised every
+# flow within them by 4-8 % of the median path's 1.9 us floor, 5 sigmas of the lower
+# part's spread: a quarter of all same-leaf flows, which the fit took for background
+# and so hid a slow spine (bench precision #412, #532 without paths: 2.0-2.6).
+MIN_SHIFT_OF_FLOOR = 0.35
+RAISED_OF_MATERIAL = 0.5
 
 
 def floor_trials(counts: FlowCounts, leaf_of: Mapping[str, str]) -> tuple[F64, F64, F64]:
@@ -52,9 +62,19 @@ def floor_trials(counts: FlowCounts, leaf_of: Mapping[str, str]) -> tuple[F64, F
     above, sigma, typical = _raises(counts, leaf_of, _low_yardstick)
     judged = np.isfinite(above)
     trials = judged.astype(np.float64)
-    failures = (judged & (np.nan_to_num(above / _limit(sigma, typical)) > 1.0)).astype(np.float64)
+    raised = np.nan_to_num(above / _limit(sigma, typical)) > 1.0
+    share = np.nan_to_num(raise_share(above, typical, counts.floor_ns))
+    raised &= share >= RAISED_OF_MATERIAL * MIN_SHIFT_OF_FLOOR
+    failures = (judged & raised).astype(np.float64)
     above, sigma, typical = _raises(counts, leaf_of, _mad_yardstick)
     return trials, failures, above / _limit(sigma, typical)
+
+
+def raise_share(above: F64, typical: F64, floor_ns: float) -> F64:
+    """A raise as a share of its yardstick: its kind's typical floor or the fabric's
+    median path's, whichever is higher (a same-leaf floor of 400 ns makes 150 ns look
+    large on a fabric whose median path takes 2 us)."""
+    return above / np.maximum(np.nan_to_num(typical), floor_ns)
 
 
 def _limit(sigma: F64, typical: F64) -> F64:

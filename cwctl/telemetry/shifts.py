@@ -41,7 +41,7 @@ from cwctl.sync.robust import median_per_group
 from cwctl.telemetry.counts import FlowCounts
 from cwctl.telemetry.elements import Incidence
 from cwctl.telemetry.evidence import EVEN_ODDS, SignalResult
-from cwctl.telemetry.floors import floor_raises
+from cwctl.telemetry.floors import MIN_SHIFT_OF_FLOOR, floor_raises, raise_share
 from cwctl.telemetry.hierarchy import spine_shift_instead
 from cwctl.units import fmt_ns
 
@@ -50,7 +50,6 @@ B = npt.NDArray[np.bool_]
 
 MIN_SHIFT_FLOWS = 10  # an element is judged when this many usable flows certainly cross it
 SHIFT_SIGMAS = 8.0  # its shift must stand this many standard errors above the fabric's...
-MIN_SHIFT_OF_FLOOR = 0.35  # ...and be at least this share of its flows' floors
 MAX_SHIFTED = 4  # elements chosen at most
 MEDIAN_SE = 1.2533  # a median's standard error over a mean's, for normal data
 
@@ -92,7 +91,6 @@ def shifted_elements(
         return []
     above, sigma, typical = floor_raises(counts, leaf_of)
     ok = usable & np.isfinite(above) & np.isfinite(sigma) & (sigma > 0)
-    yardstick = np.maximum(np.nan_to_num(typical), floor_ns)
     m = inc.matrix.tocoo()
     keep = ok[m.row]
     flow, element = m.row[keep], m.col[keep]
@@ -104,7 +102,7 @@ def shifted_elements(
     found: list[Shift] = []
     for _ in range(MAX_SHIFTED):
         shift = median_per_group(resid[flow], element, n_el)
-        relative = median_per_group(resid[flow] / yardstick[flow], element, n_el)
+        relative = median_per_group(raise_share(resid, typical, floor_ns)[flow], element, n_el)
         z = np.where(n >= MIN_SHIFT_FLOWS, shift / np.maximum(se, 1e-9), -np.inf)
         z = np.nan_to_num(z, nan=-np.inf)
         z[~(relative >= MIN_SHIFT_OF_FLOOR) | (z < SHIFT_SIGMAS)] = -np.inf
@@ -137,7 +135,7 @@ def drop_immaterial_floors(
     if not res.fit.rates or not np.isfinite(counts.floor_ns):
         return
     above, _, typical = floor_raises(counts, leaf_of)
-    relative = above / np.maximum(np.nan_to_num(typical), counts.floor_ns)
+    relative = raise_share(above, typical, counts.floor_ns)
     m = res.crossed.tocsc()
     for e in list(res.fit.rates):
         sel = (np.asarray(m[:, e].toarray()).ravel() > 0.5 - EVEN_ODDS) & (res.trials > 0)

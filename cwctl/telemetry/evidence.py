@@ -36,7 +36,7 @@ class SignalResult:
     failures: F64
     crossed: sp.csr_matrix  # (flows x elements): P(flow crossed element) under the fit
     material: npt.NDArray[np.bool_] | None = None  # bad enough to be unlocalised (floor)
-    # failed flows too thin to be bad alone (localize.py's ``_thin_flows``): evidence
+    # failed flows too thin to be bad alone (``voting.thin_flows``): evidence
     # against the switches and links they crossed only, not their hosts' (their clocks')
     thin: npt.NDArray[np.bool_] | None = None
 

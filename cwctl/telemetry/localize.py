@@ -37,7 +37,6 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import bdtrc
 
 from cwctl.records.path import PathRecord
 from cwctl.snapshot import Suspect
@@ -63,15 +62,21 @@ from cwctl.telemetry.verdicts import (
     pair_sided,
     queue_held,
 )
+from cwctl.telemetry.voting import (
+    BAD_FLOW_P,
+    CHANCE_VOTERS,
+    VOTE_P,
+    background,
+    bad_flows,
+    cast_votes,
+    thin_flows,
+)
 from cwctl.topology import Topology
 from cwctl.units import fmt_ns
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
-BAD_FLOW_P = 1e-3  # a flow is bad when its failures are this improbable under the background
-VOTE_P = 1e-2  # ...and votes (picks the candidates) when they are this improbable
-CHANCE_VOTERS = 100.0  # ...or rarer, so that chance alone makes about this many voters
 MIN_GAIN_NATS = 15.0  # log-likelihood an element must add to the explanation
 MIN_SCORE = 0.02  # a suspect whose bad flows all cross stronger suspects adds nothing
 MIN_LOSS_RATE = 0.004  # an element must drop at least this share of what crosses it
@@ -115,58 +120,6 @@ def _incidences(
     return incidences(x, f, topology, host_nics, known)
 
 
-def _bad_flows(
-    trials: F64, failures: F64, background: float, p_max: float = BAD_FLOW_P
-) -> npt.NDArray[np.bool_]:
-    """Flows whose failures are improbable (p < p_max) at the background rate."""
-    # P(X >= failures) for X ~ Binomial(trials, background): the upper tail above failures-1
-    # whole counts: a half trial (one probe of a pair delayed) is not a failure
-    k, n = np.floor(failures + 1e-9).astype(np.int64), np.rint(trials).astype(np.int64)
-    p = bdtrc(k - 1, n, np.clip(background, 1e-7, 1 - 1e-7))
-    return (failures > 0) & (p < p_max)
-
-
-def _thin_flows(trials: F64, background: float, p_max: float) -> npt.NDArray[np.bool_]:
-    """Flows too thin ever to be bad: over its own floor a flow of n trials fails at most
-    n - 1, and where even that is not improbable (p >= p_max) no count of its own is
-    significant (at the watch budget a delay flow holds 2-3 pairs: a spine delaying two
-    thirds of its probes left no flow bad, and the scan said healthy)."""
-    n = np.floor(trials + 1e-9).astype(np.int64)
-    b = float(np.clip(background, 1e-7, 1 - 1e-7))
-    most = np.where(n >= 2, bdtrc(np.maximum(n - 2, 0), n, b), 1.0)  # P(X >= n - 1)
-    return most >= p_max  # type: ignore[no-any-return]
-
-
-def _votes(inc: Incidence, bad: npt.NDArray[np.bool_]) -> F64:
-    """007 voting: each bad flow gives 1/h votes to each of the h elements it crosses (an
-    alternative's own elements: times the alternative's prior)."""
-    rows = inc.rows
-    certain = (rows.certain > 0).astype(np.float64)
-    tier = (rows.matrix > 0).astype(np.float64)
-    prior = np.exp(rows.log_prior)
-    h_flow = np.asarray(certain.sum(axis=1)).ravel()
-    h_flow += np.bincount(rows.flow, prior * np.asarray(tier.sum(axis=1)).ravel(), rows.n_flows)
-    weight = np.where(bad & (h_flow > 0), 1.0 / np.maximum(h_flow, 1e-9), 0.0)
-    return np.asarray(certain.T @ weight + tier.T @ (weight[rows.flow] * prior)).ravel()
-
-
-def _background(trials: F64, failures: F64, rounds: int = 6) -> float:
-    """The fabric's background failure rate, robust to faults: the pooled rate of the flows
-    that are not significantly bad under it (iterated down from the overall rate)."""
-    if not trials.sum():
-        return 1e-6
-    b = float(max(failures.sum() / trials.sum(), 1e-6))
-    for _ in range(rounds):
-        good = ~_bad_flows(trials, failures, b)
-        if not good.any():
-            break
-        b_next = float(max(failures[good].sum() / trials[good].sum(), 1e-6))
-        if abs(b_next - b) <= 1e-3 * b:
-            break
-        b = b_next
-    return b
-
-
 def _localise_signal(
     inc: Incidence,
     trials: F64,
@@ -180,11 +133,11 @@ def _localise_signal(
 ) -> SignalResult:
     """One signal's explanation. With ``one_trial`` each flow is a single trial whose
     failure is already a significant finding (a raised floor): every failed flow votes.
-    With ``own_floor`` (delay) thin flows (``_thin_flows``) vote for switches and links.
+    With ``own_floor`` (delay) thin flows (``thin_flows``) vote for switches and links.
     ``least``: per element, the rate it must add, where not ``min_rate``."""
     usable = trials > 0
     # a background as high as a fault's own rate would hide every fault: it is no background
-    b0 = min(_background(trials[usable], failures[usable]), min_rate)
+    b0 = min(background(trials[usable], failures[usable]), min_rate)
     if one_trial:
         # a single trial is never significant alone, so the background cannot be told from
         # the fault's own flows (a slow spine raises a quarter of the floors, and that
@@ -193,15 +146,15 @@ def _localise_signal(
     # 1 % of a 10 000-host scan's 800 000 delay flows is 8 000 voters by chance alone,
     # each element they touch a candidate the explanation must weigh, and some chosen
     vote_p = min(VOTE_P, CHANCE_VOTERS / max(1, int(usable.sum())))
-    voting = failures > 0 if one_trial else _bad_flows(trials, failures, b0, vote_p)
-    votes = _votes(inc, voting & usable)
+    voting = failures > 0 if one_trial else bad_flows(trials, failures, b0, vote_p)
+    votes = cast_votes(inc, voting & usable)
     if own_floor:
         # thin flows vote for switches and links, not hosts or NICs: a host's clock, fitted
         # loosest in a thin window, delays both ways of all its flows over their floors
         # alike; a switch carries many hosts' flows, whose clocks' errors do not add up
-        lone = _thin_flows(trials, b0, vote_p) & (failures > 0) & usable
+        lone = thin_flows(trials, b0, vote_p) & (failures > 0) & usable
         fabric = np.array([is_fabric(inc, e) for e in range(len(inc.names))], bool)
-        votes += np.where(fabric, _votes(inc, lone), 0.0)
+        votes += np.where(fabric, cast_votes(inc, lone), 0.0)
     fit = explain(
         inc.rows,
         np.where(usable, trials, 0.0),
@@ -211,13 +164,13 @@ def _localise_signal(
         min_rate=min_rate if least is None else least,
         background=b0 if one_trial else None,
     )
-    bad = (failures > 0 if one_trial else _bad_flows(trials, failures, fit.background)) & usable
+    bad = (failures > 0 if one_trial else bad_flows(trials, failures, fit.background)) & usable
     thin: npt.NDArray[np.bool_] | None = None
     if own_floor:
-        thin = _thin_flows(trials, fit.background, BAD_FLOW_P) & (failures > 0) & usable & ~bad
+        thin = thin_flows(trials, fit.background, BAD_FLOW_P) & (failures > 0) & usable & ~bad
     n, k = np.where(usable, trials, 0.0), np.where(usable, failures, 0.0)
     crossed = posterior(fit, inc.rows, n, k)
-    votes = _votes(inc, bad)
+    votes = cast_votes(inc, bad)
     return SignalResult(signal, inc, fit, bad, votes, trials, failures, crossed, thin=thin)
 
 
@@ -340,11 +293,18 @@ def localise(
         shifted = shifted_elements(counts, leaf_of, delay_inc, timed & ~_queued(delay))
     found: dict[int, tuple[float, float, str]] = {}  # element -> (score, gain, evidence)
     ties: dict[int, set[int]] = {}
-    named = {e for res in results for e in res.fit.rates}  # by any signal, on its own
-    for res in results:
+    scored = {
+        (i, e): score_and_words(res, e, list(res.fit.rates), counts)
+        for i, res in enumerate(results)
+        for e in res.fit.rates
+    }
+    # named by a signal on its own; one whose flows all cross a stronger one is not (it
+    # scores nothing) and may be in that one's set: two lossy links of a leaf, paths unknown
+    named = {e for (_, e), (score, _) in scored.items() if score >= MIN_SCORE}
+    for i, res in enumerate(results):
         chosen = list(res.fit.rates)
         for e in chosen:
-            score, words = score_and_words(res, e, chosen, counts)
+            score, words = scored[(i, e)]
             gain = res.fit.gains.get(e, 0.0)
             # structural twins: switches and links crossed by exactly the same flows (a
             # 2-leaf fabric's spine and its two links) are candidates alike; a one-NIC
@@ -414,7 +374,7 @@ def unexplained(
             shift = np.maximum(DELAY_SHIFT_OF_FLOOR * counts.floor_ns, counts.flow_threshold_ns)
             material = (share >= MIN_DELAY_RATE) & (counts.excess_p50_ns >= shift)
             # ...seen often enough that chance queueing cannot do it
-            material &= (counts.samples >= MIN_DELAY_SAMPLES) & _bad_flows(
+            material &= (counts.samples >= MIN_DELAY_SAMPLES) & bad_flows(
                 n, k, res.fit.background, 1e-6
             )
             # ...and on both probes of its pairs (a path's queue holds both alike)

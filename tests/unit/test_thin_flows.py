@@ -1,6 +1,6 @@
 """A window whose flows are too thin for any one of them to be significant still names
-the element whose flows, pooled, are delayed (``telemetry/localize.py``'s
-``_thin_flows``). At the watch budget (10 coded pairs a peer over 4 ports) a delay flow
+the element whose flows, pooled, are delayed (``telemetry/voting.py``'s
+``thin_flows``). At the watch budget (10 coded pairs a peer over 4 ports) a delay flow
 holds two or three pairs, and its own floor's never counts as delayed: no flow was bad,
 nothing voted, nothing was fitted, and a spine queueing most of its probes was named by
 nothing (the simulator's seed 9 said healthy, exit 0). On the independent record model."""

@@ -56,12 +56,6 @@ from cwctl.probe.exchanges import Agent
 from cwctl.probe.gpu.sampler import GpuSampler
 from cwctl.probe.wire import now_ns
 
-# The loop runs at most once per tick: what arrives or falls due within it (probes to
-# answer, stamps, replies, pairs to send) is handled in one wake-up, not one each. The
-# stamps are the kernel's, so waiting changes none of them; a pair leaves at most a
-# tick late (the schedule is kept, not the phase).
-TICK_S = 0.02
-
 
 def make_sampler(host):
     """The GPU sampler for this window, or None if it cannot even be built."""
@@ -135,12 +129,10 @@ def run(control, out):
     control.backlog = []
     probing = False  # the probing window's CPU is counted from its first due pair
     linger_ns = int(agent.linger_s * 1e9)
-    tick_s = max(0.0, float(params.get("tick_s", TICK_S)))
-    if not (agent.rx_kernel and agent.tx_kernel):  # user-time stamps: every wait shows
-        tick_s = 0.0
     woke = 0.0
     while reason is None:
         mono = time.monotonic()
+        tick_s = agent.tick_ns / 1e9  # the loop's least period (exchanges.TICK_S)
         if mono - woke < tick_s:  # woken a moment ago: let more work gather first
             time.sleep(woke + tick_s - mono)
             mono = time.monotonic()

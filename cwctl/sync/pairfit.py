@@ -285,9 +285,9 @@ def fit_pairs(points: PairPoints, *, windows: int | None = None, trim_rounds: in
     slope, sxx = lines.slope, lines.sxx
     # scatter of the kept envelope points about their lines
     n_flows_pair = np.bincount(flow_pair, minlength=n_pairs)
-    dof = np.maximum(n_up + n_lo - n_flows_pair * 2 - 1, 1)
+    dof = n_up + n_lo - n_flows_pair * 2 - 1
     ss = np.bincount(pair_of[keep], resid[keep] ** 2, n_pairs)
-    scatter = np.sqrt(ss / dof)
+    scatter = _unmeasured_scatter(np.sqrt(ss / np.maximum(dof, 1)), dof > 0, ok, src)
     sigma_floor = np.asarray(SIGMA_FLOOR_NS)[src]
     sigma_off = np.sqrt(scatter**2 * inv_n_pair / 4 + sigma_floor**2)
     has_slope = sxx > 0
@@ -316,3 +316,21 @@ def fit_pairs(points: PairPoints, *, windows: int | None = None, trim_rounds: in
         forbidden=np.bincount(points.pair_of[bad], minlength=n_pairs).astype(np.int64),
         ok=ok,
     )
+
+
+def _unmeasured_scatter(
+    scatter: F64, measured: npt.NDArray[np.bool_], ok: npt.NDArray[np.bool_], source: IntP
+) -> F64:
+    """Each pair's envelope scatter, where its lines left no residual to measure it (as
+    many points as the lines' parameters: three envelope points, two lines and a slope)
+    the median of the measured pairs' of its timestamp source. Such a line fits exactly
+    whatever its points are: at 10 pairs/s beside a congested spine one pair's three
+    queued points gave a drift 2.6 ppm off with the floor's 1 ns, and its host came
+    out 2.3 ppm off, every flow of it "delayed" (10 000 hosts)."""
+    out = scatter.copy()
+    for s in np.unique(source[~measured & ok]):
+        mine = (source == s) & ok
+        pool = scatter[mine & measured]
+        if len(pool):
+            out[mine & ~measured] = float(np.median(pool))
+    return out

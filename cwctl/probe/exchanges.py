@@ -162,8 +162,9 @@ class Agent(Sender, ErrorQueue):
             self.sent[name] = self.complete[name] = self.lost[name] = 0
         self.slot = 0
         self.slot_ns = 1e9 / self.rate / max(1, len(self.targets))
-        sparse = min(self.slot_ns, self.timeout_ns / TICKS_PER_TIMEOUT) / 1e9
-        self.tick_ns = int(1e9 * max(TICK_S, sparse)) if self.tick_ns else 0
+        if self.tick_ns:  # kernel stamps: the gap between pairs, within the tick's bounds
+            sparse = min(self.slot_ns, self.timeout_ns / TICKS_PER_TIMEOUT)
+            self.tick_ns = int(max(TICK_S * 1e9, sparse))
         self.next_pair_ns = self._slot_due_ns(0)
         if self.batch_rows:
             self.batch = Batch(self.host, self.targets, self.gap_ns, self.pack)

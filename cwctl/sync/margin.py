@@ -122,15 +122,6 @@ def _envelopes(v: F64, group: np.ndarray, upper: np.ndarray, n: int) -> tuple[F6
     return top, bottom
 
 
-def band_edges(
-    v: F64, group: np.ndarray, upper: np.ndarray, n: int, k: int = BAND_POINTS
-) -> tuple[F64, F64]:
-    """Per group, the mean of the ``k`` lowest ``v`` of the upper cloud and of the ``k``
-    highest of the lower one (fewer where a side has fewer; inf and -inf where none)."""
-    ranks = _Ranks.of(v, group, upper, n)
-    return ranks.edges(np.full(2 * n, k, np.intp))
-
-
 class _Ranks:
     """Every (group, side)'s points in order from the gap outwards: upper points from the
     lowest, lower points from the highest, as ``signed`` values (lower ones negated)."""

@@ -42,17 +42,22 @@ def test_simulated_fabric_offsets_match_the_truth(stamps: str, bound_ns: float) 
 
 
 def test_the_gap_s_edges_are_the_mean_of_the_points_nearest_it_on_each_side() -> None:
-    from cwctl.sync.margin import band_edges
+    from cwctl.sync.margin import _Ranks
 
     v = np.array([5.0, 1.0, 3.0, 2.0, 9.0, -4.0, -1.0, -2.0, 7.0])
     group = np.array([0, 0, 0, 0, 0, 0, 0, 0, 1])
     upper = np.array([True, True, True, True, True, False, False, False, True])
-    top, bottom = band_edges(v, group, upper, 3, k=3)
+    ranks = _Ranks.of(v, group, upper, 3)
+
+    def edges(k: int) -> tuple[np.ndarray, np.ndarray]:
+        return ranks.edges(np.full(2 * 3, k, np.intp))
+
+    top, bottom = edges(3)
     assert top[0] == pytest.approx((1 + 2 + 3) / 3)  # the three lowest above
     assert bottom[0] == pytest.approx((-1 - 2 - 4) / 3)  # the three highest below
     assert top[1] == 7.0 and bottom[1] == -np.inf  # fewer points: those there are
     assert top[2] == np.inf and bottom[2] == -np.inf
-    assert band_edges(v, group, upper, 3, k=1)[0][0] == 1.0  # k = 1: the hard margin
+    assert edges(1)[0][0] == 1.0  # k = 1: the hard margin
 
 
 def test_only_noisy_stamps_search_their_slope_in_a_long_sliding_window() -> None:

@@ -37,7 +37,7 @@ SPINE_SHARE = 0.5  # the other links must carry this share of the link's excess
 SPINE_P = 1e-6  # ...improbably at the background
 SPREAD_FACTOR = 3.0  # a spine's median link delayed this many times the quiet links' share
 QUIET_QUANTILE = 0.25  # the quiet links: this quantile of the leaf-spine links' shares
-SPREAD_MIN_RATE = 0.05  # ...then the rate the spine must add (else localize's 12 %)
+SPREAD_MIN_RATE = 0.05  # ...then the rate the spine must add (else localize's MIN_DELAY_RATE)
 MIN_LINK_TRIALS = 20.0  # a link's share counts from this many trials of known path
 
 

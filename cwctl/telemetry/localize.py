@@ -26,8 +26,8 @@ Thresholds are the fabric's own: the background failure rate is the median flow'
 flow is bad when its failures are improbable under it, an element must fail a material
 share of what crosses it (``MIN_LOSS_RATE``, ``MIN_DELAY_RATE``, ``FLOOR_MIN_RATE``, and
 for delay a shift of its flows' median of ``DELAY_SHIFT_OF_FLOOR`` of the typical
-floor). A healthy fabric yields no suspect because nothing passes both the likelihood
-test and those sizes.
+floor and, for a link, a median far above the typical link's: ``material.py``). A healthy
+fabric yields no suspect because nothing passes both the likelihood test and those sizes.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from cwctl.telemetry.evidence import (
 from cwctl.telemetry.explain import explain, posterior
 from cwctl.telemetry.floors import FLOOR_MIN_RATE, floor_trials, same_leaf
 from cwctl.telemetry.hierarchy import SPREAD_MIN_RATE, spine_rate_instead, spread_spines
+from cwctl.telemetry.material import DELAY_SHIFT_OF_FLOOR, drop_immaterial_delays
 from cwctl.telemetry.routes import PathAges, known_spines, route_index
 from cwctl.telemetry.shifts import Shift, drop_immaterial_floors, shifted_elements
 from cwctl.telemetry.verdicts import (
@@ -80,8 +81,8 @@ I64 = npt.NDArray[np.int64]
 MIN_GAIN_NATS = 15.0  # log-likelihood an element must add to the explanation
 MIN_SCORE = 0.02  # a suspect whose bad flows all cross stronger suspects adds nothing
 MIN_LOSS_RATE = 0.004  # an element must drop at least this share of what crosses it
-MIN_DELAY_RATE = 0.12  # ...or delay at least this share beyond the threshold
-DELAY_SHIFT_OF_FLOOR = 0.2  # and move its flows' median delay by this share of the floor
+MIN_DELAY_RATE = 0.10  # ...or delay at least this share beyond the threshold
+MATERIAL_DELAY_SHARE = 0.12  # an unexplained flow's share delayed beyond the threshold
 # A coded pair's two probes leave 20 us apart and meet the same queues: as evidence of
 # delay they are one trial, not two (counted as two, chance queueing on a flow of a few
 # pairs looks significant, and a healthy fabric grows spurious delay suspects).
@@ -174,29 +175,6 @@ def _localise_signal(
     return SignalResult(signal, inc, fit, bad, votes, trials, failures, crossed, thin=thin)
 
 
-def _drop_immaterial_delays(res: SignalResult, counts: FlowCounts) -> None:
-    """Keep a delay suspect only if it moves the median delay of its flows materially.
-
-    A queue somewhat busier than the rest shows up in the tail long before it matters;
-    a suspect must shift the median excess of its flows, over that of the flows crossing
-    no suspect, by ``DELAY_SHIFT_OF_FLOOR`` of the fabric's typical path floor.
-    """
-    if not res.fit.rates or not np.isfinite(counts.floor_ns):
-        return
-    m = res.crossed.tocsc()
-    chosen = list(res.fit.rates)
-    crosses = {e: np.asarray(m[:, e].toarray()).ravel() > 0.5 for e in chosen}
-    clean = ~np.any([crosses[e] for e in chosen], axis=0)
-    p50 = counts.excess_p50_ns
-    base = float(np.nanmedian(p50[clean])) if np.any(clean & np.isfinite(p50)) else 0.0
-    for e in chosen:
-        sel = crosses[e] & np.isfinite(p50)
-        shift = float(np.median(p50[sel])) - base if sel.any() else 0.0
-        if shift < DELAY_SHIFT_OF_FLOOR * counts.floor_ns:
-            res.fit.rates.pop(e)
-            res.fit.gains.pop(e, None)
-
-
 def _spines_over_links(res: SignalResult) -> None:
     """A chosen link whose spine's other links carry its excess too is its spine
     (``hierarchy.py``): the spine takes its place in the fit."""
@@ -274,7 +252,7 @@ def localise(
             delay_inc, samples / per, counts.delayed / per, "delay", MIN_DELAY_RATE,
             own_floor=True, least=least,
         )  # fmt: skip
-        _drop_immaterial_delays(delay, counts)
+        drop_immaterial_delays(delay, counts)
         _spines_over_links(delay)
         results.append(delay)
         leaf_of = dict(topology.leaf_of) if topology is not None else {}
@@ -372,7 +350,7 @@ def unexplained(
             flows = counts.flows
             # its median probe beyond the threshold (a healthy flow's is far below)
             shift = np.maximum(DELAY_SHIFT_OF_FLOOR * counts.floor_ns, counts.flow_threshold_ns)
-            material = (share >= MIN_DELAY_RATE) & (counts.excess_p50_ns >= shift)
+            material = (share >= MATERIAL_DELAY_SHARE) & (counts.excess_p50_ns >= shift)
             # ...seen often enough that chance queueing cannot do it
             material &= (counts.samples >= MIN_DELAY_SAMPLES) & bad_flows(
                 n, k, res.fit.background, 1e-6

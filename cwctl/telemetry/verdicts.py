@@ -9,7 +9,7 @@ A scan never says "healthy" while probes are lost or delayed beyond the threshol
 flows that are bad in a signal and that no suspect (or candidate) explains are counted
 as *unlocalised*, with the evidence, and the scan exits 3. Material means, for loss, a
 flow losing at least ``MIN_LOSS_RATE`` of its exchanges; for delay, a flow delayed
-beyond the threshold in at least ``MIN_DELAY_RATE`` of its probes with its median probe
+beyond the threshold in at least ``MATERIAL_DELAY_SHARE`` of its probes with its median probe
 beyond the threshold too (and by ``DELAY_SHIFT_OF_FLOOR`` of the fabric's floor), over at
 least ``MIN_DELAY_SAMPLES`` delays and improbable (p < 1e-6) at the background, and on
 both probes of the flow's coded pairs alike (``pair_sided``); for a raised floor, at

@@ -39,6 +39,7 @@ import numpy as np
 from cwctl import settings
 from cwctl.collection import Collection
 from cwctl.records.path import PathTable
+from cwctl.sim.faults import DEFAULT_VALUE
 from cwctl.sim.model import FabricModel
 from cwctl.sim.params import SimParams
 from cwctl.snapshot import FabricSnapshot
@@ -60,9 +61,9 @@ SW_EARLY_SHARE = 0.2
 # (what, pool, simulator fault spec | the independent model's fault as Synth fields)
 SIM_KINDS = [
     ("spine down", "spine", "switch:{}:down"),
-    ("spine congested", "spine", "switch:{}:congested"),
+    ("spine congested", "spine", "switch:{}:congested={level:.2f}"),
     ("link lossy 2%", "link", "link:{}:lossy=0.02"),
-    ("link congested", "link", "link:{}:congested"),
+    ("link congested", "link", "link:{}:congested={level:.2f}"),
     ("host slow 3 us", "host", "host:{}:slow=3000"),
     ("spine slow 5 us", "spine", "switch:{}:slow"),
 ]
@@ -74,6 +75,21 @@ SYNTH_KINDS = [
     ("host slow 3 us", "host", ("slow_ns", 3000.0)),
     ("spine slow 5 us", "spine", ("slow_ns", 5000.0)),
 ]
+
+
+# A congested element's queues run hotter than any healthy queue at the scan's load: the
+# simulator's healthy queues run at load x (1 +- load_spread), 0.9 at load 0.6, the level
+# of its default `congested`, so at 0.6 a healthy scan and a congested one held the same
+# queue (bench #384, #504 healthy, #394 congested: no estimator can tell them apart).
+# Where the load reaches it, the fault runs CONGESTED_MARGIN above the hottest healthy queue.
+CONGESTED_MARGIN = 0.05
+
+
+def congested_level(load: float) -> float:
+    """The utilisation of a bench `congested` fault's queues at ``load``."""
+    p = SimParams(load=load)
+    hottest = load * (1.0 + p.load_spread)
+    return min(p.rho_max, max(float(DEFAULT_VALUE["congested"] or 0.0), hottest + CONGESTED_MARGIN))
 
 
 def _pools() -> dict[str, list[str]]:
@@ -113,7 +129,9 @@ def _sim_scan(i: int, stamps: str, load: float, faults: list[tuple[str, str]]) -
         topo,
         params=SimParams(timestamps=stamps, load=load),
         seed=i,
-        faults=[spec[what].format(element) for what, element in faults],
+        faults=[
+            spec[what].format(element, level=congested_level(load)) for what, element in faults
+        ],
     )
     return run_model(model, settings.PROBE_DURATION_S)
 

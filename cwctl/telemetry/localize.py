@@ -26,8 +26,9 @@ Thresholds are the fabric's own: the background failure rate is the median flow'
 flow is bad when its failures are improbable under it, an element must fail a material
 share of what crosses it (``MIN_LOSS_RATE``, ``MIN_DELAY_RATE``, ``FLOOR_MIN_RATE``, and
 for delay a shift of its flows' median of ``DELAY_SHIFT_OF_FLOOR`` of the typical
-floor and, for a link, a median far above the typical link's: ``material.py``). A healthy
-fabric yields no suspect because nothing passes both the likelihood test and those sizes.
+floor and, for a link or spine, a median far above the typical link's: ``material.py``).
+A healthy fabric yields no suspect because nothing passes both the likelihood test and
+those sizes.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from cwctl.sync.robust import median_per_group
 from cwctl.telemetry.counts import FlowCounts
 from cwctl.telemetry.evidence import SignalResult
 from cwctl.telemetry.hierarchy import link_spines
@@ -81,13 +82,15 @@ class _Hot:
         self.links: dict[int, list[int]] = {e: [e] for e in spine_of}
         for link, spine in spine_of.items():
             self.links.setdefault(spine, []).append(link)
-        by = res.incidence.by_element
-        self.median: dict[int, float] = {}
-        for e in spine_of:
-            values = p50[by.indices[by.indptr[e] : by.indptr[e + 1]]]
-            values = values[np.isfinite(values)]
-            if len(values) >= MIN_LINK_FLOWS:
-                self.median[e] = float(np.median(values))
+        links = np.fromiter(spine_of, np.intp, len(spine_of))
+        through = res.incidence.by_element[:, links].tocoo()  # (flow, link's column)
+        values = p50[through.row]
+        values = np.where(np.isfinite(values), values, np.nan)
+        flows = np.bincount(through.col, ~np.isnan(values), len(links))
+        median = median_per_group(values, through.col, len(links))
+        self.median = {
+            int(links[j]): float(median[j]) for j in np.flatnonzero(flows >= MIN_LINK_FLOWS)
+        }
         measured = list(self.median.values())
         self.quiet = float(np.quantile(measured, QUIET_QUANTILE)) if measured else 0.0
 

@@ -11,25 +11,14 @@ from __future__ import annotations
 
 import pytest
 
-from cwctl.request import SimOptions
-from cwctl.session import analyse
-from cwctl.snapshot import FabricSnapshot
-from cwctl.transport.sim import simulate
-
-
-def _scan(seed: int, stamps: str, load: float, faults: tuple[str, ...] = ()) -> FabricSnapshot:
-    options = SimOptions(
-        hosts=64, hosts_per_leaf=8, spines=4, seed=seed, faults=faults, timestamps=stamps,
-        load=load,
-    )  # fmt: skip
-    return analyse(simulate(options))
+from tests.unit.sim_scans import sim_scan
 
 
 @pytest.mark.parametrize("seed", [14, 22, 30])
 def test_a_healthy_fabric_at_load_0_6_names_no_busy_link(seed: int) -> None:
     # these named leaf6-spine1, leaf6-spine3, leaf6-spine1 at 0.23-0.27 (3 of seeds 1-39):
     # healthy queues at 0.9 utilisation
-    snap = _scan(seed, "hw", 0.6)
+    snap = sim_scan(seed, "hw", 0.6)
     assert snap.healthy, [(s.element, s.score, s.evidence) for s in snap.suspects]
 
 
@@ -39,7 +28,7 @@ def test_a_healthy_fabric_at_load_0_6_names_no_busy_link(seed: int) -> None:
 def test_a_congested_link_with_kernel_stamps_at_load_0_5_is_named(seed: int, link: str) -> None:
     # each delayed 10-12 % of its probes, under the 12 % an element had to add, and the
     # scan exited 0 (12 of seeds 1-29)
-    snap = _scan(seed, "sw", 0.5, (f"link:{link}:congested",))
+    snap = sim_scan(seed, "sw", 0.5, (f"link:{link}:congested",))
     assert not snap.healthy
     assert snap.suspects[0].element == link, [s.element for s in snap.suspects]
 
@@ -47,6 +36,6 @@ def test_a_congested_link_with_kernel_stamps_at_load_0_5_is_named(seed: int, lin
 def test_two_congested_spines_of_four_are_both_named_at_load_0_6() -> None:
     # half of the links are theirs: the typical link is one of the other spines'
     faults = ("switch:spine2:congested=0.95", "switch:spine4:congested=0.95")
-    snap = _scan(308, "hw", 0.6, faults)
+    snap = sim_scan(308, "hw", 0.6, faults)
     named = {s.element for s in snap.suspects[:2]}
     assert named == {"spine2", "spine4"}, [(s.element, s.score) for s in snap.suspects]

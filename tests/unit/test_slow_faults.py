@@ -18,11 +18,11 @@ from cwctl.session import analyse
 from cwctl.sim.faults import fault_active
 from cwctl.sim.model import FabricModel
 from cwctl.sim.params import SimParams
-from cwctl.snapshot import FabricSnapshot
 from cwctl.sync import solve
 from cwctl.telemetry import build_snapshot
 from cwctl.topology import leaf_spine
 from cwctl.transport.sim import run_model, simulate
+from tests.unit.sim_scans import sim_scan
 from tests.unit.telemetry_synth import Synth, make
 
 
@@ -47,20 +47,12 @@ def test_a_fault_without_a_start_acts_on_the_first_probe_too() -> None:
     assert fault_active("slow", 5000.0, 0.25, t_ns).tolist() == [False, False, True]
 
 
-def _sim(seed: int, stamps: str, load: float, faults: tuple[str, ...] = ()) -> FabricSnapshot:
-    options = SimOptions(
-        hosts=64, hosts_per_leaf=8, spines=4, seed=seed, faults=faults, timestamps=stamps,
-        load=load,
-    )  # fmt: skip
-    return analyse(simulate(options))
-
-
 @pytest.mark.parametrize(("seed", "host"), [(198, "gpu-056"), (190, "gpu-033")])
 def test_a_slow_host_under_load_with_kernel_stamps_is_named(seed: int, host: str) -> None:
     # kernel stamps at load 0.6: single floors spread by ~0.7 us across leaves, a host
     # 3 us slow raises few of them beyond five spreads, but all of its flows together
     # (bench/precision's misses: these scans exited 0)
-    snap = _sim(seed, "sw", 0.6, (f"host:{host}:slow=3000",))
+    snap = sim_scan(seed, "sw", 0.6, (f"host:{host}:slow=3000",))
     top = snap.suspects[0]
     assert (top.element, top.candidates) == (host, []), [s.element for s in snap.suspects]
     assert "slow: " in top.evidence and snap.verdict == "problems"
@@ -70,7 +62,7 @@ def test_a_slow_host_under_load_with_kernel_stamps_is_named(seed: int, host: str
 def test_a_healthy_fabric_under_load_has_no_slow_suspect(seed: int, stamps: str) -> None:
     # busier hosts' floors stand ~1.4 us up at load 0.6 (highly significant, immaterial);
     # a flow whose probes all met a busy queue has its minimum held up by it
-    snap = _sim(seed, stamps, 0.6)
+    snap = sim_scan(seed, stamps, 0.6)
     assert snap.healthy, (snap.verdict_reasons(), [s.element for s in snap.suspects])
 
 

@@ -90,12 +90,10 @@ class Model:
         n, k, other = self.n[rows], self.k[rows], np.exp(fit.log_success[rows])
         distinct = unique_rows([n, k, other])  # once, not once per chunk of columns
         step = max(1, _CHUNK * 10 // max(len(rows), 1))  # columns at a time: bounded memory
-        parts = [
-            self.subset_flow_ll(rows, grid_log_likelihood(n, k, other, 1 - c, distinct=distinct))[
-                0
-            ].sum(0)
-            for c in np.array_split(candidates, max(1, -(-len(candidates) // step)))
-        ]
+        parts = []
+        for c in np.array_split(candidates, max(1, -(-len(candidates) // step))):
+            grid = grid_log_likelihood(n, k, other, 1 - c, distinct=distinct)
+            parts.append(self.subset_flow_ll(rows, grid)[0].sum(0))
         return np.asarray(plain + np.concatenate(parts), np.float64)
 
     def drop_gain(self, fit: Explanation, e: int, rate: float) -> float:

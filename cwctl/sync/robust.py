@@ -2,7 +2,8 @@
 
 ``MAD_TO_SIGMA`` turns a median absolute deviation into the standard deviation it
 estimates for normal noise (1 / the normal's 75th percentile, 1.4826);
-``median_per_group`` is a vectorised median per group (per pair, per host).
+``median_per_group`` is a vectorised median per group (per pair, per host);
+``weighted_median`` the median of values each counted by a weight.
 """
 
 from __future__ import annotations
@@ -60,3 +61,22 @@ def median_per_group(values: F64, group: IntP, n_groups: int) -> F64:
     mid[over] = lo[over] / 2 + hi[over] / 2
     out[has] = mid
     return out
+
+
+def weighted_median(values: F64, weights: F64) -> float:
+    """The value at which half of the weight lies on either side, NaN where no weight
+    is positive. With equal weights it is ``np.median`` exactly: where the half falls
+    between two values (an even count of them), their mean."""
+    values = np.asarray(values, np.float64)
+    weights = np.asarray(weights, np.float64)
+    keep = (weights > 0) & ~np.isnan(values)
+    if not keep.any():
+        return float("nan")
+    order = np.argsort(values[keep])
+    v, w = values[keep][order], weights[keep][order]
+    cum = np.cumsum(w)
+    half = cum[-1] / 2
+    j = int(np.searchsorted(cum, half))  # the first value with half the weight at or below it
+    if cum[j] == half and j + 1 < len(v):
+        return float((v[j] + v[j + 1]) / 2)
+    return float(v[j])

@@ -6,7 +6,9 @@ the threshold. Two tests then keep only those an operator must act on:
 shift   a queue somewhat busier than the rest shows up in the tail long before it
         matters: a suspect must shift the median excess of its flows, over that of the
         flows crossing no suspect, by ``DELAY_SHIFT_OF_FLOOR`` of the fabric's typical
-        path floor.
+        path floor. Each flow counts by the odds the fit gives that it crossed the
+        suspect (where paths are unknown, a delayed flow may be a link's or a spine's at
+        even odds), and crosses no suspect when those odds sum under a half.
 hot     under load the links' queues differ, and the busiest healthy ones delay their
         probes as often as a congested link does (the simulator at load 0.6 runs healthy
         queues up to 0.9 utilisation: bench/precision #504 named a healthy
@@ -33,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from cwctl.sync.robust import median_per_group
+from cwctl.sync.robust import median_per_group, weighted_median
 from cwctl.telemetry.counts import FlowCounts
 from cwctl.telemetry.evidence import SignalResult
 from cwctl.telemetry.hierarchy import link_spines
@@ -54,8 +56,12 @@ def drop_immaterial_delays(res: SignalResult, counts: FlowCounts) -> None:
         return
     m = res.crossed.tocsc()
     chosen = list(res.fit.rates)
-    crosses = {e: np.asarray(m[:, e].toarray()).ravel() > 0.5 for e in chosen}
-    clean = ~np.any([crosses[e] for e in chosen], axis=0)
+    # each flow counted by how likely it crossed the suspect: where paths are unknown a
+    # delayed flow may be the suspect's as likely as another chosen element's (a link's
+    # alternative beside a spine's, 0.5 each: bench precision #488), and "more likely
+    # than not" would leave the suspect no flow at all
+    crossed = {e: np.asarray(m[:, e].toarray()).ravel() for e in chosen}
+    clean = np.sum([crossed[e] for e in chosen], axis=0) < 0.5
     p50 = counts.excess_p50_ns
     finite = np.isfinite(p50)
     base = float(np.median(p50[clean & finite])) if np.any(clean & finite) else 0.0
@@ -66,8 +72,8 @@ def drop_immaterial_delays(res: SignalResult, counts: FlowCounts) -> None:
     spines = [e for e in chosen if hot.is_spine(e)]
     passed = [e for e in spines if hot.passes(e, held=spines)]
     for e in chosen:
-        sel = crosses[e] & finite
-        shift = float(np.median(p50[sel])) - base if sel.any() else 0.0
+        theirs = weighted_median(p50, np.where(finite, crossed[e], 0.0))
+        shift = theirs - base if np.isfinite(theirs) else 0.0
         material = e in passed if e in spines else hot.passes(e, held=passed)
         if shift < DELAY_SHIFT_OF_FLOOR * counts.floor_ns or not material:
             res.fit.rates.pop(e)

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cwctl.sync.robust
-from cwctl.sync.robust import median_per_group
+from cwctl.sync.robust import median_per_group, weighted_median
 
 TINY = 2.0**-1021  # below this a halving may round: the midpoint is within one subnormal
 
@@ -106,3 +106,33 @@ def test_extremes_nan_and_infinities() -> None:
 def test_nothing_at_all() -> None:
     got = median_per_group(np.zeros(0), np.zeros(0, np.intp), 3)
     assert got.shape == (3,) and np.isnan(got).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.floats(-1e6, 1e6, allow_nan=False), st.integers(0, 4)),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_weighted_median_is_the_median_of_the_values_repeated_by_weight(
+    pairs: list[tuple[float, int]],
+) -> None:
+    values = np.array([v for v, _ in pairs])
+    weights = np.array([w for _, w in pairs], np.float64)
+    got = weighted_median(values, weights)
+    repeated = np.repeat(values, weights.astype(int))
+    if not len(repeated):
+        assert math.isnan(got)
+    else:
+        assert got == np.median(repeated), (got, np.median(repeated))
+
+
+def test_weighted_median_counts_a_half_weight_as_half() -> None:
+    # a flow the suspect crossed at even odds counts half: two such flows as one
+    values = np.array([1.0, 2.0, 10.0, 11.0, 12.0])
+    assert weighted_median(values, np.array([1.0, 1.0, 0.5, 0.5, 0.0])) == 2.0
+    assert weighted_median(values, np.array([0.0, 0.5, 0.5, 0.5, 0.5])) == 10.5
+    assert math.isnan(weighted_median(values, np.zeros(5)))
+    assert math.isnan(weighted_median(np.array([np.nan]), np.ones(1)))

@@ -18,10 +18,12 @@ Printed per model and stamps: precision (hits / suspects), recall (true elements
 outright or in a set / true elements), top-1 (faulty scans whose top suspect is a true
 element named outright), faulty scans that exited 0 (target 0), healthy scans that
 exited 0 (target >= 99 %), and the slow spines named outright among the first
-suspects (as many as the scan's faults: of two faults the other may lead). Each faulty
-scan's records are localised a second time without their path records (discovery off,
-or every trace failed): the true elements in its suspects, outright or in a candidate
-set (target 100 %), and the scans that exited 0 so. Then per fault kind: faults, named
+suspects (as many as the scan's faults: of two faults the other may lead). Each scan's
+records are localised a second time without their path records (discovery off, or every
+trace failed): of faulty scans, the true elements in its suspects, outright or in a
+candidate set (target 100 %), and the scans that exited 0 so; of every scan, the
+suspects holding a true element (precision: a set wide enough to hold anything is no
+answer); of healthy scans, those that exited 0. Then per fault kind: faults, named
 outright among the first suspects with paths, and in the suspects without.
 ``CWCTL_BENCH_PRECISION_FIRST`` (default 0) starts at another scan index: seeds held out
 from the ones thresholds were set on.
@@ -151,15 +153,11 @@ def _synth_scan(i: int, stamps: str, load: float, faults: list[tuple[str, str]])
     return collection
 
 
-def _snapshots(
-    collection: Collection, faulty: bool
-) -> tuple[FabricSnapshot, FabricSnapshot | None]:
-    """The scan's snapshot, and for a faulty scan the same records' without path records
-    (as a scan with discovery off, or all of whose traces failed, reads them)."""
+def _snapshots(collection: Collection) -> tuple[FabricSnapshot, FabricSnapshot]:
+    """The scan's snapshot, and the same records' without path records (as a scan with
+    discovery off, or all of whose traces failed, reads them)."""
     solution = solve(collection.table)
     snap = build_snapshot(collection, solution)
-    if not faulty:
-        return snap, None
     return snap, build_snapshot(replace(collection, paths=PathTable()), solution)
 
 
@@ -180,6 +178,9 @@ class Tally:
     blind_truths: int = 0  # the same faulty scans without path records: true elements...
     blind_in_set: int = 0  # ...named outright or in a candidate set
     blind_exit0: int = 0  # ...and scans exiting 0
+    blind_suspects: int = 0  # every scan without path records: suspects...
+    blind_hits: int = 0  # ...holding a true element (outright or in the set)
+    blind_healthy_exit0: int = 0  # healthy scans without path records exiting 0
     misses: list[str] = field(default_factory=list)
 
     def add(
@@ -187,7 +188,7 @@ class Tally:
         snap: FabricSnapshot,
         faults: list[tuple[str, str]],
         label: str,
-        blind: FabricSnapshot | None = None,
+        blind: FabricSnapshot,
     ) -> None:
         truth = {e for _, e in faults}
         self.scans += 1
@@ -216,14 +217,20 @@ class Tally:
             if what.startswith("spine slow"):
                 self.slow_spines += 1
                 self.slow_top1 += element in first
-        if blind is not None:
-            members = {m for s in blind.suspects for m in s.members}
-            self.blind_truths += len(truth)
-            self.blind_in_set += len(truth & members)
-            self.blind_exit0 += blind.healthy
-            if not truth <= members or blind.healthy:
-                lead = blind.suspects[0].element if blind.suspects else None
+        members = {m for s in blind.suspects for m in s.members}
+        self.blind_suspects += len(blind.suspects)
+        self.blind_hits += sum(bool(truth & set(s.members)) for s in blind.suspects)
+        lead = blind.suspects[0].element if blind.suspects else None
+        if not truth:
+            self.blind_healthy_exit0 += blind.healthy
+            if not blind.healthy:
                 self.misses.append(f"{label} without paths: top {lead}, {blind.verdict}")
+            return
+        self.blind_truths += len(truth)
+        self.blind_in_set += len(truth & members)
+        self.blind_exit0 += blind.healthy
+        if not truth <= members or blind.healthy:
+            self.misses.append(f"{label} without paths: top {lead}, {blind.verdict}")
 
 
 @dataclass
@@ -258,16 +265,15 @@ def main() -> None:
     for i in range(FIRST, FIRST + SCANS):
         model, stamps, load, faults = _draw(i)
         scan = _sim_scan if model == "sim" else _synth_scan
-        snap, blind = _snapshots(scan(i, stamps, load, faults), bool(faults))
+        snap, blind = _snapshots(scan(i, stamps, load, faults))
         label = f"#{i} {model} {stamps} load {load}: {faults or 'healthy'}"
         tallies[(model, stamps)].add(snap, faults, label, blind)
         for what, element in faults:
-            assert blind is not None
             kinds[(model, what)].add(element, snap, len(faults), blind)
     head = (
         f"{'model':<8} {'stamps':<6} {'scans':>5} {'precision':>9} {'recall':>7} "
         f"{'top-1':>7} {'faulty exit 0':>13} {'healthy exit 0':>14} {'slow spine named':>16} "
-        f"{'no paths: in set':>16} {'exit 0':>7}"
+        f"{'no paths: in set':>16} {'exit 0':>7} {'precision':>9} {'healthy exit 0':>14}"
     )
     print(head)
     total = Tally()
@@ -292,7 +298,8 @@ def _line(model: str, stamps: str, t: Tally) -> str:
         f"{_pct(t.recalled, t.truths):>7} {_pct(t.top1, t.faulty):>7} "
         f"{t.faulty_exit0:>7}/{t.faulty:<5} {_pct(t.healthy_exit0, t.healthy):>14} "
         f"{t.slow_top1:>9}/{t.slow_spines:<6} {_pct(t.blind_in_set, t.blind_truths):>16} "
-        f"{t.blind_exit0:>3}/{t.faulty:<3}"
+        f"{t.blind_exit0:>3}/{t.faulty:<3} {_pct(t.blind_hits, t.blind_suspects):>9} "
+        f"{_pct(t.blind_healthy_exit0, t.healthy):>14}"
     )
 
 

@@ -36,13 +36,20 @@ def pid_alive(pid: int) -> bool:
     return state != "Z"
 
 
+def parent(pid: int) -> int | None:
+    """``pid``'s parent, from /proc (None once it is gone)."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return None
+
+
 def descendants(root: int) -> list[int]:
     """Every process below ``root`` (children, their children...), from /proc."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            ppid = parent(int(entry.name))
+            if ppid is not None:
                 children.setdefault(ppid, []).append(int(entry.name))
     out, todo = [], list(children.get(root, []))
     while todo:

@@ -22,7 +22,7 @@ import pytest
 from cwctl.chrony.feeders import FeederSettings
 from cwctl.probe.bootstrap import KILL_AFTER_S, agent_payload, bootstrap_command
 from tests.integration.realsshd import ADDRESSES, Sshd, needs_sshd, sshd
-from tests.integration.sshfleet import cmdline, descendants, pid_alive, wait_gone
+from tests.integration.sshfleet import cmdline, descendants, parent, pid_alive, wait_gone
 
 __all__ = ["sshd"]
 pytestmark = needs_sshd
@@ -35,9 +35,15 @@ def _state(pid: int) -> str:
 
 
 async def _find(sshd: Sshd, needle: str, timeout_s: float = 10.0) -> list[int]:
-    """PIDs under sshd whose command line holds ``needle`` (waiting for them to appear)."""
+    """PIDs under sshd whose command line holds ``needle`` (waiting for them to appear),
+    but for a fork not yet exec'd: a child an agent forks to run a command (the clock
+    watch's ``ctypes.util.find_library`` runs ldconfig) holds its parent's command line
+    until it execs, and on a loaded machine the scan can catch it there (CI stop 31's
+    make test here: two "agents", one gone a moment later)."""
     for _ in range(int(timeout_s / 0.05)):
-        pids = [p for p in descendants(sshd.proc.pid) if needle in cmdline(p)]
+        lines = {p: cmdline(p) for p in descendants(sshd.proc.pid)}
+        pids = [p for p, line in lines.items() if needle in line]
+        pids = [p for p in pids if lines.get(parent(p) or 0) != lines[p]]
         if pids:
             return pids
         await asyncio.sleep(0.05)

@@ -157,9 +157,9 @@ class _Greedy:
             # the floor, whether the gain still rises at the floor decides (a link
             # delaying 10.5 % of its probes, its floor 10 %, gained most at the coarse 7 %
             # and was refused: bench precision #131, #467)
-            near = np.flatnonzero((rate < floor) & (rate * COARSE_STEP >= floor))
-            for level in np.unique(floor[near]):
-                at = near[floor[near] == level]
+            short = np.flatnonzero((rate < floor) & (rate * COARSE_STEP >= floor))
+            for level in np.unique(floor[short]):
+                at = short[floor[short] == level]
                 g = model.gains(fit, cand[at], np.array([level, level * FLOOR_STEP]))
                 rises = g[:, 1] >= g[:, 0]
                 best_gain[at[rises]] = g[rises, 1]
@@ -175,8 +175,8 @@ class _Greedy:
             fit.rates[e] = float(rate[i])
             fit.log_success += model.column(e) * np.log1p(-rate[i])
             _refit(fit, model)
-        # the rates refined before the least-rate test: the grid steps 24 %, and a link
-        # delaying 10.5 % of its probes sat at the grid's 8.7 % (bench precision #131)
+        # the rates refined before the least-rate test: on the grid (steps of 24 %) a rate
+        # of 10.5 % reads 8.7 % or 10.8 %, whichever fits better
         _polish(fit, model)
         if _prune(fit, model, self.min_gain, self.least):
             _polish(fit, model)

@@ -118,7 +118,9 @@ def test_a_link_fault_names_the_job_whose_pairs_cross_it(
     assert (across["name"], across["user"], across["nodes"]) == ("across", "root", 4)
     # 2 x 2 of its 6 pairs are between the leaves, the only ones a spine link carries;
     # which of those cross it is the kernel's hash of the probes' ports (random per run),
-    # seen as loss: the link is down, so a pair with a probed flow across it lost probes
+    # seen as loss: the link is down, so a pair with a probed flow across it lost probes.
+    # Each of those is hit; a pair whose path discovery missed (a loaded machine) counts
+    # by its equal-cost routes, one of which is the link, lost probes or not
     nodes = set(JOBS["across"])
     crossed = {
         frozenset((p["src"], p["dst"]))
@@ -126,7 +128,8 @@ def test_a_link_fault_names_the_job_whose_pairs_cross_it(
         if p["loss"] > 0 and {p["src"], p["dst"]} <= nodes
     }
     assert crossed and all(L.leaf_of(a) != L.leaf_of(b) for a, b in map(sorted, crossed))
-    assert (across["paths_hit"], across["paths"]) == (len(crossed), 6), sorted(map(sorted, crossed))
+    assert across["paths"] == 6
+    assert len(crossed) <= across["paths_hit"] <= 4, sorted(map(sorted, crossed))
     hosts = {h["name"]: h.get("jobs") for h in report["hosts"]}
     assert hosts["gpu-007"] == [jobs["elsewhere"]] and hosts["gpu-001"] == [jobs["across"]]
 

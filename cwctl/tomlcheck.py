@@ -99,6 +99,7 @@ def syntax_problem(label: str, text: str, exc: tomllib.TOMLDecodeError) -> str:
 
 
 MISSING = object()
+MAX_EXACT_INT = 2**53  # past it an integer has no exact float (and past 1e308 none at all)
 
 
 def _is(*types: type) -> Callable[[Any], bool]:
@@ -227,9 +228,12 @@ class TomlChecker:
         value = self._typed(table, f"{where}.{key}", key, _is(int), "an integer")
         if value is MISSING:
             return None
-        if value < lo or (hi is not None and value > hi):
+        if value < lo or value > (MAX_EXACT_INT if hi is None else hi):
             bound = f"between {lo} and {hi}" if hi is not None else f">= {lo}"
-            self.problem(f"{where}.{key}", f"must be {bound}, not {value}")
+            shown = (
+                value if abs(value) <= MAX_EXACT_INT else f"a number of {len(str(value))} digits"
+            )
+            self.problem(f"{where}.{key}", f"must be {bound}, not {shown}")
             return None
         return value
 
@@ -243,6 +247,11 @@ class TomlChecker:
         """A number > 0 (and at most ``hi``, when given)."""
         value = self._typed(table, f"{where}.{key}", key, _is(int, float), "a number")
         if value is MISSING:
+            return None
+        if isinstance(value, int) and abs(value) > MAX_EXACT_INT:  # before any float()
+            digits = len(str(abs(value)))
+            why = f"must be a number below 2**53, not one of {digits} digits"
+            self.problem(f"{where}.{key}", why)
             return None
         if not math.isfinite(value) or value <= 0 or (hi is not None and value > hi):
             bound = "> 0" if hi is None else f"> 0 and at most {hi:g}"

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cwctl import settings
+from cwctl import settings, tomlfile
 from cwctl.inventory.addresses import (
     at,
     check_probe_addresses,
@@ -39,7 +38,7 @@ from cwctl.inventory.model import (
     section_keys,
 )
 from cwctl.settings import BUDGETS
-from cwctl.tomlcheck import TomlChecker, did_you_mean, syntax_problem
+from cwctl.tomlcheck import TomlChecker, did_you_mean
 
 # --- validation -----------------------------------------------------------------------
 
@@ -249,22 +248,13 @@ def _check_hosts(
 
 
 def _read_text(path: Path) -> str:
-    label = str(path)
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InventoryError(
-            [f"{label}: no such file (give -i FILE or set CWCTL_INVENTORY)"]
-        ) from None
-    except IsADirectoryError:
-        raise InventoryError([f"{label}: is a directory, not an inventory file"]) from None
-    except OSError as exc:
-        raise InventoryError([f"{label}: cannot read: {exc.strerror or exc}"]) from None
-    try:
-        return data.decode("utf-8-sig")  # an editor's byte-order mark is not an error
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise InventoryError([f"{label}:{line}: not UTF-8 text (byte {exc.start})"]) from None
+        return tomlfile.read_text(path, "inventory file", tomlfile.INVENTORY_LIMIT)
+    except tomlfile.TomlFileError as exc:
+        problem = exc.problem
+        if problem.endswith(": no such inventory file"):
+            problem = f"{path}: no such file (give -i FILE or set CWCTL_INVENTORY)"
+        raise InventoryError([problem]) from None
 
 
 def _jump(c: TomlChecker, t: Mapping[str, Any]) -> str | None:
@@ -279,28 +269,14 @@ def _jump(c: TomlChecker, t: Mapping[str, Any]) -> str | None:
     return jump
 
 
-def _too_deep_or_too_long(label: str, text: str, exc: Exception) -> str:
-    """The problem of a document tomllib cannot read although it parses: nesting past
-    Python's recursion limit, or an integer of more digits than Python converts."""
-    lines = text.splitlines() or [""]
-    if isinstance(exc, RecursionError):
-        line = max(range(len(lines)), key=lambda i: lines[i].count("[") + lines[i].count("{"))
-        return f"{label}:{line + 1}: TOML syntax error: nested too deep"
-    long_int = re.search(r"\d{4000,}", text)
-    line = text[: long_int.start()].count("\n") + 1 if long_int else 1
-    return f"{label}:{line}: TOML syntax error: an integer of too many digits"
-
-
 def parse_inventory(
     text: str, *, label: str = "inventory", base_dir: Path | None = None
 ) -> Inventory:
     """Validate inventory TOML text; ``label`` names it in problems (usually its path)."""
     try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InventoryError([syntax_problem(label, text, exc)]) from None
-    except (RecursionError, ValueError) as exc:
-        raise InventoryError([_too_deep_or_too_long(label, text, exc)]) from None
+        doc = tomlfile.parse(text, label)
+    except tomlfile.TomlFileError as exc:
+        raise InventoryError([exc.problem]) from None
     c = TomlChecker(label, text)
     c.unknown_keys(doc, "", _TOP_KEYS, _homes(""))
     ssh = _check_ssh(c, doc, base_dir or Path.cwd())

@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from cwctl import tomlfile
 from cwctl.errors import InputError
-from cwctl.tomlcheck import TomlChecker, syntax_problem
+from cwctl.tomlcheck import TomlChecker
 
 # What a suspect may be (a snapshot's suspect kinds, and "gpu": a host whose GPU verdict
 # is fail) and which actions fit each: a reroute goes round a switch, link or NIC; a
@@ -110,9 +110,9 @@ class Policy:
 def parse_policy(text: str, *, label: str = "policy") -> Policy:
     """Validate policy TOML text; ``label`` names it in problems (usually its path)."""
     try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise PolicyError([syntax_problem(label, text, exc)]) from None
+        doc = tomlfile.parse(text, label)
+    except tomlfile.TomlFileError as exc:
+        raise PolicyError([exc.problem]) from None
     c = TomlChecker(label, text)
     c.unknown_keys(doc, "", _TOP_KEYS)
     dry_run = doc.get("dry_run", False)
@@ -173,15 +173,9 @@ def load_policy(path: str | Path) -> Policy:
     """Read and validate a policy file; raise ``PolicyError`` listing every problem."""
     path = Path(path)
     label = str(path)
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except FileNotFoundError:
-        raise PolicyError([f"{label}: no such policy file"]) from None
-    except IsADirectoryError:
-        raise PolicyError([f"{label}: is a directory, not a policy file"]) from None
-    except OSError as exc:
-        raise PolicyError([f"{label}: cannot read: {exc.strerror or exc}"]) from None
-    except UnicodeDecodeError as exc:
-        raise PolicyError([f"{label}: not UTF-8 text (byte {exc.start})"]) from None
+    try:  # a regular file of bounded size only: a FIFO or /dev/zero is refused, not read
+        text = tomlfile.read_text(path, "policy file", tomlfile.POLICY_LIMIT)
+    except tomlfile.TomlFileError as exc:
+        raise PolicyError([exc.problem]) from None
     policy = parse_policy(text, label=label)
     return Policy(**{**policy.__dict__, "path": path})

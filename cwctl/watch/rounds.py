@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from cwctl import tomlfile
 from cwctl.actions.jobs import job_reader
 from cwctl.allocator import trim
 from cwctl.errors import CwctlError
@@ -172,7 +173,7 @@ class Watch:
         if policy is not None and policy.path is not None:
             try:
                 fresh = load_policy(policy.path)
-            except CwctlError as exc:
+            except Exception as exc:  # nothing a reload reads ends the watch
                 self._reload_failed("policy", policy.path, exc)
             else:
                 assert self.decider is not None
@@ -198,7 +199,7 @@ class Watch:
             return
         try:
             load_inventory(path)
-        except CwctlError as exc:
+        except Exception as exc:  # as the policy
             self._reload_failed("inventory", path, exc)
             return
         old = self.session
@@ -209,7 +210,12 @@ class Watch:
             {"event": "reload", "what": "inventory", "path": str(path), "ok": True, "changed": True}
         )
 
-    def _reload_failed(self, what: str, path: Path, exc: CwctlError) -> None:
+    def _reload_failed(self, what: str, path: Path, exc: Exception) -> None:
+        """The old ``what`` kept; a CwctlError says why in its first line, anything else
+        (a bug the loader let through) by its type as well."""
+        error = str(exc).splitlines()[0] if str(exc) else ""
+        if not isinstance(exc, CwctlError):
+            error = f"{type(exc).__name__}: {error}"[:300]
         self.metrics.error("reload")
         self.log(
             {
@@ -217,7 +223,7 @@ class Watch:
                 "what": what,
                 "path": str(path),
                 "ok": False,
-                "error": str(exc).splitlines()[0],
+                "error": error,
                 "kept": f"the {what} loaded before",
             }
         )
@@ -226,12 +232,14 @@ class Watch:
         await self.session.aclose()
 
 
-def _read(path: Path | None) -> bytes | None:
+def _read(path: Path | None) -> str | None:
+    """The inventory's text, to tell whether a reload changed it (None: unreadable, which
+    ``load_inventory`` then says why); bounded as every file the watch reads."""
     if path is None:
         return None
     try:
-        return Path(path).read_bytes()
-    except OSError:
+        return tomlfile.read_text(Path(path), "inventory file", tomlfile.INVENTORY_LIMIT)
+    except tomlfile.TomlFileError:
         return None
 
 

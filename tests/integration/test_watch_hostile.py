@@ -1,0 +1,158 @@
+"""A running ``cwctl watch`` (a real process) sent a real SIGHUP after its policy or
+inventory was made hostile: huge integers, nesting past the recursion limit, a FIFO, a
+link to /dev/zero. Each reload is refused with one line naming the file, the old
+configuration is kept, rounds go on, and SIGTERM still ends it with exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+GUARD_S = 120.0  # a hang guard, not a timing assertion
+
+
+class Watched:
+    """``cwctl watch ARGS`` with its stderr lines read on a thread into a queue."""
+
+    def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cwctl", "watch", *args],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "CWCTL_STATE_DIR": str(tmp_path / "state"), **(env or {})},
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.put(line)
+        self.lines.put("")
+
+    def next_event(self, event: str, **match: Any) -> dict[str, Any]:
+        """The next JSON line with this ``event`` (and these keys), skipping the others."""
+        while True:
+            try:
+                line = self.lines.get(timeout=GUARD_S)
+            except queue.Empty:
+                raise AssertionError(f"no {event!r} line; saw {self.seen[-5:]}") from None
+            if not line:
+                raise AssertionError(f"the watch ended before a {event!r} line: {self.seen[-5:]}")
+            self.seen.append(line)
+            if not line.startswith("{"):
+                continue
+            entry = json.loads(line)
+            if entry.get("event") == event and all(entry.get(k) == v for k, v in match.items()):
+                return entry
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=GUARD_S)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _huge_hold(path: Path) -> str:
+    path.write_text("[act]\nhold_s = 1" + "0" * 400 + "\n")
+    return f"{path}:2: key 'act.hold_s': must be a number below 2**53, not one of 401 digits"
+
+
+def _too_many_digits(path: Path) -> str:
+    path.write_text("[act]\nrounds = 1" + "0" * 5000 + "\n")
+    return f"{path}:2: TOML syntax error: an integer of too many digits"
+
+
+def _too_deep(path: Path) -> str:
+    path.write_text("dry_run = true\nx = " + "[" * 5000 + "]" * 5000 + "\n")
+    return f"{path}:2: TOML syntax error: nested too deep"
+
+
+def _fifo(path: Path) -> str:
+    path.unlink()
+    os.mkfifo(path)
+    return f"{path}: is a FIFO, not a regular file: not read"
+
+
+def _dev_zero(path: Path) -> str:
+    path.unlink()
+    path.symlink_to("/dev/zero")
+    return f"{path}: is a device or socket, not a regular file: not read"
+
+
+@pytest.mark.parametrize("spoil", [_huge_hold, _too_many_digits, _too_deep, _fifo, _dev_zero])
+def test_a_hostile_policy_on_sighup_is_refused_and_the_watch_goes_on(
+    tmp_path: Path, spoil: Any
+) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('dry_run = true\n[[allow]]\nkind = "link"\naction = "reroute"\n')
+    w = Watched(tmp_path, "--sim", "--hosts", "16", "--interval", "0.2", "--policy", str(policy))
+    try:
+        w.next_event("round")
+        says = spoil(policy)
+        w.proc.send_signal(signal.SIGHUP)
+        refused = w.next_event("reload", what="policy")
+        assert refused["ok"] is False and refused["error"] == says
+        after = w.next_event("round")  # the process lives and rounds go on
+        assert after["round"] >= 2
+        rc = w.stop()
+    finally:
+        w.kill()
+    assert rc == 0, "".join(w.seen[-5:])
+    assert not any("Traceback" in line for line in w.seen)
+
+
+def test_a_hostile_inventory_on_sighup_is_refused_and_the_watch_goes_on(tmp_path: Path) -> None:
+    inventory = tmp_path / "inventory.toml"
+    switches = "".join(f'[[switch]]\nname = "spine{i}"\nrole = "spine"\n' for i in (1, 2))
+    switches += "".join(
+        f'[[switch]]\nname = "leaf{i}"\nrole = "leaf"\nuplinks = ["spine1", "spine2"]\n'
+        for i in (1, 2)
+    )
+    hosts = switches + "".join(
+        f'[[host]]\nname = "gpu-{i:03d}"\naddress = "10.0.0.{i}"\nleaf = "leaf{1 + i // 9}"\n'
+        for i in range(1, 17)
+    )
+    inventory.write_text(hosts)
+    w = Watched(tmp_path, "--sim", "-i", str(inventory), "--interval", "0.2")
+    try:
+        w.next_event("round")
+        inventory.write_text("[ssh]\nconnect_timeout = 1" + "0" * 400 + "\n" + hosts)
+        w.proc.send_signal(signal.SIGHUP)
+        refused = w.next_event("reload", what="inventory")
+        assert refused["ok"] is False
+        assert refused["error"] == (
+            f"{inventory}:2: key 'ssh.connect_timeout': must be a number below 2**53, "
+            "not one of 401 digits"
+        )
+        inventory.unlink()
+        os.mkfifo(inventory)
+        w.proc.send_signal(signal.SIGHUP)
+        fifo = w.next_event("reload", what="inventory")
+        assert fifo["error"] == f"{inventory}: is a FIFO, not a regular file: not read"
+        w.next_event("round")
+        rc = w.stop()
+    finally:
+        w.kill()
+    assert rc == 0, "".join(w.seen[-5:])

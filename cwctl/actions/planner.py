@@ -8,8 +8,10 @@ spine ``spine2``               ECMP weight 0 in every leaf  the leaves' ECMP gro
                                                             with --gateway: host routes
 link ``leaf1-spine2``          ECMP weight 0 in every leaf  ``leaf1``'s groups + the other
                                (see ``_link_note``)         leaves' routes towards leaf1
-spine or link, ``--at hosts``  pairs steered in the model  source ports at the hosts
-                                                            (``steer.py``: nftables SNAT)
+spine or link, ``--at hosts``  pairs steered in the model  open flows moved by paired port
+                                                            translation (``moveflows.py``);
+                                                            with --port: new connections
+                                                            by source port (``steer.py``)
 NIC ``gpu-001/mlx5_1``         exclude the NIC              NCCL exclusion on ``gpu-001``
 host ``gpu-001``, access link  drain                        drain through ``[scheduler]``
 leaf ``leaf1``                 refused: its hosts have no other way in (drain them)
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cwctl.actions import k8s, nccl, route, simulated, slurm, steer, switchroute
+from cwctl.actions import k8s, moveflows, nccl, route, simulated, slurm, steer, switchroute
 from cwctl.actions.drainreason import DEFAULT_REASON, suspect_reason, with_suspect
 from cwctl.actions.naming import Element, covering, resolve
 from cwctl.actions.plan import LOCAL, ActionPlan, Step, new_plan_id
@@ -168,7 +170,10 @@ async def _host_steps(
         pairs = steer.model_pairs(model.fabric, suspect)
         plan.steering = {"method": "simulated", "suspect": element.name, "pairs": len(pairs)}
         return simulated.steer_pairs_step(model, pairs, suspect.spine)
-    return await steer.plan_host_steering(target.inventory, suspect, runner, options.steer, plan)
+    fabric, pairs = steer.fabric_pairs(target.inventory, suspect)
+    if options.steer.services or options.steer.roce:
+        return await steer.plan_host_steering(fabric, suspect, pairs, runner, options.steer, plan)
+    return await moveflows.plan_moves(fabric, suspect, pairs, runner, options.steer, plan)
 
 
 def _route_hosts(element: Element, inv: Any) -> list[str]:

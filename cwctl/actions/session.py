@@ -279,7 +279,7 @@ class ActionSession:
         """Is ``plan``'s element avoided now? Host steering on real hosts: its installed
         ports traced again both ways (a scan's probes are not steered); anything else, and
         steering on the simulator: a rescan of the same hosts or model."""
-        if plan.steering.get("pools"):
+        if plan.steering.get("pools") or plan.steering.get("moves"):
             return await verify_steering(plan, self.target.inventory, self.runner)
         return await verify(self.target, plan.element, duration_s=duration_s)
 

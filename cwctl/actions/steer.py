@@ -96,13 +96,13 @@ def table_name(plan_id: str) -> str:
     return "cwctl_steer_" + re.sub(r"[^A-Za-z0-9]", "_", plan_id)
 
 
-def _reads(argv: Sequence[str], sudo: bool) -> tuple[str, ...]:
+def reads(argv: Sequence[str], sudo: bool) -> tuple[str, ...]:
     return (*SUDO, *argv) if sudo else tuple(argv)
 
 
 def trace_argv(python: str, spec: dict[str, Any], sudo: bool) -> tuple[str, ...]:
     source = Path(hosttrace.__file__).read_text()
-    return _reads((python, "-c", source, json.dumps(spec, separators=(",", ":"))), sudo)
+    return reads((python, "-c", source, json.dumps(spec, separators=(",", ":"))), sudo)
 
 
 # --- tracing ------------------------------------------------------------------------------
@@ -270,10 +270,9 @@ def _refuse_small(pools: dict[sp.Key, list[int]], traced: sp.TracedPorts, suspec
         )
 
 
-async def plan_host_steering(
-    inv: Any, suspect: sp.Suspect, runner: Runner, options: SteerOptions, plan: ActionPlan
-) -> list[Step]:
-    """Fill ``plan`` (prior, notes, steering) and return its steps."""
+def fabric_pairs(inv: Any, suspect: sp.Suspect) -> tuple[Fabric, list[tuple[str, str]]]:
+    """The inventory's fabric and the ordered host pairs whose flows may cross the
+    suspect; ``InputError`` where there are none to steer."""
     fabric = Fabric.of(inv)
     if not any(fabric.leaf_of.values()):
         raise InputError(
@@ -285,24 +284,37 @@ async def plan_host_steering(
         raise InputError(
             f"no two hosts on different leaves reach {suspect.spine}: nothing to steer"
         )
-    services = (sp.ROCE,) if options.roce else options.services
-    if not services:
+    return fabric, pairs
+
+
+async def read_prior(runner: Runner, hosts: list[str], sudo: bool, plan: ActionPlan) -> None:
+    """``nft list tables`` on every host a step will change: the plan's prior (read
+    again, and compared, before applying)."""
+    read = reads(LIST_ARGV, sudo)
+    try:
+        seen = await read_on_all(runner, hosts, lambda h: read, "nft tables")
+    except CwctlError as exc:
         raise InputError(
-            "steering at the hosts needs the destination port(s) the workload connects to "
-            "(--port 5201, --port udp:9000): ECMP hashes them, so paths are per port"
-        )
+            f"cannot steer at the hosts (needs nftables and root, or --sudo): {exc}"
+        ) from None
+    for host in hosts:
+        plan.prior[f"nft:{host}"] = {"host": host, "read": list(read), "seen": seen[host]}
+
+
+async def plan_host_steering(
+    fabric: Fabric,
+    suspect: sp.Suspect,
+    pairs: list[tuple[str, str]],
+    runner: Runner,
+    options: SteerOptions,
+    plan: ActionPlan,
+) -> list[Step]:
+    """New connections to the named services (``--port``), or the RoCE sets: fill
+    ``plan`` (prior, notes, steering) and return its steps."""
+    services = (sp.ROCE,) if options.roce else options.services
     keys = [(a, b, s) for a, b in pairs for s in services]
     if not options.roce:
-        senders = sorted({a for a, _ in pairs})
-        read = _reads(LIST_ARGV, options.sudo)
-        try:
-            seen = await read_on_all(runner, senders, lambda h: read, "nft tables")
-        except CwctlError as exc:
-            raise InputError(
-                f"cannot steer at the hosts (needs nftables and root, or --sudo): {exc}"
-            ) from None
-        for host in senders:
-            plan.prior[f"nft:{host}"] = {"host": host, "read": list(read), "seen": seen[host]}
+        await read_prior(runner, sorted({a for a, _ in pairs}), options.sudo, plan)
     pools, traced = await find_pools(
         runner, fabric, keys, suspect, options.pool, reply=not options.roce, sudo=options.sudo
     )
@@ -377,6 +389,9 @@ async def verify_steering(plan: ActionPlan, inv: Any, runner: Runner) -> SteerVe
     for entry in plan.steering.get("pools", []):
         key = (entry["host"], entry["peer"], sp.Service(entry["proto"], int(entry["dport"])))
         wanted[key] = [int(p) for p in entry["ports"]]
+    for move in plan.steering.get("moves", []):  # moved flows: their wire ports
+        key = (move["host"], move["peer"], sp.Service(move["proto"], int(move["dport"])))
+        wanted.setdefault(key, []).append(int(move["wire"]))
     traced = sp.TracedPorts()
     await trace_ports(runner, fabric, wanted, traced, reply=True, sudo=sudo)
     for _ in range(MAX_ROUNDS - 1):  # unanswered (an ICMP rate limit): asked again

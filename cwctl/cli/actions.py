@@ -119,8 +119,9 @@ def reroute(
         typer.Option(
             "--at",
             metavar="auto|hosts",
-            help="auto (switches, NCCL, routes, drain) or hosts: steer new connections "
-            "by source port at the hosts (nftables).",
+            help="auto (switches, NCCL, routes, drain) or hosts: move the flows open "
+            "between the hosts, established ones included, to healthy wire ports (nftables; "
+            "with --port: new connections to that port, by source port).",
         ),
     ] = At.auto,
     port: Annotated[
@@ -128,8 +129,8 @@ def reroute(
         typer.Option(
             "--port",
             metavar="[PROTO:]PORT",
-            help="--at hosts: a destination port the workload connects to (5201, "
-            "udp:9000; repeatable).",
+            help="--at hosts: steer new connections to this destination port (5201, "
+            "udp:9000; repeatable) instead of moving the flows open now.",
         ),
     ] = None,
     pool: Annotated[

@@ -179,10 +179,15 @@ def _plan() -> ActionPlan:
 SPINE2 = sp.Suspect("spine2", "spine2")
 
 
+async def plan_steering(inv: Inventory, runner: Fabric, options: steer.SteerOptions, plan):
+    fabric, pairs = steer.fabric_pairs(inv, SPINE2)
+    return await steer.plan_host_steering(fabric, SPINE2, pairs, runner, options, plan)
+
+
 async def test_plan_installs_only_ports_whose_both_ways_avoid_the_spine() -> None:
     runner, plan = Fabric(), _plan()
     options = steer.SteerOptions(services=(sp.Service("tcp", 5201),), pool=8)
-    steps = await steer.plan_host_steering(_inventory(), SPINE2, runner, options, plan)
+    steps = await plan_steering(_inventory(), runner, options, plan)
     assert [s.host for s in steps] == ["a1", "b1"]
     for entry in plan.steering["pools"]:
         assert len(entry["ports"]) == 8
@@ -195,7 +200,7 @@ async def test_plan_installs_only_ports_whose_both_ways_avoid_the_spine() -> Non
 async def test_roce_sets_are_forward_only_and_plan_no_step() -> None:
     plan = _plan()
     options = steer.SteerOptions(roce=True, pool=5)
-    steps = await steer.plan_host_steering(_inventory(), SPINE2, Fabric(), options, plan)
+    steps = await plan_steering(_inventory(), Fabric(), options, plan)
     assert steps == [] and not plan.prior
     sets = plan.steering["roce"]
     assert {(e["host"], e["peer"], e["dport"]) for e in sets} == {
@@ -207,10 +212,11 @@ async def test_roce_sets_are_forward_only_and_plan_no_step() -> None:
 
 async def test_refusals_are_one_line() -> None:
     inv, tcp = _inventory(), steer.SteerOptions(services=(sp.Service("tcp", 5201),))
-    with pytest.raises(InputError, match="needs the destination port"):
-        await steer.plan_host_steering(inv, SPINE2, Fabric(), steer.SteerOptions(), _plan())
+    with pytest.raises(InputError, match="no two hosts on different leaves"):
+        lone = Inventory(hosts=inv.hosts[:1], switches=inv.switches)
+        steer.fabric_pairs(lone, SPINE2)
     with pytest.raises(InputError, match="needs nftables and root"):
-        await steer.plan_host_steering(inv, SPINE2, Fabric(nft=False), tcp, _plan())
+        await plan_steering(inv, Fabric(nft=False), tcp, _plan())
     with pytest.raises(CwctlError, match="too few healthy source ports") as caught:
-        await steer.plan_host_steering(inv, SPINE2, Fabric(all_on="spine2"), tcp, _plan())
+        await plan_steering(inv, Fabric(all_on="spine2"), tcp, _plan())
     assert caught.value.exit_code == EXIT_PROBLEMS and "\n" not in str(caught.value)

@@ -1,0 +1,295 @@
+"""Move running flows off a suspect at the hosts: paired stateless port translation.
+
+``cwctl reroute ELEMENT --at hosts`` with no ``--port``: the flows the hosts' socket
+tables show between pairs whose paths may cross ELEMENT (``flowtable.py``), established
+ones included, are moved to wire ports whose 5-tuple hashes onto a healthy path both
+ways. For a flow ``A:p -> B:P`` given the wire port ``p'`` (REAL-PARTS.md, "Moving an
+established TCP connection"):
+
+    A egress   ip daddr B, sport p,  dport P   -> sport p'     (rewrite)
+    B ingress  ip saddr A, sport p', dport P   -> sport p      (restore)
+    B egress   ip daddr A, sport P,  dport p   -> dport p'     (rewrite)
+    A ingress  ip saddr B, sport P,  dport p'  -> dport p      (restore)
+
+Both sockets keep seeing ``p``; the wire carries ``p'``. The chains hook ``netdev``
+ingress and egress of the host's fabric interface, below conntrack, so no connection
+tracking entry is made or changed. Each host gets two tables of its own, each an nft map
+keyed on (address . source port . destination port), one rule per map, not one rule per
+flow: ``<table>_in`` (restoring, ingress) and ``<table>_out`` (rewriting, egress).
+
+Order is the whole trick. The plan installs every host's restoring table before any
+rewriting one: a packet carrying ``p'`` never reaches a host that cannot translate it
+back (the other order made the receiver answer with a reset). Rollback runs the steps
+last first, so rewriting tables go before restoring ones. A kill at any point leaves a
+prefix of that order in place, which carries every flow correctly; ``cwctl rollback``
+(and a restarted ``watch``) takes the rest away. Each undo is ``add table; delete
+table`` in one transaction, so ``nft list ruleset`` reads as before, byte for byte.
+
+Flows whose current port already avoids the suspect both ways (traced, as any port is)
+stay where they are. New connections to the services seen are covered by the SYN rule
+of ``steer.py``, on healthy ports that no moved flow uses.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cwctl.actions import steer
+from cwctl.actions import steerports as sp
+from cwctl.actions.flowtable import (
+    ADDRESSES_ARGV,
+    SOCKETS_ARGV,
+    Flow,
+    find_flows,
+    parse_devices,
+    parse_sockets,
+)
+from cwctl.actions.plan import ActionPlan, Step
+from cwctl.actions.runners import Runner, read_on_all
+from cwctl.errors import EXIT_PROBLEMS, CwctlError
+
+METHOD = "nftables netdev paired port translation (established flows) + snat (new ones)"
+RESTORE_PRIORITY = -300  # before anything else on ingress: the socket must see its port
+REWRITE_PRIORITY = 300  # after anything else on egress
+_MAP_TYPE = "type ipv4_addr . inet_service . inet_service : inet_service ;"
+# one nft command line per step: an element is ~40 bytes, MAX_ARG_STRLEN is 128 KiB
+MAX_MOVES_PER_HOST = 2500
+
+
+@dataclass(frozen=True)
+class Move:
+    flow: Flow
+    wire: int
+
+    def to_json(self) -> dict[str, Any]:
+        f = self.flow
+        return {"host": f.host, "port": f.port, "peer": f.peer, "proto": f.proto,
+                "dport": f.peer_port, "wire": self.wire}  # fmt: skip
+
+
+# Per host and hook: map name -> entries (address, sport, dport, new port)
+Maps = dict[str, list[tuple[str, int, int, int]]]
+
+
+def host_maps(moves: Sequence[Move], address: dict[str, str]) -> dict[str, dict[str, Maps]]:
+    """host -> {"in": maps, "out": maps}: what each host translates, by hook."""
+    out: dict[str, dict[str, Maps]] = defaultdict(lambda: {"in": {}, "out": {}})
+    for m in moves:
+        f, a, b = m.flow, address[m.flow.host], address[m.flow.peer]
+        client, server = out[f.host], out[f.peer]
+        client["out"].setdefault(f"sport_{f.proto}", []).append((b, f.port, f.peer_port, m.wire))
+        server["in"].setdefault(f"sport_{f.proto}", []).append((a, m.wire, f.peer_port, f.port))
+        server["out"].setdefault(f"dport_{f.proto}", []).append((a, f.peer_port, f.port, m.wire))
+        client["in"].setdefault(f"dport_{f.proto}", []).append((b, f.peer_port, m.wire, f.port))
+    return dict(out)
+
+
+def chain_script(table: str, hook: str, device: str, maps: Maps) -> str:
+    """One nft transaction: a netdev table, its chain on ``hook`` of ``device``, and per
+    map the map, its elements and the rule that sets the port from it."""
+    chain, priority = ("in", RESTORE_PRIORITY) if hook == "ingress" else ("out", REWRITE_PRIORITY)
+    addr = "ip saddr" if hook == "ingress" else "ip daddr"
+    out = [
+        f"add table netdev {table}",
+        f'add chain netdev {table} {chain} {{ type filter hook {hook} device "{device}" '
+        f"priority {priority} ; policy accept ; }}",
+    ]
+    for name, entries in sorted(maps.items()):
+        field, proto = name.split("_")
+        elements = ", ".join(f"{ad} . {s} . {d} : {new}" for ad, s, d, new in entries)
+        out.append(f"add map netdev {table} {name} {{ {_MAP_TYPE} }}")
+        out.append(f"add element netdev {table} {name} {{ {elements} }}")
+        out.append(
+            f"add rule netdev {table} {chain} {proto} {field} set "
+            f"{addr} . {proto} sport . {proto} dport map @{name} counter"
+        )
+    return " ; ".join(out)
+
+
+def move_steps(
+    moves: Sequence[Move], address: dict[str, str], device: dict[str, str], table: str
+) -> list[Step]:
+    """Every host's restoring table, then every host's rewriting table."""
+    per_host = host_maps(moves, address)
+    steps: list[Step] = []
+    for hook, suffix, what in (("ingress", "in", "restores"), ("egress", "out", "rewrites")):
+        name = f"{table}_{suffix}"
+        for host, maps in sorted(per_host.items()):
+            n = sum(len(e) for e in maps[suffix].values())
+            if not n:
+                continue
+            steps.append(
+                Step(
+                    host=host,
+                    description=(
+                        f"{host}: {what} the wire ports of {n} moved flow end(s) on "
+                        f"{device[host]} {hook} (nft netdev table {name})"
+                    ),
+                    argv=("nft", chain_script(name, hook, device[host], maps[suffix])),
+                    undo_argv=("nft", f"add table netdev {name} ; delete table netdev {name}"),
+                    undo_description=f"{host}: delete nft netdev table {name}",
+                )
+            )
+    return steps
+
+
+@dataclass
+class Seen:
+    """What planning read off the hosts."""
+
+    flows: list[Flow]
+    devices: dict[str, str]  # host -> its fabric interface
+    used: dict[str, set[int]]  # host -> local ports its sockets hold
+
+
+async def read_flows(
+    runner: Runner, fabric: steer.Fabric, pairs: list[tuple[str, str]], sudo: bool
+) -> Seen:
+    hosts = sorted({h for pair in pairs for h in pair})
+    reads = steer.reads
+    tables = await read_on_all(runner, hosts, lambda h: reads(SOCKETS_ARGV, sudo), "socket tables")
+    addrs = await read_on_all(runner, hosts, lambda h: reads(ADDRESSES_ARGV, sudo), "addresses")
+    devices = {}
+    for host in hosts:
+        dev = parse_devices(addrs[host]).get(fabric.address[host])
+        if dev is None:
+            raise CwctlError(
+                f"{host}: no interface holds its fabric address {fabric.address[host]} "
+                "(ip -o -4 addr show)",
+                exit_code=EXIT_PROBLEMS,
+            )
+        devices[host] = dev
+    used = {h: {s.local[1] for s in parse_sockets(tables[h])} for h in hosts}
+    return Seen(find_flows(tables, fabric.address, pairs), devices, used)
+
+
+async def plan_moves(
+    fabric: steer.Fabric,
+    suspect: sp.Suspect,
+    pairs: list[tuple[str, str]],
+    runner: Runner,
+    options: steer.SteerOptions,
+    plan: ActionPlan,
+) -> list[Step]:
+    """Fill ``plan`` and return its steps: the flows that may cross the suspect moved,
+    then new connections to the same services steered."""
+    seen = await read_flows(runner, fabric, pairs, options.sudo)
+    if not seen.flows:
+        raise CwctlError(
+            f"no TCP or UDP flow between hosts whose paths may cross {suspect.name} is open "
+            "(socket tables read on "
+            f"{len(seen.devices)} host(s)); to steer connections yet to open, name their "
+            "port (--port)",
+            exit_code=EXIT_PROBLEMS,
+        )
+    current: dict[sp.Key, list[int]] = defaultdict(list)
+    for f in seen.flows:
+        current[f.key].append(f.port)
+    traced = sp.TracedPorts()
+    await steer.trace_ports(runner, fabric, current, traced, reply=True, sudo=options.sudo)
+    crossing = [
+        f
+        for f in seen.flows
+        if f.port not in sp.healthy(traced, f.key, suspect)  # crosses it, or unknown
+    ]
+    need: dict[sp.Key, int] = defaultdict(int)
+    for f in crossing:
+        need[f.key] += 1
+    keys = sorted({f.key for f in seen.flows})
+    wanted = {k: need.get(k, 0) + options.pool for k in keys}
+    pools, candidates = await find_pools(runner, fabric, wanted, suspect, seen.used, options.sudo)
+    moves = _assign(crossing, pools)
+    _check_room(moves, fabric)
+    table = steer.table_name(plan.id)
+    syn_pools = {k: p for k, p in pools.items() if len(p) >= sp.MIN_PORTS}
+    hosts = sorted(
+        {h for m in moves for h in (m.flow.host, m.flow.peer)} | {k[0] for k in syn_pools}
+    )
+    await steer.read_prior(runner, hosts, options.sudo, plan)
+    plan.steering = {
+        "method": METHOD,
+        "suspect": suspect.name,
+        "spine": suspect.spine,
+        "table": table,
+        "flows": len(seen.flows),
+        "kept": len(seen.flows) - len(moves),
+        "moves": [m.to_json() for m in moves],
+        "pools": [
+            {"host": a, "peer": b, "proto": s.proto, "dport": s.port, "ports": ports,
+             "traced": candidates.traced((a, b, s))}
+            for (a, b, s), ports in sorted(syn_pools.items())
+        ],
+    }  # fmt: skip
+    plan.notes.append(
+        f"{len(seen.flows)} open flow(s) between pairs that may cross {suspect.name}: "
+        f"{len(moves)} move to healthy wire ports, {len(seen.flows) - len(moves)} already "
+        "avoid it both ways"
+    )
+    plan.notes += [f"move {m.flow} via wire port {m.wire}" for m in moves[: steer.SHOWN_PAIRS]]
+    if len(moves) > steer.SHOWN_PAIRS:
+        plan.notes.append(f"... and {len(moves) - steer.SHOWN_PAIRS} more: --format json lists all")
+    short = sorted(k for k in keys if k not in syn_pools)
+    if short:
+        plan.notes.append(
+            f"{len(short)} service(s) keep no pool for new connections (fewer than "
+            f"{sp.MIN_PORTS} healthy ports left): new connections there are not steered"
+        )
+    steps = move_steps(moves, fabric.address, seen.devices, table)
+    return steps + steer.steer_steps(fabric, table, syn_pools)
+
+
+async def find_pools(
+    runner: Runner,
+    fabric: steer.Fabric,
+    wanted: dict[sp.Key, int],
+    suspect: sp.Suspect,
+    used: dict[str, set[int]],
+    sudo: bool,
+) -> tuple[dict[sp.Key, list[int]], sp.TracedPorts]:
+    """Per key, up to ``wanted[key]`` healthy candidate ports that no socket of the
+    sender holds; refused (exit 3) where a key cannot get the ports its moves need."""
+    by_size: dict[int, list[sp.Key]] = defaultdict(list)
+    for key, n in wanted.items():
+        by_size[n].append(key)
+    pools: dict[sp.Key, list[int]] = {}
+    traced = sp.TracedPorts()
+    for n, keys in by_size.items():
+        found, t = await steer.find_pools(runner, fabric, keys, suspect, n, sudo=sudo)
+        for key in keys:
+            pools[key] = [p for p in found[key] if p not in used.get(key[0], set())]
+            traced.forward[key], traced.reverse[key] = t.forward[key], t.reverse[key]
+    return pools, traced
+
+
+def _assign(crossing: list[Flow], pools: dict[sp.Key, list[int]]) -> list[Move]:
+    """Each crossing flow the next healthy port of its key's pool, taken out of the pool
+    (what stays serves new connections)."""
+    moves, short = [], []
+    for f in crossing:
+        pool = pools[f.key]
+        if not pool:
+            short.append(str(f))
+            continue
+        moves.append(Move(f, pool.pop(0)))
+    if short:
+        raise CwctlError(
+            f"no healthy wire port left for {len(short)} flow(s): " + "; ".join(short[:4]),
+            exit_code=EXIT_PROBLEMS,
+        )
+    return moves
+
+
+def _check_room(moves: list[Move], fabric: steer.Fabric) -> None:
+    count: dict[str, int] = defaultdict(int)
+    for m in moves:
+        count[m.flow.host] += 1
+        count[m.flow.peer] += 1
+    over = [f"{h} ({n})" for h, n in sorted(count.items()) if n > MAX_MOVES_PER_HOST]
+    if over:
+        raise CwctlError(
+            f"more than {MAX_MOVES_PER_HOST} flows to move on one host: {', '.join(over[:4])}",
+            exit_code=EXIT_PROBLEMS,
+        )

@@ -90,6 +90,10 @@ SSH_PYTHON: Final = "python3"
 TUI_INTERVAL_S: Final = 1.0  # pause between two scans
 
 # --- cwctl watch (docs/watch.md) ----------------------------------------------------------
+# /metrics' port in the docs and examples: Prometheus' exporter range 9100-9999 is full
+# (9108, used before, is the graphite exporter's), and this machine's /etc/services
+# names nothing at 19108
+WATCH_PORT: Final = 19108
 WATCH_INTERVAL_S: Final = 30.0  # from the start of one round to the start of the next
 
 # --- cwctl sync: feeding chronyd (docs/sync.md, "Feeding chronyd") ----------------------

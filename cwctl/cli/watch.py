@@ -38,7 +38,11 @@ def watch(
     ] = None,
     listen: Annotated[
         str | None,
-        typer.Option("--listen", metavar="ADDR:PORT", help="Serve Prometheus /metrics here."),
+        typer.Option(
+            "--listen",
+            metavar="ADDR:PORT",
+            help="Serve Prometheus /metrics here (:PORT is loopback; 0.0.0.0:PORT every address).",
+        ),
     ] = None,
     textfile: Annotated[
         Path | None,
@@ -65,7 +69,7 @@ def watch(
     --policy) reroute or drain round persistent suspects, restoring them when clean.
     Decisions go to stderr as JSON lines. SIGHUP reloads the inventory and the policy.
 
-    Example: cwctl watch --sim --listen 127.0.0.1:9108 --policy docs/watch-policy.example.toml
+    Example: cwctl watch --sim --listen :19108 --policy docs/watch-policy.example.toml
     """
 
     def body() -> int:
@@ -74,7 +78,7 @@ def watch(
         # one round answers alone (quick, as scan); the loop watches (watch)
         request = build_request(flags, COMMAND_BUDGETS["watch-once" if once else "watch"])
         out = check_output(textfile, "--textfile") if textfile is not None else None
-        from cwctl.watch.metrics import parse_listen
+        from cwctl.watch.httpd import parse_listen
         from cwctl.watch.policy import load_policy
 
         if listen is not None:

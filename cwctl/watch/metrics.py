@@ -16,7 +16,7 @@ by the fabric), then the scan's health and the decisions' counts:
 ``cwctl_watch_acted_on{element,action}``           1 per element an action now steers round
 ``cwctl_watch_policy_dry_run``                     1 dry run, 0 acting, absent: no policy
 
-Served at ``/metrics`` by ``serve`` (``prometheus_client.start_http_server``, in a thread)
+Served at ``/metrics`` by ``serve`` (``httpd``: a capped, time-limited server, in a thread)
 and written atomically for node_exporter's textfile collector by ``write_textfile``.
 Labels are bounded: verbs, codes, kinds, outcomes are fixed words; elements only those
 acted on.
@@ -28,16 +28,16 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-from prometheus_client import start_http_server, write_to_textfile
+from prometheus_client import write_to_textfile
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from cwctl.errors import InputError
 from cwctl.report.prom import SnapshotCollector
 from cwctl.snapshot import FabricSnapshot
+from cwctl.watch import httpd
 from cwctl.watch.decide import Decision
+from cwctl.watch.httpd import MetricsServer
 
 SUSPECT_KINDS = ("switch", "link", "nic", "host", "gpu")
 
@@ -193,23 +193,9 @@ def registry_of(metrics: WatchMetrics) -> CollectorRegistry:
     return registry
 
 
-def parse_listen(text: str) -> tuple[str, int]:
-    """``ADDR:PORT`` (``[::1]:9108`` for IPv6; ``:9108`` is every address)."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise InputError(f"--listen {text!r}: give ADDR:PORT, e.g. 127.0.0.1:9108")
-    host = host.strip("[]") or "0.0.0.0"
-    return host, int(port)
-
-
-def serve(metrics: WatchMetrics, listen: str) -> Any:
-    """Serve ``/metrics`` at ``listen`` in a daemon thread; the server (``shutdown()``)."""
-    host, port = parse_listen(listen)
-    try:
-        server, _thread = start_http_server(port, addr=host, registry=registry_of(metrics))
-    except OSError as exc:
-        raise InputError(f"--listen {listen}: cannot listen there: {exc.strerror or exc}") from None
-    return server
+def serve(metrics: WatchMetrics, listen: str) -> MetricsServer:
+    """Serve ``/metrics`` at ``listen`` (``httpd``: bounded, loopback by default)."""
+    return httpd.serve(registry_of(metrics), listen)
 
 
 def write_textfile(metrics: WatchMetrics, path: Path) -> None:

@@ -74,7 +74,7 @@ async def _main(
         "interval_s": options.interval_s,
         "policy": str(policy.path) if policy is not None and policy.path else None,
         "dry_run": policy.dry_run if policy is not None else None,
-        "listen": options.listen,
+        "listen": server.address if server is not None else None,  # as bound: port 0 picks one
     }
     log(started)
     healthy = True

@@ -6,13 +6,17 @@ configuration is kept, rounds go on, and SIGTERM still ends it with exit 0.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +160,66 @@ def test_a_hostile_inventory_on_sighup_is_refused_and_the_watch_goes_on(tmp_path
     finally:
         w.kill()
     assert rc == 0, "".join(w.seen[-5:])
+
+
+def test_held_connections_to_metrics_never_starve_the_scans(tmp_path: Path) -> None:
+    """300 connections that send half a request line and hold on, against a watch of 4
+    real --local agents under ``ulimit -n 256``: every round still reaches every host,
+    and once the flood is gone /metrics answers (and only /metrics)."""
+    argv = [sys.executable, "-m", "cwctl", "watch", "--local", "4", "--duration", "0.5"]
+    argv += ["--interval", "0", "--listen", "127.0.0.1:0"]
+    command = "ulimit -n 256 && exec " + " ".join(argv)
+    w = Watched.__new__(Watched)
+    w.proc = subprocess.Popen(
+        ["bash", "-c", command],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "CWCTL_STATE_DIR": str(tmp_path / "state")},
+    )
+    w.lines, w.seen = queue.Queue(), []
+    threading.Thread(target=w._pump, daemon=True).start()
+    held: list[socket.socket] = []
+    try:
+        start = w.next_event("start")
+        host, _, port = start["listen"].rpartition(":")
+        assert host == "127.0.0.1" and int(port) > 0  # the port it picked, named
+        w.next_event("round")
+        for _ in range(300):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex((host, int(port)))
+            held.append(s)
+        for s in held:
+            with contextlib.suppress(OSError):
+                s.send(b"GET /metr")
+        rounds = [w.next_event("round") for _ in range(3)]
+        assert [r["reached"] for r in rounds] == [4, 4, 4], rounds
+        for s in held:
+            s.close()
+        held.clear()
+        body = _get(f"http://{host}:{port}/metrics")
+        assert "cwctl_watch_rounds_total" in body
+        with pytest.raises(urllib.error.HTTPError) as not_found:
+            _get(f"http://{host}:{port}/")
+        assert not_found.value.code == 404
+        rc = w.stop()
+    finally:
+        for s in held:
+            s.close()
+        w.kill()
+    assert rc == 0, "".join(w.seen[-5:])
+
+
+def _get(url: str) -> str:
+    """A scrape; a refused or cut connection (the cap, a deadline) is tried again."""
+    for _ in range(50):
+        try:
+            with urllib.request.urlopen(url, timeout=GUARD_S) as reply:
+                return str(reply.read().decode())
+        except urllib.error.HTTPError:
+            raise
+        except (urllib.error.URLError, ConnectionError):
+            threading.Event().wait(0.2)
+    raise AssertionError(f"{url}: no answer in 50 tries")

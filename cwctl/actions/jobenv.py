@@ -20,7 +20,9 @@ environment).
 
 from __future__ import annotations
 
+import re
 import shlex
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,16 +48,37 @@ class JobEnv:
     notes: list[str] = field(default_factory=list)
 
     def shell(self, header: str) -> str:
-        """POSIX shell: ``export K=V`` lines (for ``eval`` or a Slurm TaskProlog) after
-        ``#`` comments that say where each came from."""
-        lines = [f"# {header}", *(f"# {n}" for n in self.notes)]
+        """POSIX shell for ``eval``: ``export K='V'`` lines after ``#`` comments that say
+        where each came from. A comment holds no line break or other control character
+        (journalled names are text from elsewhere: a newline would end the comment and
+        run the rest under ``eval``)."""
+        lines = [f"# {_printable(header)}", *(f"# {_printable(n)}" for n in self.notes)]
         lines += [f"export {k}={shlex.quote(v)}" for k, v in self.variables.items()]
         if not self.variables:
             lines.append("# nothing to set: no NIC of these hosts is excluded")
         return "\n".join(lines) + "\n"
 
+    def taskprolog(self) -> str:
+        """Slurm's TaskProlog protocol: ``export NAME=value`` lines only, the value taken
+        literally by slurmstepd (quotes would become part of it), so each must be plain:
+        NCCL's grammar and interface names, nothing a line or a shell could split."""
+        for k, v in self.variables.items():
+            if not _PLAIN.match(v):
+                raise InputError(f"{k}={v!r}: not plain enough for a TaskProlog line")
+        return "".join(f"export {k}={v}\n" for k, v in self.variables.items())
+
     def to_json(self) -> dict[str, Any]:
         return {"hosts": self.hosts, "env": self.variables, "notes": self.notes}
+
+
+_PLAIN = re.compile(r"^[A-Za-z0-9_.,:=^+/@-]*$")  # NCCL_IB_HCA=^=mlx5_1:1,mlx5_3
+
+
+def _printable(text: str) -> str:
+    """``text`` with every control character and line separator as ``?``."""
+    return "".join(
+        "?" if unicodedata.category(c) in ("Cc", "Zl", "Zp") or c == "\x85" else c for c in text
+    )
 
 
 def _same_fabric(context: Mapping[str, Any], fabric: Mapping[str, Any]) -> bool:

@@ -16,7 +16,9 @@ What the lines mean (a write-ahead log of each action: intent, step outcomes, en
 Trust: the journal and the lock are read only when they (and the directory) belong to
 the user running cwctl and are not writable by group or others; rollback runs the
 commands a journal stores, so a journal someone else could write is refused (exit 2).
-Both are opened with ``O_NOFOLLOW``: a symlink in their place is refused too.
+Both are opened with ``O_NOFOLLOW``: a symlink in their place is refused too. A reader
+that runs none of its commands (``Journal(shared=True)``: job-env in a job's TaskProlog)
+may read the operator's journal: only its owner may write it and the directory.
 
 ``ActionLock`` serialises actions: one apply or rollback at a time per state directory.
 """
@@ -109,6 +111,49 @@ def open_checked(path: Path, flags: int, what: str) -> int:
     return fd
 
 
+def open_shared(path: Path, what: str) -> int:
+    """``path`` opened for a reader that runs none of the commands it holds (job-env, as
+    a job's user in a Slurm TaskProlog): the state directory and the file may belong to
+    another user (the operator), but neither may be writable by group or others, so only
+    its owner can have written it; a symlink in the file's place is refused."""
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise InputError(
+            f"cannot read the {what} {path}: {path.parent}: {exc.strerror} "
+            "(its owner may chmod 0711 the directory and 0644 the file)"
+        ) from None
+    try:
+        _not_writable_by_others(dir_fd, path.parent, "state directory")
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        fd = os.open(path.name, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError(f"refusing the {what} {path}: it is a symlink") from None
+        raise InputError(
+            f"cannot read the {what} {path}: {exc.strerror} (its owner may chmod 0644 it)"
+        ) from None
+    finally:
+        os.close(dir_fd)
+    try:
+        _not_writable_by_others(fd, path, what)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _not_writable_by_others(fd: int, path: Path, what: str) -> None:
+    st = os.fstat(fd)
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        raise InputError(f"refusing the {what} {path}: not a regular file")
+    if st.st_mode & 0o022:
+        raise InputError(
+            f"refusing the {what} {path}: writable by group or others "
+            f"(mode {stat.S_IMODE(st.st_mode):04o})"
+        )
+
+
 def _failpoint() -> None:
     """Testing failpoint (as etcd's gofail): ``CWCTL_FAILPOINT=journal:N`` stops this
     process with SIGSTOP just before its Nth journal append, so a test can kill it there."""
@@ -141,13 +186,17 @@ def _reserve_blocks(fd: int, offset: int, nbytes: int) -> None:
 
 
 class Journal:
-    def __init__(self, directory: Path | None = None) -> None:
+    def __init__(self, directory: Path | None = None, *, shared: bool = False) -> None:
+        """``shared``: read only, and from a journal of another user (``open_shared``)."""
         self.directory = directory or state_dir()
         self.path = self.directory / JOURNAL_FILE
+        self.shared = shared
 
     def append(self, entry: dict[str, Any], *, sync_dir: bool = False) -> None:
         """Append ``entry`` as one line, durably (``fsync``; with ``sync_dir`` the
         directory too, so a newly created journal survives a crash)."""
+        if self.shared:
+            raise CwctlError(f"the journal {self.path} was opened to be read only")
         _failpoint()
         entry = {"schema": JOURNAL_SCHEMA, **entry}
         line = (json.dumps(entry, sort_keys=True, separators=(",", ":")) + "\n").encode()
@@ -203,9 +252,20 @@ class Journal:
 
     def read(self) -> JournalRead:
         out = JournalRead()
-        if not self.path.exists() and not self.path.is_symlink():
+        if self.shared:
+            try:
+                fd = open_shared(self.path, "journal")
+            except InputError:  # nothing journalled yet is no action; a directory this
+                # user cannot search is said, never taken for "no action"
+                if not os.path.lexists(self.directory):
+                    return out
+                if os.access(self.directory, os.X_OK) and not os.path.lexists(self.path):
+                    return out
+                raise
+        elif not self.path.exists() and not self.path.is_symlink():
             return out
-        fd = open_checked(self.path, os.O_RDONLY, "journal")
+        else:
+            fd = open_checked(self.path, os.O_RDONLY, "journal")
         with os.fdopen(fd, "rb") as f:
             fcntl.flock(f.fileno(), fcntl.LOCK_SH)
             data = f.read()

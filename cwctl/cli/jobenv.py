@@ -13,6 +13,7 @@ from cwctl.cli.options import SIM_SHAPE, SourceFlags, build_request, source_flag
 
 class EnvFormat(StrEnum):
     sh = "sh"
+    taskprolog = "taskprolog"
     json = "json"
 
 
@@ -34,13 +35,17 @@ def job_env(
     ] = None,
     fmt: Annotated[
         EnvFormat,
-        typer.Option("--format", metavar="sh|json", help="sh (export lines) or json."),
+        typer.Option(
+            "--format",
+            metavar="sh|taskprolog|json",
+            help="sh (for eval), taskprolog (Slurm's: export lines, values unquoted) or json.",
+        ),
     ] = EnvFormat.sh,
 ) -> None:
     """Print the NCCL/Gloo environment for a job's hosts (NICs cwctl excluded).
 
-    For eval before torchrun, or a Slurm TaskProlog (its export lines join the task's
-    environment): eval "$(cwctl job-env 4242)".
+    For eval before torchrun (eval "$(cwctl job-env 4242)"), or a Slurm TaskProlog
+    (--format taskprolog: its export lines join the task's environment).
 
     Example: cwctl job-env 4242
     """
@@ -60,9 +65,13 @@ def job_env(
         from cwctl.actions.jobenv import env_for
         from cwctl.actions.journal import Journal
 
-        header, env = asyncio.run(env_for(request, job_id=job, hosts=names, journal=Journal()))
+        # read only: a job's user (a TaskProlog) may read the operator's journal
+        journal = Journal(shared=True)
+        header, env = asyncio.run(env_for(request, job_id=job, hosts=names, journal=journal))
         if fmt is EnvFormat.json:
             typer.echo(json.dumps(env.to_json(), indent=1))
+        elif fmt is EnvFormat.taskprolog:
+            typer.echo(env.taskprolog(), nl=False)
         else:
             typer.echo(env.shell(header), nl=False)
 

@@ -62,6 +62,7 @@ class SlurmCluster:
         sshd: bool = False,
         attach: dict[str, tuple[str, str]] | None = None,
         controller_address: str | None = None,
+        extra_conf: str = "",
     ) -> None:
         """``n`` nodes in namespaces of its own; or, with ``attach`` (node -> (existing
         network namespace, its address)) and the ``controller_address`` they reach, a
@@ -93,6 +94,7 @@ class SlurmCluster:
         self._netns: list[str] = []
         self._links: list[str] = []
         self.with_sshd = sshd  # also an sshd per node (port 22 on its address): SSH vs srun
+        self.extra_conf = extra_conf  # more slurm.conf lines (TaskProlog=...)
 
     # --- life ------------------------------------------------------------------------
     def __enter__(self) -> SlurmCluster:
@@ -220,7 +222,7 @@ KillWait=2
 MinJobAge=2
 {nodes}
 PartitionName=all Nodes=ALL Default=YES State=UP MaxTime=INFINITE
-"""
+{self.extra_conf}"""
         )
 
     def _start_daemons(self) -> None:

@@ -34,6 +34,7 @@ from cwctl.tui.screens.detail import HostDetailScreen
 from cwctl.tui.screens.filter import FilterScreen
 from cwctl.tui.screens.help import HelpScreen
 from cwctl.tui.source import ScanSource
+from cwctl.tui.targets import drain_target, host_suspect
 from cwctl.tui.widgets.heatmap import Heatmap
 from cwctl.tui.widgets.hosts import HostsTable
 from cwctl.tui.widgets.statusbar import status_text
@@ -81,7 +82,8 @@ class CwctlApp(App[None]):
         self.scans = 0
         self.scanning = False
         self.host_filter = ""
-        self.filters: list[str] = []  # the filters enter (drilling down) replaced; esc: back
+        # the filters enter (drilling down) replaced, with the heatmap's cursor; esc: back
+        self.filters: list[tuple[str, tuple[int, int]]] = []
         self.progress = ScanProgress(clock=clock)
         self.progress_words: str | None = None
         self.applied: list[PlannedAction] = []
@@ -242,19 +244,21 @@ class CwctlApp(App[None]):
         """Show only the hosts ``needle`` keeps (heatmap, re-laid out, and hosts table);
         ``drill``: enter went down a level, and esc comes back to this one."""
         if drill:
-            self.filters.append(self.host_filter)
+            self.filters.append((self.host_filter, self.dashboard.query_one(Heatmap).cursor))
         else:
             self.filters.clear()
         self.host_filter = needle
         self.dashboard.set_filter(needle)
 
     def action_up_level(self) -> None:
-        """esc on the dashboard: back to the filter before the last drill-down (or none)."""
+        """esc on the dashboard: back to the filter before the last drill-down (or none),
+        the heatmap's cursor where it was."""
         if self._covered() or not (self.filters or self.host_filter):
             return
-        previous = self.filters.pop() if self.filters else ""
+        previous, cursor = self.filters.pop() if self.filters else ("", (0, 0))
         self.host_filter = previous
         self.dashboard.set_filter(previous)
+        self.dashboard.query_one(Heatmap).place_cursor(cursor)
 
     def selected_host(self) -> str | None:
         """The host the operator points at: the hosts table's row, else the heatmap's."""
@@ -271,9 +275,12 @@ class CwctlApp(App[None]):
             return
         heatmap = self.dashboard.query_one(Heatmap)
         if self.focused is heatmap:  # the cell under the cursor, never another widget's row
-            group = heatmap.cursor_group
-            if group is not None:  # a leaf (or a run of them): re-lay the map as its hosts
-                self.set_filter(exact_filter(group[1]), drill=True)
+            block = heatmap.cursor_block
+            if block is not None:  # a leaf pair: re-lay the map as their hosts, worst first
+                sources, destinations = block
+                names = sources + [n for n in destinations if n not in sources]
+                self.set_filter(exact_filter(names), drill=True)
+                self._point_at_block(sources, destinations)
             elif heatmap.cursor_host is not None:
                 self.push_screen(HostDetailScreen(self.snapshot, heatmap.cursor_host))
             return
@@ -283,6 +290,18 @@ class CwctlApp(App[None]):
         host = self.selected_host()
         if host is not None:
             self.push_screen(HostDetailScreen(self.snapshot, host))
+
+    def _point_at_block(self, sources: list[str], destinations: list[str]) -> None:
+        """After a leaf pair's drill-down: the cursor on the worst path between them
+        (``sources`` and ``destinations`` are leaves, or hosts where no leaf is known)."""
+        assert self.snapshot is not None
+        leaf = {h.name: h.leaf for h in self.snapshot.hosts}
+
+        def hosts(names: list[str]) -> list[str]:
+            wanted = set(names)
+            return [h for h in leaf if h in wanted or leaf[h] in wanted]
+
+        self.dashboard.query_one(Heatmap).point_at_worst(hosts(sources), hosts(destinations))
 
     def _suspect_details(self, element: str | None) -> None:
         """Enter on a suspect: a host (or a NIC's host) opens; a leaf shows its hosts."""
@@ -322,42 +341,11 @@ class CwctlApp(App[None]):
         # --readonly: reroute and drain are hidden from the footer and never run.
         return not (action in ACTIONS and self.readonly)
 
-    def _drain_target(self) -> tuple[str | None, str]:
-        """(the host the focused row is, or None and why): d acts only on the row's own
-        element, never on a host picked from another widget."""
-        focused = self.focused
-        if isinstance(focused, HostsTable):
-            return focused.selected_host, "select a host first"
-        if isinstance(focused, Heatmap):
-            if focused.cursor_group is not None:
-                return None, "a leaf row: enter shows its hosts, d drains one of them"
-            return focused.cursor_host, "select a host first"
-        if isinstance(focused, SuspectsTable):
-            element = focused.selected_element
-            if element is None:
-                return None, "select a host first"
-            kinds = {s.element: s.kind for s in self.snapshot.suspects} if self.snapshot else {}
-            if kinds.get(element) == "host":
-                return element, ""
-            return None, f"d drains a host; {element} is a {kinds.get(element, 'suspect')}"
-        return None, "select a host first (hosts table or heatmap)"
-
-    def _blamed(self, kind: ActionKind, host: str) -> str | None:
-        """For a drain: the most likely suspect that is the host or one of its NICs."""
-        if kind != "drain" or self.snapshot is None:
-            return None
-        mine = [
-            s
-            for s in self.snapshot.suspects
-            if s.element == host or s.element.startswith(host + "/")
-        ]
-        return max(mine, key=lambda s: s.score).element if mine else None
-
     def _plan(self, kind: ActionKind, *, steer: bool = False) -> None:
         if self.readonly or self._covered():
             return
         if kind == "drain":
-            target, why = self._drain_target()
+            target, why = drain_target(self.focused, self.snapshot)
         else:
             target = self.dashboard.query_one(SuspectsTable).selected_element
             why = "select a suspect first"
@@ -373,7 +361,7 @@ class CwctlApp(App[None]):
     ) -> None:
         """Plan off the UI (a reroute reads routes over SSH), then ask."""
         try:
-            blamed = self._blamed(kind, target)
+            blamed = host_suspect(self.snapshot, target) if kind == "drain" else None
             plan = await plan_action(kind, target, self.source, suspect=blamed, steer=steer)
         except Exception as exc:
             self.notify(f"{type(exc).__name__}: {exc}", title=f"{kind} failed", severity="error")

@@ -4,6 +4,9 @@ Pure numpy, no Textual: the widget draws what ``build_grid`` computes, the bench
 both. Rows and columns are hosts ordered by leaf, then name. When there are more hosts
 than fit, they are aggregated by leaf (and, past that, by runs of consecutive leaves);
 an aggregated cell holds the worst value of the paths it covers.
+
+The default metric, ``worst``, colours a cell by the worse of its two bins (queueing and
+loss), as mtr leads with Loss%: a dead spine shows red whichever signal it gives.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import numpy.typing as npt
 from cwctl.snapshot import FabricSnapshot, HostReport
 from cwctl.units import fmt_ns, fmt_ratio
 
-Metric = Literal["delay", "loss"]
-METRICS: tuple[Metric, ...] = ("delay", "loss")
+Metric = Literal["worst", "delay", "loss"]
+METRICS: tuple[Metric, ...] = ("worst", "delay", "loss")  # the order ``m`` steps through
+SIGNALS: tuple[Metric, ...] = ("loss", "delay")  # what ``worst`` combines, as read out
 
 # Upper edges of the colour bins: a value v falls in bin searchsorted(edges, v, "right").
 # delay: queueing p50 (PathReport.queueing_ns: p50 minus the floor), ns; loss: share lost.
@@ -30,6 +34,7 @@ BIN_EDGES: dict[Metric, tuple[float, ...]] = {
     "loss": (1e-9, 0.01, 0.05, 0.2),
 }
 N_BINS = 5  # ok, mild, elevated, bad, severe
+BIN_NAMES = ("ok", "mild", "elevated", "bad", "severe")
 NO_DATA = -1  # bin of a cell with no probed path
 
 
@@ -55,6 +60,8 @@ class Grid:
     values: npt.NDArray[np.float64]  # (n, n), row = source, column = destination
     bins: npt.NDArray[np.int8]  # (n, n), NO_DATA or 0..N_BINS-1
     leaves: list[list[str]] | None = None  # per row, the leaves it covers (leaf levels)
+    # metric "worst": each signal's own values (``values`` is then the worst bin)
+    parts: dict[Metric, npt.NDArray[np.float64]] | None = None
 
     @property
     def size(self) -> int:
@@ -216,7 +223,10 @@ def build_grid(
 ) -> Grid:
     """The heatmap for ``snapshot`` over ``hosts`` (default: all; a filter shows fewer,
     and then only the paths between them): hosts if at most ``fit`` of them, else
-    aggregated (``_groups``)."""
+    aggregated (``_groups``). ``worst``: each cell in the worse of its loss and queueing
+    bins."""
+    if metric == "worst":
+        return _worst_grid(snapshot, fit, hosts)
     order = host_order(snapshot)
     if hosts is not None:
         keep = set(hosts)
@@ -236,6 +246,19 @@ def build_grid(
     return Grid(metric, level, labels, members, values, value_bins(values, metric), leaves)
 
 
+def _worst_grid(snapshot: FabricSnapshot, fit: int, hosts: Sequence[str] | None) -> Grid:
+    """Both signals' grids, each cell in the higher of its two bins. A block's worst bin
+    per signal is its worst path's (bins rise with values), so aggregation still holds."""
+    loss = build_grid(snapshot, "loss", fit, hosts)
+    delay = build_grid(snapshot, "delay", fit, hosts)
+    bins = np.maximum(loss.bins, delay.bins)
+    values = np.where(bins == NO_DATA, np.nan, bins.astype(np.float64))
+    parts: dict[Metric, npt.NDArray[np.float64]] = {"loss": loss.values, "delay": delay.values}
+    return Grid(
+        "worst", delay.level, delay.labels, delay.members, values, bins, delay.leaves, parts
+    )
+
+
 def aggregate_worst(
     columns: PathColumns, metric: Metric, group_of: npt.NDArray[np.intp], n_groups: int
 ) -> npt.NDArray[np.float64]:
@@ -252,16 +275,37 @@ def aggregate_worst(
 def fmt_value(metric: Metric, value: float | None) -> str:
     if value is None or math.isnan(value):
         return "no path"
+    if metric == "worst":
+        return BIN_NAMES[int(value)]
     return fmt_ns(value) if metric == "delay" else fmt_ratio(value)
 
 
+def fmt_cell(grid: Grid, row: int, col: int) -> str:
+    """A cell read out: its value, or (``worst``) each signal's: ``loss 100% · queueing
+    2.0 us``, so the readout says which signal coloured it."""
+    if grid.parts is None:
+        return fmt_value(grid.metric, float(grid.values[row, col]))
+    if math.isnan(grid.values[row, col]):
+        return "no path"
+    said = [f"{_SIGNAL_NAMES[m]} {fmt_value(m, float(grid.parts[m][row, col]))}" for m in SIGNALS]
+    return " · ".join(said)
+
+
+_SIGNAL_NAMES = {"loss": "loss", "delay": "queueing"}
+
+
 def _compact(metric: Metric, value: float) -> str:
+    assert metric != "worst"
     text = fmt_ns(value) if metric == "delay" else fmt_ratio(value)
     return re.sub(r"\.0+(?=\D)", "", text).replace(" ", "")  # a legend edge: "1us", not "1.00 us"
 
 
 def legend_labels(metric: Metric) -> list[str]:
-    """One short label per bin: ``<1us``, ``<4us``, …, ``≥64us``; loss starts at ``0``."""
+    """One short label per bin: ``<1us``, ``<4us``, …, ``≥64us``; loss starts at ``0``;
+    ``worst``: both edges, queueing then loss (``<1us|0``, …, ``≥64us|≥20%``)."""
+    if metric == "worst":
+        pairs = zip(legend_labels("delay"), legend_labels("loss"), strict=True)
+        return [f"{delay}|{loss}" for delay, loss in pairs]
     edges = BIN_EDGES[metric]
     first = "0" if metric == "loss" else f"<{_compact(metric, edges[0])}"
     return [

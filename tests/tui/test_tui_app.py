@@ -96,8 +96,9 @@ async def test_heatmap_draws_each_cell_in_its_bin_colour(known: FabricSnapshot) 
         assert cell_colour("gpu-002", "gpu-001") is None  # not probed: no colour
         # The cursor starts top-left; moving it right reads out the path's value.
         await pilot.press("right")
-        assert "gpu-001 → gpu-002: 500 ns" in heatmap.render_line(1 + 4 * layout.cell_h + 1).text
-        await pilot.press("m")
+        readout = heatmap.render_line(1 + 4 * layout.cell_h + 1).text
+        assert "gpu-001 → gpu-002: loss 0% · queueing 500 ns" in readout
+        await pilot.press("m", "m")  # worst of both (the default), queueing, loss
         assert heatmap.metric == "loss" and "loss" in heatmap.render_line(0).text
 
         # Leaving the heatmap redraws its background (the line cache is not stale).
@@ -331,7 +332,7 @@ async def test_enter_on_a_leaf_row_drills_into_its_hosts() -> None:
         heatmap = app.dashboard.query_one(Heatmap)
         assert heatmap.grid is not None and heatmap.grid.level == "leaf"
         assert heatmap.grid.labels[:3] == ["leaf1", "leaf2", "leaf3"]  # natural order
-        await pilot.press("down", "enter")
+        await pilot.press("down", "right", "enter")  # leaf2 -> leaf2: the block of its hosts
         hosts = app.dashboard.query_one(HostsTable)
         assert hosts.shown_hosts == ["gpu-005", "gpu-006", "gpu-007", "gpu-008"]
         # the map is re-laid out as leaf2's hosts, and keeps the focus

@@ -84,7 +84,7 @@ async def test_cells_fill_the_panel_at_160x48_with_64_hosts() -> None:
         assert free_w - used_w < grid.size and free_h - used_h < grid.size
         assert used_w >= 0.8 * free_w and used_h >= 0.8 * free_h, (used_w, free_w, used_h, free_h)
         assert layout.cell_w >= 6 and layout.cell_h >= 4  # not 2 x 1 in a big panel
-        assert heatmap.render_line(0).text.startswith("queueing p50 (p50 - floor) · 8 leaves")
+        assert heatmap.render_line(0).text.startswith("worst of loss, queueing · 8 leaves")
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48), (220, 60)])
@@ -102,7 +102,9 @@ async def test_groups_are_whole_leaves_and_the_title_says_so(size: tuple[int, in
         title = " · ".join(
             heatmap.render_line(y).text.strip() for y in range(heatmap.cell_layout.top)
         )
-        assert grid.describe() in title and "queueing p50" in title  # not broken mid-phrase
+        assert (
+            grid.describe() in title and "worst of loss, queueing" in title
+        )  # not broken mid-phrase
         assert "gpu-" not in "".join(grid.labels)
 
 
@@ -113,9 +115,11 @@ async def test_enter_opens_the_host_under_the_cursor_at_512_hosts() -> None:
         heatmap = app.dashboard.query_one(Heatmap)
         assert heatmap.grid is not None
         row = next(i for i, m in enumerate(heatmap.grid.members) if "gpu-049" in m)
-        await pilot.press(*["down"] * row, "enter")  # drill into the row holding gpu-049
+        # drill into the block of the group holding gpu-049 (the diagonal: its own hosts)
+        await pilot.press(*["down"] * row, *["right"] * row, "enter")
         assert heatmap.grid.level == "host" and "gpu-049" in heatmap.grid.labels
         target = heatmap.grid.labels.index("gpu-049")
+        heatmap.place_cursor((0, 0))
         await pilot.press(*["down"] * target, "right", "right", "right")
         assert heatmap.render_line(heatmap.cell_layout.line_of(target)).text.startswith("gpu-049")
         await pilot.press("enter")
@@ -133,7 +137,7 @@ async def test_a_leaf_filter_re_lays_the_map_out_as_its_hosts() -> None:
         heatmap = app.dashboard.query_one(Heatmap)
         assert heatmap.grid is not None and heatmap.grid.level == "host"
         assert heatmap.grid.labels == [f"gpu-{i:03d}" for i in range(17, 25)]
-        assert heatmap.render_line(0).text.startswith("queueing p50 (p50 - floor) · leaf3: 8 hosts")
+        assert heatmap.render_line(0).text.startswith("worst of loss, queueing · leaf3: 8 hosts")
         readout = heatmap.render_line(heatmap.readout_line).text
         assert readout.startswith("gpu-017 → gpu-017")  # within the leaf, not leaf6's hosts
         assert heatmap.cell_layout.cell_w >= 6  # 8 hosts fill the panel too
@@ -203,7 +207,7 @@ async def test_the_map_says_how_the_first_scan_is_going() -> None:
         assert "s left" in heatmap.render_line(0).text
         release.set()
         await wait_for(pilot, lambda: app.scans == 1)
-        assert heatmap.render_line(0).text.startswith("queueing p50")
+        assert heatmap.render_line(0).text.startswith("worst of loss, queueing")
 
 
 async def test_the_reroute_dialog_shows_its_whole_summary_at_80x24() -> None:
@@ -248,7 +252,7 @@ async def test_at_80x24_with_512_hosts_every_cell_is_inside_the_panel() -> None:
         footer = heatmap._footer_lines()
         assert layout.top + grid.size * layout.cell_h + footer <= heatmap.size.height
         title = [heatmap.render_line(y).text.rstrip() for y in range(layout.top)]
-        assert title[0] == "queueing p50 (p50 - floor)"  # whole phrases, one a line
+        assert title[0] == "worst of loss, queueing"  # whole phrases, one a line
         assert all(len(line) <= heatmap.size.width for line in title)
 
 

@@ -6,9 +6,10 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
+from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Label, Static
+
+from cwctl.tui.screens.modal import ScrollingModal
 
 SIMULATED = " (simulated)"
 
@@ -26,9 +27,10 @@ def targets_line(targets: tuple[str, ...]) -> str:
     return f"changes {said}" + (SIMULATED if simulated else "")
 
 
-class ConfirmScreen(ModalScreen[bool]):
+class ConfirmScreen(ScrollingModal[bool]):
     """Shows a plan and every target it changes; ``y`` applies, ``n`` or ``esc`` cancels.
-    Focus starts on Cancel."""
+    Focus starts on Cancel; the arrows and page keys scroll a plan taller than the screen
+    (the buttons stay in view)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer(True)", "Apply"),
@@ -44,11 +46,10 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         one = self.targets[0].removesuffix(SIMULATED) if len(self.targets) == 1 else ""
         on = one or f"{len(self.targets)} targets"
-        with Vertical(id="confirm", classes="dialog"):
+        with VerticalScroll(id="confirm", classes="dialog"):
             yield Label(self.title_text, classes="pane-title")
             yield Static(targets_line(self.targets), id="targets")  # wraps, never cut
-            with VerticalScroll(id="plan"):
-                yield Static(self.body, id="plan-text")
+            yield Static(self.body, id="plan-text", classes="plan")
             with Horizontal(classes="buttons"):
                 yield Button(f"Apply on {on} (y)" if self.targets else "Apply (y)",
                              variant="error", id="yes")  # fmt: skip
@@ -64,8 +65,8 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(yes)
 
 
-class NoticeScreen(ModalScreen[None]):
-    """A message to read; any of esc, enter, q closes it."""
+class NoticeScreen(ScrollingModal[None]):
+    """A message to read (it scrolls); any of esc, enter, q closes it."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,enter,q", "dismiss", "Close")]
 
@@ -75,8 +76,7 @@ class NoticeScreen(ModalScreen[None]):
         self.body = body
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="notice", classes="dialog"):
+        with VerticalScroll(id="notice", classes="dialog"):
             yield Label(self.title_text, classes="pane-title")
-            with VerticalScroll(id="plan"):
-                yield Static(self.body, id="notice-text")
+            yield Static(self.body, id="notice-text", classes="plan")
             yield Label("esc closes", classes="hint")

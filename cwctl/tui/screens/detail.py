@@ -100,4 +100,7 @@ class HostDetailScreen(Screen[None]):
         table = self.query_one("#paths", HostPathsTable)
         mine = [p for p in self.snapshot.paths if self.host_name in (p.src, p.dst)]
         table.set_rows([(f"{p.src}>{p.dst}", p) for p in mine])
-        table.focus()
+        table.focus(scroll_visible=False)  # the keys sort and move it; the page opens at its head
+        self.call_after_refresh(
+            self.query_one("#detail", VerticalScroll).scroll_home, animate=False
+        )

@@ -7,9 +7,10 @@ from typing import ClassVar
 from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
-from textual.screen import ModalScreen
+from textual.containers import VerticalScroll
 from textual.widgets import Label, Static
+
+from cwctl.tui.screens.modal import ScrollingModal
 
 KEYS = [
     ("?", "this help"),
@@ -18,7 +19,7 @@ KEYS = [
     ("esc", "back up from a leaf's hosts (or clear the filter)"),
     ("tab", "next panel: heatmap, suspects, hosts"),
     ("arrows, h j k l", "move the heatmap's cursor"),
-    ("m", "heatmap metric: queueing p50 (p50 - floor) / loss"),
+    ("m", "heatmap colour: worst of loss and queueing (default) / queueing p50 / loss"),
     ("o, click a header", "sort a table by its next column (a click: that one; again: reverse)"),
     ("", "the column a table is sorted by shows ▼ (largest first) or ▲"),
     ("s", "scan now"),
@@ -68,7 +69,9 @@ def help_table(readonly: bool) -> Table:
     return table
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(ScrollingModal[None]):
+    """Every key; it scrolls (arrows, page keys) where the terminal is shorter than it."""
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,q", "dismiss", "Close"),
     ]
@@ -78,7 +81,7 @@ class HelpScreen(ModalScreen[None]):
         self.readonly = readonly
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="help", classes="dialog"):
+        with VerticalScroll(id="help", classes="dialog"):
             yield Label("cwctl tui: keys", classes="pane-title")
             yield Static(help_table(self.readonly), id="help-text")
             yield Static(help_notes(self.readonly), id="help-notes")

@@ -2,11 +2,14 @@
 
 Rows are sources, columns destinations, both ordered by leaf. Cells grow to fill the
 panel: each is as wide and as tall as the panel allows for the number of cells (at least
-two columns by one line), coloured by the bin of its value (``cwctl.tui.grid``). When
-the hosts do not fit at that least size, a cell is a leaf, or a run of whole leaves,
-holding the worst path between them; the title says which. The filter (``/``) re-lays
-the map out over the hosts it keeps, so ``=leaf3`` shows leaf3's hosts. Arrow keys (or
-h j k l, or a click) move a cursor; below the rows are the legend and the cursor's cell.
+two columns by one line), coloured by the bin of its value (``cwctl.tui.grid``): by
+default the worse of its loss and queueing bins, so loss shows first (``m`` steps to one
+metric and back). When the hosts do not fit at that least size, a cell is a leaf, or a
+run of whole leaves, holding the worst path between them; the title says which. Enter on
+such a cell re-lays the map out as the hosts of its two ends, the cursor on their worst
+path. The filter (``/``) re-lays the map out over the hosts it keeps, so ``=leaf3``
+shows leaf3's hosts. Arrow keys (or h j k l, or a click) move a cursor; below the rows
+are the legend and the cursor's cell.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
@@ -25,11 +29,12 @@ from textual.widget import Widget
 
 from cwctl.snapshot import QUEUEING, FabricSnapshot
 from cwctl.tui.grid import (
+    METRICS,
     NO_DATA,
     Grid,
     Metric,
     build_grid,
-    fmt_value,
+    fmt_cell,
     host_matches,
     legend_labels,
 )
@@ -41,7 +46,7 @@ LABEL_MAX = 12
 BIN_COLORS = ("#1f7a3a", "#7fa630", "#d8b32a", "#e0731f", "#d02a2a")
 NO_DATA_STYLE = Style(color="#5a5a5a")
 # The metric's one name and definition (the PNG's and the README's too: cwctl.report.names)
-METRIC_TITLES = {"delay": QUEUEING, "loss": "loss"}  # the PNG's and the docs' names too
+METRIC_TITLES = {"worst": "worst of loss, queueing", "delay": QUEUEING, "loss": "loss"}
 
 
 def bin_style(b: int) -> Style:
@@ -95,7 +100,7 @@ class Heatmap(Widget, can_focus=True):
         Binding("m", "toggle_metric", "Metric"),
     ]
 
-    metric: reactive[Metric] = reactive[Metric]("delay")
+    metric: reactive[Metric] = reactive[Metric]("worst")
     host_filter: reactive[str] = reactive("")
 
     def __init__(
@@ -219,7 +224,8 @@ class Heatmap(Widget, can_focus=True):
             self.refresh()
 
     def action_toggle_metric(self) -> None:
-        self.metric = "loss" if self.metric == "delay" else "delay"
+        """m: worst of both, then queueing alone, then loss alone, then back."""
+        self.metric = METRICS[(METRICS.index(self.metric) + 1) % len(METRICS)]
 
     def cursor_cell(self) -> tuple[list[str], list[str], float] | None:
         """The hosts behind the cursor's row and column, and the cell's value."""
@@ -244,6 +250,38 @@ class Heatmap(Widget, can_focus=True):
         r = self.rows[self.cursor[0]]
         names = self.grid.leaves[r] if self.grid.leaves is not None else self.grid.members[r]
         return self.grid.labels[r], names
+
+    @property
+    def cursor_block(self) -> tuple[list[str], list[str]] | None:
+        """When cells are groups: the names that filter to the cursor cell's row and to its
+        column (leaves, or hosts when no leaves are known): enter opens that block."""
+        if self.grid is None or self.grid.level == "host" or not self.rows:
+            return None
+        r, c = self.rows[self.cursor[0]], self.cursor[1]
+        names = self.grid.leaves if self.grid.leaves is not None else self.grid.members
+        return names[r], names[c]
+
+    def place_cursor(self, cursor: tuple[int, int]) -> None:
+        """Put the cursor on (row, column), kept inside the map (esc brings it back)."""
+        last = max(len(self.rows) - 1, 0)
+        self.cursor = (min(max(cursor[0], 0), last), min(max(cursor[1], 0), last))
+        self._strips.clear()
+        self.refresh()
+
+    def point_at_worst(self, sources: list[str], destinations: list[str]) -> None:
+        """Put the cursor on the worst cell from ``sources`` to ``destinations`` (hosts):
+        after enter on a leaf pair, the worst path (or leaf pair) between them."""
+        grid = self.grid
+        if grid is None:
+            return
+        src, dst = set(sources), set(destinations)
+        rows = [i for i, hosts in enumerate(grid.members) if src.issuperset(hosts)]
+        cols = [i for i, hosts in enumerate(grid.members) if dst.issuperset(hosts)]
+        if not rows or not cols:
+            return
+        block = grid.bins[np.ix_(rows, cols)]
+        i, j = np.unravel_index(int(np.argmax(block)), block.shape)
+        self.place_cursor((rows[int(i)], cols[int(j)]))
 
     # -- drawing ---------------------------------------------------------------------
 
@@ -346,9 +384,8 @@ class Heatmap(Widget, can_focus=True):
         cell = self.cursor_cell()
         if cell is None:
             return Strip([Segment("no hosts match the filter", base)])
-        value = cell[2]
         r, c = self.rows[self.cursor[0]], self.cursor[1]
-        text = f"{grid.labels[r]} → {grid.labels[c]}: {fmt_value(grid.metric, value)}"
+        text = f"{grid.labels[r]} → {grid.labels[c]}: {fmt_cell(grid, r, c)}"
         if grid.level != "host":
             text += " (worst)"
         return Strip([Segment(text, base)])

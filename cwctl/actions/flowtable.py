@@ -5,6 +5,12 @@ Each host's ``ss -H -n -a -t -u`` (``SOCKETS_ARGV``) lists its TCP and UDP socke
 fabric addresses of two inventory hosts. Both ends list a flow between two hosts that
 were read; it is kept once.
 
+Where both ends were read, a TCP flow is taken as its service end lists it: that end
+sees the connecting end's port as the wire carries it, after any source NAT at the
+connecting end (``--port`` steering's SYN rule, a masquerade), while the connecting
+end's own table shows its socket's port, which no packet on the wire carries. A move
+rewrites what the wire carries, so it needs the wire's port.
+
 Of a flow's two ends, the one whose port is a listening socket on its host (a TCP
 ``LISTEN``, a bound, unconnected UDP socket) is the *service*; the other, the connecting
 end, is the one whose port a move translates on the wire (``Flow.host``, ``Flow.port``).
@@ -120,7 +126,8 @@ def find_flows(
     sockets = {host: parse_sockets(text) for host, text in tables.items()}
     listens = {host: listening(socks) for host, socks in sockets.items()}
     wanted = set(pairs) if pairs is not None else None
-    flows: set[Flow] = set()
+    served: set[Flow] = set()  # as the service end lists them
+    connecting: set[Flow] = set()  # as the connecting end lists them
     for host, socks in sockets.items():
         for s in socks:
             if s.state != _CONNECTED or s.peer is None or s.local[0] != address.get(host):
@@ -130,8 +137,12 @@ def find_flows(
                 continue
             flow = _oriented(s.proto, (host, s.local[1]), (peer, s.peer[1]), listens)
             if wanted is None or (flow.host, flow.peer) in wanted:
-                flows.add(flow)
-    return sorted(flows)
+                (served if host == flow.peer else connecting).add(flow)
+    # a TCP service end holds a socket per connection: where it was read and lists no
+    # such flow, the connecting end's port is not the wire's (a NAT): its view is left
+    # out. A UDP service end's socket is usually unconnected: it lists nothing.
+    kept = {f for f in connecting if f.proto == "udp" or f.peer not in tables or f in served}
+    return sorted(served | kept)
 
 
 def _oriented(

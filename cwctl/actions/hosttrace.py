@@ -83,15 +83,20 @@ def trace(spec: dict) -> list[str | None]:
     gap = 1.0 / float(spec.get("rate", 500))
     wait_s = float(spec.get("wait_s", 0.5))
     jobs = [(str(p), str(d), int(s), int(t)) for p, d, s, t in spec["jobs"]]
-    index = {(_PROTO[p], src, d, s, t): i for i, (p, d, s, t) in enumerate(jobs)}
+    index: dict[tuple[int, str, str, int, int], list[int]] = {}
+    for i, (p, d, s, t) in enumerate(jobs):  # a tuple asked twice gets both answered
+        index.setdefault((_PROTO[p], src, d, s, t), []).append(i)
     hops: list[str | None] = [None] * len(jobs)
     send = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
     listen = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
     listen.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
     listen.setblocking(False)
 
+    missing = set(range(len(jobs)))
+
     def drain(until: float) -> None:
-        while True:
+        """Read answers until ``until``, or until every tuple has one."""
+        while missing:
             left = until - time.monotonic()
             ready, _, _ = select.select([listen], [], [], max(0.0, left))
             if not ready:
@@ -102,11 +107,14 @@ def trace(spec: dict) -> list[str | None]:
                 except BlockingIOError:
                     break
                 found = quoted(data)
-                if found is not None and found[1] in index:
-                    hops[index[found[1]]] = found[0]
+                if found is None:
+                    continue
+                for i in index.get(found[1], ()):
+                    hops[i] = found[0]
+                    missing.discard(i)
 
     for _ in range(int(spec.get("tries", 2))):
-        todo = [i for i, h in enumerate(hops) if h is None]
+        todo = sorted(missing)
         if not todo:
             break
         start = time.monotonic()

@@ -32,6 +32,7 @@ of ``steer.py``, on healthy ports that no moved flow uses.
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -110,30 +111,62 @@ def chain_script(table: str, hook: str, device: str, maps: Maps) -> str:
 
 
 def move_steps(
-    moves: Sequence[Move], address: dict[str, str], device: dict[str, str], table: str
+    moves: Sequence[Move],
+    fabric: steer.Fabric,
+    device: dict[str, str],
+    table: str,
+    syn_pools: dict[sp.Key, list[int]],
 ) -> list[Step]:
-    """Every host's restoring table, then every host's rewriting table."""
-    per_host = host_maps(moves, address)
+    """Every host's restoring table, then every host's rewriting table (with, in the same
+    transaction, the SYN rule for its new connections)."""
+    per_host = host_maps(moves, fabric.address)
+    syn: dict[str, list[tuple[str, sp.Service, list[int]]]] = defaultdict(list)
+    for (a, b, service), ports in sorted(syn_pools.items()):
+        syn[a].append((fabric.address[b], service, ports))
     steps: list[Step] = []
-    for hook, suffix, what in (("ingress", "in", "restores"), ("egress", "out", "rewrites")):
-        name = f"{table}_{suffix}"
-        for host, maps in sorted(per_host.items()):
-            n = sum(len(e) for e in maps[suffix].values())
-            if not n:
-                continue
-            steps.append(
-                Step(
-                    host=host,
-                    description=(
-                        f"{host}: {what} the wire ports of {n} moved flow end(s) on "
-                        f"{device[host]} {hook} (nft netdev table {name})"
-                    ),
-                    argv=("nft", chain_script(name, hook, device[host], maps[suffix])),
-                    undo_argv=("nft", f"add table netdev {name} ; delete table netdev {name}"),
-                    undo_description=f"{host}: delete nft netdev table {name}",
-                )
+    name = f"{table}_in"
+    for host, maps in sorted(per_host.items()):
+        n = sum(len(e) for e in maps["in"].values())
+        steps.append(
+            Step(
+                host=host,
+                description=(
+                    f"{host}: restore the ports of {n} moved flow end(s) arriving on "
+                    f"{device[host]} (nft netdev table {name})"
+                ),
+                argv=("nft", chain_script(name, "ingress", device[host], maps["in"])),
+                undo_argv=("nft", _drop("netdev", name)),
+                undo_description=f"{host}: delete nft netdev table {name}",
             )
+        )
+    name = f"{table}_out"
+    for host in sorted(set(per_host) | set(syn)):
+        out: Maps = per_host[host]["out"] if host in per_host else {}
+        n = sum(len(e) for e in out.values())
+        script, undo, what = [], [], []
+        if n:
+            script.append(chain_script(name, "egress", device[host], out))
+            undo.append(_drop("netdev", name))
+            what.append(f"rewrite the ports of {n} moved flow end(s) leaving {device[host]}")
+        if syn[host]:
+            script.append(steer.nft_script(table, fabric.address[host], syn[host]))
+            undo.append(_drop("ip", table))
+            what.append(f"new connections to {len(syn[host])} service(s) from healthy ports")
+        steps.append(
+            Step(
+                host=host,
+                description=f"{host}: " + "; ".join(what) + f" (nft tables {table}*)",
+                argv=("nft", " ; ".join(script)),
+                undo_argv=("nft", " ; ".join(undo)),
+                undo_description=f"{host}: delete nft tables {table}*",
+            )
+        )
     return steps
+
+
+def _drop(family: str, table: str) -> str:
+    """Delete ``table`` whether or not it is there (the ``add`` makes it when not)."""
+    return f"add table {family} {table} ; delete table {family} {table}"
 
 
 @dataclass
@@ -146,12 +179,21 @@ class Seen:
 
 
 async def read_flows(
-    runner: Runner, fabric: steer.Fabric, pairs: list[tuple[str, str]], sudo: bool
+    runner: Runner,
+    fabric: steer.Fabric,
+    pairs: list[tuple[str, str]],
+    sudo: bool,
+    plan: ActionPlan,
 ) -> Seen:
+    """Every host of the pairs read at once: its sockets, its addresses, and its nft
+    tables (the plan's prior)."""
     hosts = sorted({h for pair in pairs for h in pair})
-    reads = steer.reads
-    tables = await read_on_all(runner, hosts, lambda h: reads(SOCKETS_ARGV, sudo), "socket tables")
-    addrs = await read_on_all(runner, hosts, lambda h: reads(ADDRESSES_ARGV, sudo), "addresses")
+    sockets, addresses = steer.reads(SOCKETS_ARGV, sudo), steer.reads(ADDRESSES_ARGV, sudo)
+    tables, addrs, _ = await asyncio.gather(
+        read_on_all(runner, hosts, lambda h: sockets, "socket tables"),
+        read_on_all(runner, hosts, lambda h: addresses, "addresses"),
+        steer.read_prior(runner, hosts, sudo, plan),
+    )
     devices = {}
     for host in hosts:
         dev = parse_devices(addrs[host]).get(fabric.address[host])
@@ -162,8 +204,11 @@ async def read_flows(
                 exit_code=EXIT_PROBLEMS,
             )
         devices[host] = dev
+    flows = find_flows(tables, fabric.address, pairs)
     used = {h: {s.local[1] for s in parse_sockets(tables[h])} for h in hosts}
-    return Seen(find_flows(tables, fabric.address, pairs), devices, used)
+    for f in flows:  # a port the wire carries for a socket of another (a NAT's)
+        used[f.host].add(f.port)
+    return Seen(flows, devices, used)
 
 
 async def plan_moves(
@@ -176,7 +221,7 @@ async def plan_moves(
 ) -> list[Step]:
     """Fill ``plan`` and return its steps: the flows that may cross the suspect moved,
     then new connections to the same services steered."""
-    seen = await read_flows(runner, fabric, pairs, options.sudo)
+    seen = await read_flows(runner, fabric, pairs, options.sudo, plan)
     if not seen.flows:
         raise CwctlError(
             f"no TCP or UDP flow between hosts whose paths may cross {suspect.name} is open "
@@ -188,27 +233,24 @@ async def plan_moves(
     current: dict[sp.Key, list[int]] = defaultdict(list)
     for f in seen.flows:
         current[f.key].append(f.port)
+    # the flows' own ports and the candidates traced at once: room for every flow of a
+    # key to move (those that need not give their ports to new connections)
+    wanted = {key: len(ports) + options.pool for key, ports in current.items()}
     traced = sp.TracedPorts()
-    await steer.trace_ports(runner, fabric, current, traced, reply=True, sudo=options.sudo)
+    _, (pools, candidates) = await asyncio.gather(
+        steer.trace_ports(runner, fabric, current, traced, reply=True, sudo=options.sudo),
+        find_pools(runner, fabric, wanted, suspect, seen.used, options.sudo),
+    )
     crossing = [
         f
         for f in seen.flows
         if f.port not in sp.healthy(traced, f.key, suspect)  # crosses it, or unknown
     ]
-    need: dict[sp.Key, int] = defaultdict(int)
-    for f in crossing:
-        need[f.key] += 1
-    keys = sorted({f.key for f in seen.flows})
-    wanted = {k: need.get(k, 0) + options.pool for k in keys}
-    pools, candidates = await find_pools(runner, fabric, wanted, suspect, seen.used, options.sudo)
+    keys = sorted(current)
     moves = _assign(crossing, pools)
-    _check_room(moves, fabric)
+    _check_room(moves)
     table = steer.table_name(plan.id)
-    syn_pools = {k: p for k, p in pools.items() if len(p) >= sp.MIN_PORTS}
-    hosts = sorted(
-        {h for m in moves for h in (m.flow.host, m.flow.peer)} | {k[0] for k in syn_pools}
-    )
-    await steer.read_prior(runner, hosts, options.sudo, plan)
+    syn_pools = {k: p[: options.pool] for k, p in pools.items() if len(p) >= sp.MIN_PORTS}
     plan.steering = {
         "method": METHOD,
         "suspect": suspect.name,
@@ -237,8 +279,7 @@ async def plan_moves(
             f"{len(short)} service(s) keep no pool for new connections (fewer than "
             f"{sp.MIN_PORTS} healthy ports left): new connections there are not steered"
         )
-    steps = move_steps(moves, fabric.address, seen.devices, table)
-    return steps + steer.steer_steps(fabric, table, syn_pools)
+    return move_steps(moves, fabric, seen.devices, table, syn_pools)
 
 
 async def find_pools(
@@ -282,7 +323,7 @@ def _assign(crossing: list[Flow], pools: dict[sp.Key, list[int]]) -> list[Move]:
     return moves
 
 
-def _check_room(moves: list[Move], fabric: steer.Fabric) -> None:
+def _check_room(moves: list[Move]) -> None:
     count: dict[str, int] = defaultdict(int)
     for m in moves:
         count[m.flow.host] += 1

@@ -7,6 +7,7 @@ connection, the kernel's own hash); here, what planning decides from what it rea
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given
@@ -55,6 +56,14 @@ def test_each_flow_once_with_the_listening_end_as_its_service() -> None:
         Flow("tcp", "b", 45100, "a", 5201),  # a listens on 5201: b is the connecting end
         Flow("udp", "a", 40001, "b", 9000),  # seen from one end only: ordered by name
     ]
+
+
+def test_a_nated_connection_is_taken_with_the_port_the_wire_carries() -> None:
+    """a's socket is 45001; a SYN rule made it 61005 on the wire, which b lists."""
+    a = "tcp ESTAB 0 0 10.7.0.1:45001 10.7.0.2:5201\n"
+    b = "tcp LISTEN 0 128 0.0.0.0:5201 0.0.0.0:*\ntcp ESTAB 0 0 10.7.0.2:5201 10.7.0.1:61005\n"
+    assert find_flows({"a": a, "b": b}, ADDRESS) == [Flow("tcp", "a", 61005, "b", 5201)]
+    assert find_flows({"a": a}, ADDRESS) == [Flow("tcp", "a", 45001, "b", 5201)]  # b unread
 
 
 def test_flows_outside_the_pairs_and_the_management_network_are_left_out() -> None:
@@ -178,16 +187,18 @@ async def test_only_flows_on_the_suspect_move_each_to_its_own_healthy_port() -> 
     assert plan.steering["flows"] == 4 and plan.steering["kept"] == 2
     pools = {(p["host"], p["dport"]): p["ports"] for p in plan.steering["pools"]}
     assert moved[("a", 45001, 5201)] not in pools[("a", 5201)]  # new connections elsewhere
-    kinds = [s.argv[1].split(" ; ")[0] for s in steps]
     table = steer.table_name(plan.id)
-    assert kinds == [
-        f"add table netdev {table}_in",
-        f"add table netdev {table}_in",
-        f"add table netdev {table}_out",
-        f"add table netdev {table}_out",
-        f"add table ip {table}",  # a's and b's SYN rules, for the services seen
-        f"add table ip {table}",
+    tables = [re.findall(r"add table (\S+ \S+)", s.argv[1]) for s in steps]
+    assert tables == [  # a's and b's SYN rules (services seen) go with their rewriting
+        [f"netdev {table}_in"],
+        [f"netdev {table}_in"],
+        [f"netdev {table}_out", f"ip {table}"],
+        [f"netdev {table}_out", f"ip {table}"],
     ]
+    for step in steps:  # each undo deletes exactly the tables its step adds
+        assert re.findall(r"delete table (\S+ \S+)", step.undo_argv[1]) == re.findall(
+            r"add table (\S+ \S+)", step.argv[1]
+        )
     assert 'device "ens5"' in steps[1].argv[1] and 'device "eth1"' in steps[0].argv[1]
     assert set(plan.prior) == {"nft:a", "nft:b"}
 

@@ -1,0 +1,133 @@
+"""Open connections moved off a faulted link at the hosts, judged by real TCP and by
+counters that no cwctl code reads or writes.
+
+The leaves hash each packet's 5-tuple, as hardware does (``workload.header_hashing``).
+An iperf3 connection, paced, and a held echo connection are opened from gpu-001 (leaf1)
+to gpu-005 (leaf2) on client ports the kernel's own multipath hash sends up
+leaf1-spine2. The link is faulted one way (down, or congested), and then
+``cwctl reroute leaf1-spine2 --at hosts --apply`` with no ``--port``: the socket tables
+name the connections, and paired port translation moves them. Judged: the iperf3 run's
+own intervals (back to 90 % of its healthy rate within 5 s of the apply, never reset),
+a netdev counter on both ends of the link (none of the pair's TCP packets offered to it
+afterwards, either way), the echo connection still answering, and after the rollback
+every host's ``nft list ruleset`` exactly as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.testbed import layout as L
+from tests.testbed.faults import apply_fault, clear
+from tests.testbed.linkcount import LinkTcpCounter
+from tests.testbed.workload import (
+    IPERF_PORT,
+    HeldConnection,
+    header_hashing,
+    iperf_client,
+    iperf_result,
+    iperf_server,
+    ports_on,
+    ruleset,
+)
+
+LINK = "leaf1-spine2"
+SENDER, RECEIVER = "gpu-001", "gpu-005"
+MBIT = 100  # the iperf3 run's pace: well under what two cores forward, so "healthy" is stable
+HEALTHY_S = (0.5, 3.0)  # the run's healthy intervals, before the fault
+FAULT_AT_S = 3.0
+RUN_S = 28
+
+
+def cwctl(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CWCTL_STATE_DIR": str(state)}
+    argv = [sys.executable, "-m", "cwctl", *args]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=240)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _hashing(testbed) -> Iterator[None]:
+    with header_hashing(testbed):
+        yield
+
+
+def _intervals(report: dict) -> list[tuple[float, float, float]]:
+    """(start s, end s, Mbit/s) of each of the run's intervals."""
+    return [
+        (i["sum"]["start"], i["sum"]["end"], i["sum"]["bits_per_second"] / 1e6)
+        for i in report["intervals"]
+    ]
+
+
+@pytest.mark.parametrize("fault", ["down", "congested"])
+def test_an_open_connection_moves_off_a_faulted_link_and_survives_the_rollback(
+    fabric, tmp_path: Path, fault: str
+) -> None:
+    bed = fabric
+    before = {h: ruleset(bed, h) for h in L.HOSTS}
+    cport, hport = ports_on(bed, SENDER, RECEIVER, "spine2", 1, 50000 + 200 * len(fault), 2)
+    held = HeldConnection(bed, SENDER, RECEIVER, IPERF_PORT, hport)
+    server = iperf_server(bed, RECEIVER)
+    counter, applied = None, None
+    try:
+        assert held.exchange(4) == "ok"
+        time.sleep(0.3)
+        started = time.monotonic()
+        run = iperf_client(
+            bed, SENDER, RECEIVER, cport=cport, streams=1, seconds=RUN_S, mbit_per_stream=MBIT
+        )
+        time.sleep(FAULT_AT_S)
+        apply_fault(bed, "leaf1>spine2", fault)
+        applied = cwctl(
+            tmp_path, "reroute", LINK, "-i", str(bed.inventory), "--at", "hosts",
+            "--pool", "8", "--apply", "--yes", "--format", "json",
+        )  # fmt: skip
+        applied_at = time.monotonic() - started
+        assert applied.returncode == 0, applied.stderr[-2000:]
+        counter = LinkTcpCounter(bed, "leaf1", "spine2", (SENDER, RECEIVER))
+        steering = json.loads(applied.stdout)["plan"]["steering"]
+        moved = {(m["host"], m["port"]) for m in steering["moves"]}
+        assert (SENDER, cport) in moved and (SENDER, hport) in moved, steering["moves"]
+
+        report = iperf_result(run, timeout=RUN_S + 30)  # a reset connection fails the run
+        offered = counter.read()
+        spans = _intervals(report)
+        healthy = [r for s, e, r in spans if s >= HEALTHY_S[0] and e <= HEALTHY_S[1]]
+        base = sum(healthy) / len(healthy)
+        back = [s for s, _, r in spans if s >= applied_at and r >= 0.9 * base]
+        after = [r for s, _, r in spans if s >= applied_at + 5]
+        timeline = ", ".join(f"{s:.1f}:{r:.0f}" for s, _, r in spans)
+        assert back and back[0] <= applied_at + 5, f"applied at {applied_at:.1f} s: {timeline}"
+        assert after and min(after) >= 0.8 * base and sum(after) / len(after) >= 0.9 * base, (
+            f"applied at {applied_at:.1f} s: {timeline}"
+        )
+        assert offered == 0, f"{offered} TCP packets of the pair offered to {LINK} after the move"
+        assert held.exchange(16) == "ok"
+
+        clear(bed, LINK)
+        undone = cwctl(tmp_path, "rollback", "--apply", "--yes")
+        assert undone.returncode == 0, undone.stderr[-2000:]
+        assert {h: ruleset(bed, h) for h in L.HOSTS} == before
+        assert held.exchange(16) == "ok" and held.close() == 36 * 65536
+    finally:
+        if counter is not None:
+            counter.remove()
+        if applied is not None and ruleset(bed, SENDER) != before[SENDER]:
+            cwctl(tmp_path, "rollback", "--apply", "--yes")  # the next test starts clean
+        held.kill()
+        server.kill()
+        server.wait()
+
+
+pytestmark = pytest.mark.skipif(
+    not all(Path(f"/usr/{d}/{b}").exists() for d, b in (("sbin", "nft"), ("bin", "iperf3"))),
+    reason="moving connections needs nftables and iperf3 (apt install nftables iperf3)",
+)

@@ -46,6 +46,7 @@ class JobEnv:
     hosts: list[str]
     variables: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # rows of the scheduler's skipped
 
     def shell(self, header: str) -> str:
         """POSIX shell for ``eval``: ``export K='V'`` lines after ``#`` comments that say
@@ -212,6 +213,7 @@ async def env_for(
     if unknown:
         raise InputError(f"--nodes: no host {unknown[0]!r} in {where}")
     header = f"cwctl job-env for {', '.join(hosts)}"
+    warnings: list[str] = []
     if job_id is not None:
         read = await _read_jobs(request, **ssh)
         if read is None:
@@ -221,7 +223,11 @@ async def env_for(
             )
         if read.error is not None:
             raise InputError(f"cannot read the running jobs: {read.error}")
-        job = next((j for j in read.jobs if j.id == job_id), None)
+        warnings = list(read.warnings)
+        found = [j for j in read.jobs if j.id == job_id]  # each row checked, not the first
+        if len(found) > 1:
+            raise InputError(f"job {job_id!r} is listed {len(found)} times by {read.scheduler}")
+        job = found[0] if found else None
         if job is None:
             ids = ", ".join(j.id for j in read.jobs[:8]) or "none"
             raise InputError(f"no running job {job_id!r} ({read.scheduler} lists: {ids})")
@@ -229,4 +235,6 @@ async def env_for(
             raise InputError(f"job {job_id} runs on no host of {where} ({', '.join(job.nodes)})")
         hosts = list(job.hosts)
         header = f"cwctl job-env for job {job.label()}: {', '.join(hosts)}"
-    return header, job_env(hosts, in_effect(history(journal), fabric), nics)
+    env = job_env(hosts, in_effect(history(journal), fabric), nics)
+    env.warnings = warnings
+    return header, env

@@ -68,6 +68,8 @@ def job_env(
         # read only: a job's user (a TaskProlog) may read the operator's journal
         journal = Journal(shared=True)
         header, env = asyncio.run(env_for(request, job_id=job, hosts=names, journal=journal))
+        for warning in env.warnings:  # a malformed row of the scheduler's: said, not fatal
+            typer.echo(f"cwctl: warning: {warning}", err=True)
         if fmt is EnvFormat.json:
             typer.echo(json.dumps(env.to_json(), indent=1))
         elif fmt is EnvFormat.taskprolog:

@@ -39,11 +39,14 @@ class JobRead:
     """What one read of the scheduler gave: its jobs, or why there are none to show.
 
     ``scheduler`` is ``slurm``, ``k8s`` or ``sim``; ``error`` (one line) when the
-    scheduler was asked and did not answer: the scan goes on, the report says so."""
+    scheduler was asked and did not answer: the scan goes on, the report says so;
+    ``warnings`` the rows of its answer that were skipped (a malformed row is never the
+    failure of the whole read)."""
 
     scheduler: str
     jobs: tuple[Job, ...] = ()
     error: str | None = None
+    warnings: tuple[str, ...] = ()  # rows of the scheduler's output skipped, one line each
 
     @cached_property
     def map(self) -> JobMap:
@@ -53,6 +56,8 @@ class JobRead:
         out: dict[str, Any] = {"scheduler": self.scheduler, "running": len(self.jobs)}
         if self.error is not None:
             out["error"] = self.error
+        if self.warnings:
+            out["skipped"] = list(self.warnings)
         return out
 
 

@@ -9,12 +9,12 @@ does not answer is a ``JobRead`` with its ``error``, never a failed scan.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from cwctl.errors import CwctlError
 from cwctl.jobs import k8s, slurm
-from cwctl.jobs.model import JobRead
+from cwctl.jobs.model import Job, JobRead
 
 LOCAL = "local"  # a runner's name for this machine (cwctl.actions.plan.LOCAL)
 READ_TIMEOUT_S = 20.0  # a scheduler slower than this is reported "not known", not waited on
@@ -55,7 +55,26 @@ async def read_jobs(inventory: Any, runner: Runner) -> JobRead | None:
     if found is None:
         return None
     kind, where = found
-    argv = slurm.SQUEUE_ARGV if kind == "slurm" else k8s.KUBECTL_ARGV
+    known = known_names(inventory)
+    if kind == "slurm":  # --json where Slurm's openapi plugin answers, else the -o rows
+        argv = slurm.SQUEUE_JSON_ARGV
+        read = await _ask(runner, where, kind, argv, slurm.parse_squeue_json, known)
+        if read.error is None:
+            return read
+        return await _ask(runner, where, kind, slurm.SQUEUE_ARGV, slurm.parse_squeue, known)
+    return await _ask(runner, where, kind, k8s.KUBECTL_ARGV, _no_warnings(k8s.parse_pods), known)
+
+
+Parse = Callable[[str, Mapping[str, str]], tuple[list[Job], list[str]]]
+
+
+def _no_warnings(parse: Callable[[str, Mapping[str, str]], list[Job]]) -> Parse:
+    return lambda text, known: (parse(text, known), [])
+
+
+async def _ask(
+    runner: Runner, where: str, kind: str, argv: Sequence[str], parse: Parse, known: Any
+) -> JobRead:
     try:
         result = await asyncio.wait_for(runner.run(where, argv), READ_TIMEOUT_S)
     except TimeoutError:
@@ -65,13 +84,8 @@ async def read_jobs(inventory: Any, runner: Runner) -> JobRead | None:
     if result.rc != 0:
         why = result.detail() or f"exit {result.rc}"
         return JobRead(kind, error=f"{argv[0]} on {where}: {why}")
-    known = known_names(inventory)
     try:
-        jobs = (
-            slurm.parse_squeue(result.stdout, known)
-            if kind == "slurm"
-            else k8s.parse_pods(result.stdout, known)
-        )
+        jobs, warnings = parse(result.stdout, known)
     except CwctlError as exc:
         return JobRead(kind, error=str(exc))
-    return JobRead(kind, tuple(jobs))
+    return JobRead(kind, tuple(jobs), warnings=tuple(warnings))

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -133,3 +135,74 @@ def test_a_real_slurm_taskprolog_puts_the_exclusion_in_the_tasks_environment(
     with SlurmCluster(1, extra_conf=f"TaskProlog={prolog}\n") as cluster:
         out = cluster.run("srun", "-N1", "printenv", "NCCL_IB_HCA").stdout
     assert out == "^=mlx5_1\n"
+
+
+def test_a_host_list_of_1e8_names_is_refused_before_it_is_expanded(tmp_path: Path) -> None:
+    """Under a 2 GB address-space limit (the old expansion reached MemoryError at 2.9 GB)."""
+    limit = 2 << 30
+    done = subprocess.run(
+        [sys.executable, "-m", "cwctl", "job-env", "--sim", "--nodes", "x[0-999][0-999][0-99]"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "CWCTL_STATE_DIR": str(tmp_path / "state")},
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "cwctl: host list 'x[0-999][0-999][0-99]' names more than 1000000 hosts\n"
+    )
+
+
+@pytest.mark.slurm
+def test_hostile_job_names_on_a_real_slurm_break_no_read_and_forge_no_job(tmp_path: Path) -> None:
+    """Job 1's name holds U+2028, CR, VT, FS and NEL; job 2's a newline and a forged row
+    for a job 101 of mallory's on job 1's node. job-env for job 1 answers; 101 is no job."""
+    skip_without_slurm()
+    with SlurmCluster(2) as cluster:
+        n1, n2 = cluster.nodes
+        names = ("eval\u2028run\rx\x0bv\x1cs\x85n", f"x\n101\x1fmallory\x1f(null)\x1f{n1}\x1f\x1ff")
+        ids = []
+        for node, name in zip((n1, n2), names, strict=True):
+            out = cluster.run("sbatch", "--parsable", "-N1", "-w", node, "-J", name,
+                              "--output", "/dev/null", "--wrap", "sleep 300").stdout  # fmt: skip
+            ids.append(out.strip().split(";")[0])
+        try:
+            _wait_running(cluster, ids)
+            inv = tmp_path / "inv.toml"
+            inv.write_text(
+                '[scheduler]\nkind = "slurm"\n'
+                + "".join(
+                    f'[[host]]\nname = "{n}"\naddress = "{cluster.addresses[n]}"\n'
+                    'nics = ["mlx5_0", "mlx5_1"]\n'
+                    for n in cluster.nodes
+                )
+            )
+            env = {**cluster.env, "CWCTL_STATE_DIR": str(tmp_path / "state")}
+
+            def job_env(job: str) -> subprocess.CompletedProcess[str]:
+                return subprocess.run(
+                    [sys.executable, "-m", "cwctl", "job-env", job, "-i", str(inv)],
+                    cwd=REPO, capture_output=True, text=True, timeout=120, env=env,
+                )  # fmt: skip
+
+            first = job_env(ids[0])
+            assert first.returncode == 0, first.stderr
+            assert f"# cwctl job-env for job {ids[0]} (root/eval?run?x?v?s?n, 1 node): {n1}" in (
+                first.stdout
+            )
+            forged = job_env("101")
+            assert forged.returncode == 2
+            assert forged.stderr.startswith("cwctl: no running job '101' (slurm lists: ")
+        finally:
+            cluster.run("scancel", *ids, check=False)
+
+
+def _wait_running(cluster: SlurmCluster, ids: list[str]) -> None:
+    for _ in range(600):  # a hang guard: 30 s
+        running = cluster.run("squeue", "-h", "-t", "RUNNING", "-o", "%i").stdout.split()
+        if set(ids) <= set(running):
+            return
+        threading.Event().wait(0.05)
+    raise AssertionError(f"jobs not running: {cluster.logs()}")

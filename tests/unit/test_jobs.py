@@ -24,7 +24,7 @@ from cwctl.jobs.affected import (
 )
 from cwctl.jobs.k8s import parse_pods
 from cwctl.jobs.simjobs import sim_jobs
-from cwctl.jobs.slurm import expand_hostlist, parse_squeue
+from cwctl.jobs.slurm import expand_hostlist, parse_squeue, parse_squeue_json
 from cwctl.names import sim_host_names
 from cwctl.snapshot import Suspect
 
@@ -55,7 +55,8 @@ def test_a_compressed_list_expands_to_its_hosts(numbers: list[int]) -> None:
 
 def test_squeue_lines_become_jobs_on_inventory_hosts() -> None:
     known = {f"gpu-{i:03d}": f"gpu-{i:03d}" for i in range(1, 12)} | {"sc2835n1": "h1"}
-    jobs = parse_squeue((DATA / "slurm" / "squeue-running.txt").read_text(), known)
+    jobs, skipped = parse_squeue((DATA / "slurm" / "squeue-running.txt").read_text(), known)
+    assert skipped == []
     assert [j.id for j in jobs] == ["1", "2", "4471_3", "4480"]
     first = jobs[0]
     assert (first.user, first.name, first.nodes) == ("root", "llama pretrain|x",
@@ -70,9 +71,48 @@ def test_squeue_lines_become_jobs_on_inventory_hosts() -> None:
     assert jobs[3].name == "name with \x1f inside"
 
 
-def test_a_squeue_that_ignored_the_format_is_named() -> None:
-    with pytest.raises(InputError, match="squeue line 1 has 1 of 6 fields"):
-        parse_squeue("JOBID PARTITION NAME USER ST TIME NODES NODELIST\n", {})
+def test_a_row_that_is_not_a_jobs_is_skipped_with_a_warning_not_the_read() -> None:
+    text = "JOBID PARTITION NAME USER ST TIME NODES NODELIST\n7\x1fbob\x1f\x1fn1\x1f\x1fok\n"
+    jobs, skipped = parse_squeue(text, {})
+    assert [j.id for j in jobs] == ["7"]
+    assert skipped == ["squeue line 1 skipped: not a job's row: 'JOBID PARTITION NAME USER ST "
+                       "TIME NODES NODELIST'"]  # fmt: skip
+
+
+def test_hostile_job_names_split_no_job_in_squeues_json() -> None:
+    """Saved from the test Slurm (22.05.8): job 1's name holds U+2028, CR, VT, FS and NEL;
+    job 2's a newline and a whole forged row for a job 101 of mallory's."""
+    known = {"sq34n1": "h1", "sq34n2": "h2"}
+    jobs, skipped = parse_squeue_json((DATA / "slurm" / "squeue-hostile.json").read_text(), known)
+    assert skipped == []
+    assert [(j.id, j.user, j.hosts) for j in jobs] == [
+        ("1", "root", ("h1",)),
+        ("2", "root", ("h2",)),
+    ]
+    assert jobs[0].name == "eval\u2028run\rx\x0bv\x1cs\x85n"
+    assert dict(jobs[0].marks) == {"comment": "protected"}
+    assert jobs[1].name.startswith("x\n101\x1fmallory")
+
+
+def test_hostile_job_names_in_squeues_rows_break_only_their_own_row() -> None:
+    """The same jobs through -o: job 1 whole (records end at \\n only); job 2's name cut at
+    its newline, and the row it forged is read as a job (why --json is read first)."""
+    text = (DATA / "slurm" / "squeue-hostile.txt").read_bytes().decode()
+    jobs, skipped = parse_squeue(text, {"sq34n1": "h1"})
+    assert [j.id for j in jobs] == ["1", "2", "101"]
+    assert jobs[0].name == "eval\u2028run\rx\x0bv\x1cs\x85n"
+    assert skipped == []
+
+
+def test_a_job_id_on_two_rows_drops_both() -> None:
+    row = "101\x1f{}\x1f\x1fn1\x1f\x1fname\n"
+    jobs, skipped = parse_squeue(row.format("alice") + row.format("mallory"), {})
+    assert jobs == [] and skipped == ["squeue lines 1, 2 skipped: job 101 on 2 rows"]
+
+
+def test_squeue_json_that_is_not_json_is_an_error_of_the_read() -> None:
+    with pytest.raises(InputError, match="squeue --json: not JSON"):
+        parse_squeue_json("squeue: error: unrecognized option '--json'", {})
 
 
 def test_running_pods_become_workloads_by_node() -> None:

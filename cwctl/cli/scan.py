@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -127,11 +128,16 @@ def scan(
             why = too_few_windows(rate, snapshot.duration_s)  # saved records: known now
             if why is not None:
                 fail(why)
+        from cwctl.cli.hints import source_args
+
         color = STATE.color and out_path is None and fmt is Format.table
+        width, source = report_width(out_path), source_args(flags)
+        # a terminal's width (or $COLUMNS) folds lines; a pipe, a file: lines unbroken
+        fold = out_path is None and (sys.stdout.isatty() or "COLUMNS" in os.environ)
         write_output(
             render_bytes(snapshot, fmt.value, prom_paths=prom_paths, pretty=pretty)
             if fmt.value in BINARY
-            else render(snapshot, fmt.value, color=color, width=report_width(out_path)),
+            else render(snapshot, fmt.value, color=color, width=width, source=source, fold=fold),
             out_path,
         )
         if heatmap_path is not None:

@@ -17,14 +17,18 @@ def render(
     width: int = 80,
     prom_paths: bool = False,
     pretty: bool = False,
+    source: str | None = None,
+    fold: bool = True,
 ) -> str:
     """The snapshot as text in one of ``FORMATS`` (``prom_paths``: per-path series too;
-    ``json``: compact unless ``pretty``)."""
+    ``json``: compact unless ``pretty``; ``table``: its "Next:" lines name ``source``, the
+    flags that name the hosts, or none without it; ``fold`` False: prose lines unbroken,
+    for a pipe or a file)."""
     if fmt in BINARY:
         return b"".join(render_bytes(snapshot, fmt, prom_paths=prom_paths, pretty=pretty)).decode()
     from cwctl.report.table import render_table
 
-    return render_table(snapshot, color=color, width=width)
+    return render_table(snapshot, color=color, width=width, source=source, fold=fold)
 
 
 BINARY = ("json", "prom")  # formats made as UTF-8 bytes, written as they are

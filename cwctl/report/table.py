@@ -1,4 +1,5 @@
-"""The scan report for people: a summary, the hosts, the worst paths, the suspects.
+"""The scan report for people: the verdict, a summary, the hosts, the worst paths, the
+suspects, and what to run next.
 
 Rich tables sized for an 80-column terminal. A large fabric shows its most interesting
 hosts (not ok, GPU trouble, named by a suspect, least certain clocks) and says how many
@@ -18,6 +19,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from cwctl.report.nextsteps import next_lines
+from cwctl.report.verdict import HEALTHY, VERDICT_STYLES, verdict_line
 from cwctl.snapshot import FabricSnapshot, HostReport, PathReport
 from cwctl.units import fmt_ns, fmt_ppb, fmt_ratio
 
@@ -377,8 +380,18 @@ def jobs_cell(jobs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def render_table(snapshot: FabricSnapshot, *, color: bool = True, width: int = 80) -> str:
-    """The whole report as text, ``width`` columns wide."""
+def render_table(
+    snapshot: FabricSnapshot,
+    *,
+    color: bool = True,
+    width: int = 80,
+    source: str | None = None,
+    fold: bool = True,
+) -> str:
+    """The whole report as text, ``width`` columns wide; ``source``: the flags that name
+    the hosts (``--sim --fault switch:spine2:down``), for the "Next:" lines. ``fold``
+    False (a pipe, a file): a line of words stays one line, for grep and for a command
+    to paste; tables keep ``width``. No line ends in padding."""
     buf = io.StringIO()
     console = Console(
         file=buf,
@@ -389,6 +402,14 @@ def render_table(snapshot: FabricSnapshot, *, color: bool = True, width: int = 8
         emoji=False,
         soft_wrap=False,
     )
+
+    def say(text: str, style: str = "") -> None:
+        if fold:
+            console.print(Text(text, style=style), overflow="fold")
+        else:
+            console.print(Text(text, style=style), soft_wrap=True)
+
+    say(verdict_line(snapshot), VERDICT_STYLES[snapshot.verdict])
     lines = summary_lines(snapshot)
     for i, line in enumerate(lines):
         style = "bold yellow" if i == 0 and is_simulated(snapshot) else ""
@@ -396,7 +417,7 @@ def render_table(snapshot: FabricSnapshot, *, color: bool = True, width: int = 8
             style = "bold yellow"
         if line.startswith("top suspect"):
             style = "bold red"
-        console.print(Text(line, style=style), overflow="fold")
+        say(line, style)
     # titles are lines of their own, as wide as the console, never folded to a table's width
     if snapshot.hosts:
         hosts, hidden = _hosts_table(snapshot)
@@ -411,12 +432,14 @@ def render_table(snapshot: FabricSnapshot, *, color: bool = True, width: int = 8
         if len(snapshot.suspects) > SUSPECT_ROWS:
             console.print(Text(f"{len(snapshot.suspects) - SUSPECT_ROWS} more suspects not shown"))
     elif snapshot.verdict == "inconclusive":
-        console.print(
-            Text("No suspects, but the window could not tell: inconclusive.", style="bold yellow")
-        )
-    elif snapshot.unlocalised is None:
-        console.print(Text("No suspects: no element explains any loss or delay.", style="green"))
+        say("No suspects, but the window could not tell: inconclusive.", "bold yellow")
+    elif snapshot.healthy:
+        say(f"No suspects: {HEALTHY}.", "green")
+    elif snapshot.unlocalised is None:  # unreachable hosts, busy ones, bad records
+        say(f"No suspect element, but not healthy: {'; '.join(snapshot.verdict_reasons())}.",
+            "bold red")  # fmt: skip
     if snapshot.unlocalised is not None:
-        evidence = str(snapshot.unlocalised.get("evidence", "unlocalised loss"))
-        console.print(Text(evidence, style="bold red"), overflow="fold")
-    return buf.getvalue()
+        say(str(snapshot.unlocalised.get("evidence", "unlocalised loss")), "bold red")
+    for line in next_lines(snapshot, source):
+        say(line)
+    return "".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines())

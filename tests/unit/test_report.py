@@ -39,7 +39,8 @@ def test_table_fits_80_columns_and_says_what_it_is(faulty: FabricSnapshot) -> No
     text = render(faulty, "table", color=False)
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80
-    assert lines[0].startswith("SIMULATED fabric")
+    assert lines[0].startswith("verdict: problems (exit 3): 2 suspects, first spine2")
+    assert lines[2].startswith("SIMULATED fabric")  # the verdict folds to two lines
     assert "timestamps hw" in text
     assert "hosts ok 31/32" in text
     assert "top suspect spine2 (switch" in text

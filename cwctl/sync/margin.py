@@ -30,6 +30,13 @@ BAND_POINTS = 3
 # and on the idle fabric, median 3.0 beside the flow. Such a pair is measured at its
 # dense edge on both sides: the mean of the lowest DENSE_EDGE_SHARE of each side's
 # points (11 saved scans replayed: p99 mean 77 -> 31 ns, worst 152 -> 64 ns; idle unchanged).
+# A side's BAND_POINTS nearest points may stand on two floors: in a sparse window (the
+# watch budget: a handful of legs a flow) the nearest may be the one leg of a flow that
+# crossed healthy spines and the next two legs of a flow through a slow spine, 5 us
+# higher, and the edge's mean moves by 3 us. Points beyond BAND_SPREAD_K times the
+# source's median spread of its sides (the BAND_POINTS-th nearest minus the nearest)
+# from the nearest are left out of the edge.
+BAND_SPREAD_K = 5.0
 FAST_TAIL_RATIO = 2.5
 DENSE_EDGE_SHARE = 0.1
 MIN_SHAPE_POINTS = 40  # fewer points on a side: its percentiles say nothing of its shape
@@ -88,8 +95,11 @@ def max_margin_refine(
     # the margin at the chosen slope, per flow (a flow is the whole pair unless the
     # points were split by flow): theta is the mean midline of the flows with both clouds
     n_flows = len(points.flow_pair)
-    ranks = _Ranks.of(y - b[pair_of] * x, flow_of, upper, n_flows)
-    top, bottom = ranks.edges(np.full(2 * n_flows, BAND_POINTS, np.intp))
+    ranks = _Ranks.of(y - b[pair_of] * x, flow_of, upper, n_flows, x)
+    flow_source = np.repeat(points.source[points.flow_pair], 2)
+    within = _band_tolerance(ranks.spread(BAND_POINTS), flow_source)
+    top, bottom = ranks.edges(np.full(2 * n_flows, BAND_POINTS, np.intp), within)
+    centre = ranks.centre
     noisy = points.source[points.flow_pair] >= 1  # per flow: kernel or user-space stamps
     if noisy.any():
         tail = ranks.fast_tail(top, bottom).reshape(-1, 2).any(axis=1) & noisy
@@ -98,17 +108,59 @@ def max_margin_refine(
             d_top, d_bottom = ranks.edges(dense.astype(np.intp))
             top = np.where(tail, d_top, top)
             bottom = np.where(tail, d_bottom, bottom)
+            centre = np.where(np.repeat(tail, 2), ranks.centre, centre)
     both = np.isfinite(top) & np.isfinite(bottom)
     fp = points.flow_pair[both]
     count = np.bincount(fp, minlength=n_pairs).astype(np.float64)
     safe = np.maximum(count, 1.0)
     mid = np.bincount(fp, (top[both] + bottom[both]) / 2, n_pairs) / safe
     gap = np.bincount(fp, (top[both] - bottom[both]) / 2, n_pairs) / safe
+    x_flow = (centre[0::2] + centre[1::2]) / 2
+    x_centre = np.bincount(fp, x_flow[both], n_pairs) / safe
     out = PairFits(**{k: getattr(fits, k) for k in fits.__dataclass_fields__})
     good = (count > 0) & fits.ok
     out.offset_ns = np.where(good, mid, fits.offset_ns)
     out.drift_ppb = np.where(good, b * 1e9, fits.drift_ppb)
     out.delay_floor_ns = np.where(good, gap, fits.delay_floor_ns)
+    out.x_centre_ns = np.where(good, x_centre, fits.x_centre_ns)
+    return out
+
+
+def flow_floor_steps(flows: PairPoints, fits: PairFits) -> F64:
+    """Per pair: the largest step between its flows' floors on one side (each flow's
+    nearest point to the gap at the pair's slope, the upper and lower clouds apart).
+    Paths differ by some hundreds of ns on a healthy fabric (hw stamps, 256 hosts:
+    median 120-360 ns, p99.9 0.8-1.3 us); a slow element on some of a pair's flows adds
+    its delay to theirs (a slow spine: median 4.7 us)."""
+    n_pairs = flows.n_pairs
+    n_flows = len(flows.flow_pair)
+    pair_of, upper, x = flows.pair_of, flows.upper, flows.x_ns
+    if len(x) == 0:
+        return np.zeros(n_pairs)
+    v = flows.y_ns - fits.drift_ppb[pair_of] * 1e-9 * x
+    ranks = _Ranks.of(v, flows.flow_of, upper, n_flows)
+    nearest = np.where(ranks.count > 0, ranks.signed[np.minimum(ranks.start, len(v) - 1)], np.nan)
+    has = np.isfinite(nearest)
+    # per (pair, side): the slowest flow's floor minus the fastest's
+    pair_side = np.repeat(flows.flow_pair * 2, 2) + np.tile([0, 1], n_flows)
+    lo = np.full(2 * n_pairs, np.inf)
+    hi = np.full(2 * n_pairs, -np.inf)
+    np.minimum.at(lo, pair_side[has], nearest[has])
+    np.maximum.at(hi, pair_side[has], nearest[has])
+    return np.where(hi > lo, hi - lo, 0.0).reshape(-1, 2).max(axis=1)
+
+
+def _band_tolerance(spread: F64, source: np.ndarray) -> F64:
+    """Per side: how far beyond its nearest point a point may stand and still count
+    towards the edge, ``BAND_SPREAD_K`` times the median ``spread`` of the sides of its
+    timestamp source (a point beyond it stands on another floor: see ``BAND_SPREAD_K``)."""
+    out = np.full(len(spread), np.inf)
+    for code in np.unique(source):
+        mine = source == code
+        pool = spread[mine]
+        pool = pool[np.isfinite(pool)]
+        if len(pool):
+            out[mine] = BAND_SPREAD_K * max(float(np.median(pool)), 1.0)
     return out
 
 
@@ -126,26 +178,55 @@ class _Ranks:
     """Every (group, side)'s points in order from the gap outwards: upper points from the
     lowest, lower points from the highest, as ``signed`` values (lower ones negated)."""
 
-    def __init__(self, side: np.ndarray, signed: F64, start: np.ndarray, count: np.ndarray):
+    def __init__(
+        self,
+        side: np.ndarray,
+        signed: F64,
+        start: np.ndarray,
+        count: np.ndarray,
+        x: F64 | None = None,
+    ):
         self.side, self.signed, self.start, self.count = side, signed, start, count
+        self.x = x
+        self.centre: F64 = np.zeros(0)  # per side: the mean x of the last ``edges`` points
 
     @classmethod
-    def of(cls, v: F64, group: np.ndarray, upper: np.ndarray, n: int) -> _Ranks:
+    def of(
+        cls, v: F64, group: np.ndarray, upper: np.ndarray, n: int, x: F64 | None = None
+    ) -> _Ranks:
         side = group * 2 + (~upper)
         signed = np.where(upper, v, -v)  # the points nearest the gap first on both sides
         order = np.lexsort((signed, side))
         ranked = side[order]
         start = np.searchsorted(ranked, np.arange(2 * n))
         count = np.bincount(ranked, minlength=2 * n)
-        return cls(ranked, signed[order], start, count)
+        return cls(ranked, signed[order], start, count, None if x is None else x[order])
 
-    def edges(self, k: np.ndarray) -> tuple[F64, F64]:
-        """Per group, the two edges: the mean of each side's ``k[side]`` nearest points."""
+    def edges(self, k: np.ndarray, within: F64 | None = None) -> tuple[F64, F64]:
+        """Per group, the two edges: the mean of each side's ``k[side]`` nearest points,
+        of those within ``within[side]`` of its nearest if given (and, where the ranks
+        know their points' x, their mean x in ``centre``)."""
         near = (np.arange(len(self.side)) - self.start[self.side]) < k[self.side]
+        if within is not None and len(self.side):
+            nearest = self.signed[np.minimum(self.start, len(self.side) - 1)]
+            near &= self.signed - nearest[self.side] <= within[self.side]
         used = np.bincount(self.side[near], minlength=len(k)).astype(np.float64)
-        mean = np.bincount(self.side[near], self.signed[near], len(k)) / np.maximum(used, 1.0)
+        safe = np.maximum(used, 1.0)
+        mean = np.bincount(self.side[near], self.signed[near], len(k)) / safe
         mean[used == 0] = np.inf
+        if self.x is not None:
+            self.centre = np.bincount(self.side[near], self.x[near], len(k)) / safe
         return mean[0::2], -mean[1::2]
+
+    def spread(self, k: int) -> F64:
+        """Per side: how far its ``k``-th nearest point stands beyond its nearest (NaN
+        where it has fewer than ``k``)."""
+        if len(self.side) == 0:
+            return np.full(len(self.count), np.nan)
+        last = len(self.signed) - 1
+        first = self.signed[np.minimum(self.start, last)]
+        kth = self.signed[np.minimum(self.start + k - 1, last)]
+        return np.where(self.count >= k, kth - first, np.nan)
 
     def quantile(self, q: float) -> F64:
         """Per side, the value of rank ``q`` (0 nearest the gap); NaN on an empty side."""

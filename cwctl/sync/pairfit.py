@@ -31,7 +31,7 @@ floats only after subtracting ``t_ref``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 import numpy as np
@@ -47,6 +47,12 @@ TRIM_K: Final = 4.0
 # Uncertainty floors per timestamp source (hw, sw, user): offset ns, and the trim floor.
 SIGMA_FLOOR_NS: Final = (1.0, 20.0, 200.0)
 TRIM_FLOOR_NS: Final = (5.0, 200.0, 2_000.0)
+# A pair's envelope scatter is pooled with its source's typical scatter as if that were
+# PRIOR_DOF residuals more (``_moderated_scatter``). Watch budget, 256 hosts, seed 1, hw,
+# p99 offset error less the median: healthy 65 -> 36 ns, a dead spine 129 -> 38, a slow
+# spine 127 -> 60; quick (load 0.4, seeds 4242, 3, 5) within 2 ns (2: the same; 8: slow
+# spine 54, quick the same).
+PRIOR_DOF: Final = 4.0
 DRIFT_SIGMA_UNKNOWN_PPB: Final = 1e6  # a pair probed in one window only: no slope
 
 
@@ -71,6 +77,10 @@ class PairPoints:
     def n_pairs(self) -> int:
         return len(self.lo)
 
+    def by_pair(self) -> PairPoints:
+        """The same points with one flow per pair (both clouds of the pair together)."""
+        return replace(self, flow_of=self.pair_of, flow_pair=np.arange(self.n_pairs))
+
 
 @dataclass
 class PairFits:
@@ -88,6 +98,13 @@ class PairFits:
     dropped: npt.NDArray[np.int64]  # legs dropped by the coded filter
     forbidden: npt.NDArray[np.int64]  # legs on the wrong side of the line beyond the trim
     ok: npt.NDArray[np.bool_]  # both clouds non-empty: the pair has an estimate
+    # where (lo's clock minus t_ref) the points the offset rests on lie, on average: the
+    # offset at another slope b' is ``offset_ns + (drift_ppb - b') * 1e-9 * x_centre_ns``
+    x_centre_ns: F64
+    # the largest step between the floors of the pair's flows on one side, and whether
+    # it stands beyond their noise (``margin.flow_floor_steps``): bimodal across flows
+    flow_step_ns: F64
+    bimodal: npt.NDArray[np.bool_]
 
     def select(self, mask: npt.NDArray[np.bool_]) -> PairFits:
         return PairFits(**{k: getattr(self, k)[mask] for k in self.__dataclass_fields__})
@@ -205,6 +222,8 @@ class _Lines:
 
     a_up: F64
     a_lo: F64
+    x_up: F64  # per flow: the mean x of the upper and lower points
+    x_lo: F64
     n_up: npt.NDArray[np.int64]
     n_lo: npt.NDArray[np.int64]
     slope: F64  # per pair
@@ -230,7 +249,9 @@ def _fit_lines(
     slope = np.divide(sxy, sxx, out=np.zeros(n_pairs), where=sxx > 0)
     intercept = my - np.repeat(slope[flow_pair], 2) * mx
     cnt_i = cnt.astype(np.int64)
-    return _Lines(intercept[0::2], intercept[1::2], cnt_i[0::2], cnt_i[1::2], slope, sxx)
+    return _Lines(
+        intercept[0::2], intercept[1::2], mx[0::2], mx[1::2], cnt_i[0::2], cnt_i[1::2], slope, sxx
+    )
 
 
 def _keep_one_per_side(
@@ -278,6 +299,8 @@ def fit_pairs(points: PairPoints, *, windows: int | None = None, trim_rounds: in
     half_gap = np.where(both, (lines.a_up - lines.a_lo) / 2, 0.0)
     offset = np.bincount(flow_pair, mid, n_pairs) / safe_n
     floor_ns = np.bincount(flow_pair, half_gap, n_pairs) / safe_n
+    x_mid = np.where(both, (lines.x_up + lines.x_lo) / 2, 0.0)
+    x_centre = np.bincount(flow_pair, x_mid, n_pairs) / safe_n
     inv_n = np.where(both, 1 / np.maximum(lines.n_up, 1) + 1 / np.maximum(lines.n_lo, 1), 0.0)
     inv_n_pair = np.bincount(flow_pair, inv_n, n_pairs) / safe_n**2
     n_up = np.bincount(flow_pair, lines.n_up, n_pairs).astype(np.int64)
@@ -287,7 +310,7 @@ def fit_pairs(points: PairPoints, *, windows: int | None = None, trim_rounds: in
     n_flows_pair = np.bincount(flow_pair, minlength=n_pairs)
     dof = n_up + n_lo - n_flows_pair * 2 - 1
     ss = np.bincount(pair_of[keep], resid[keep] ** 2, n_pairs)
-    scatter = _unmeasured_scatter(np.sqrt(ss / np.maximum(dof, 1)), dof > 0, ok, src)
+    scatter = _moderated_scatter(np.sqrt(ss / np.maximum(dof, 1)), dof, ok, src)
     sigma_floor = np.asarray(SIGMA_FLOOR_NS)[src]
     sigma_off = np.sqrt(scatter**2 * inv_n_pair / 4 + sigma_floor**2)
     has_slope = sxx > 0
@@ -315,22 +338,53 @@ def fit_pairs(points: PairPoints, *, windows: int | None = None, trim_rounds: in
         dropped=points.legs_total - counted,
         forbidden=np.bincount(points.pair_of[bad], minlength=n_pairs).astype(np.int64),
         ok=ok,
+        x_centre_ns=x_centre,
+        flow_step_ns=np.zeros(n_pairs),
+        bimodal=np.zeros(n_pairs, np.bool_),
     )
 
 
-def _unmeasured_scatter(
-    scatter: F64, measured: npt.NDArray[np.bool_], ok: npt.NDArray[np.bool_], source: IntP
+def with_flow_slopes(fits: PairFits, flows: PairFits) -> PairFits:
+    """``fits`` (one envelope per pair) with the slope of ``flows`` (the same pairs, one
+    envelope per flow) where that has one, and its offset moved to that slope.
+
+    A pair's flows take their own ECMP paths, each with its own floor; in one envelope
+    a window whose lowest leg crossed a slower path than its neighbour's reads the step
+    as a slope (a slow spine at the watch budget: drifts ppm off), where each flow's own
+    line keeps it out. The offset stays the pair's: a flow's own path each way is as
+    asymmetric as its spines are, the pair's fastest legs each way are not."""
+    has = flows.sigma_drift_ppb < DRIFT_SIGMA_UNKNOWN_PPB
+    slope = np.where(has, flows.drift_ppb, fits.drift_ppb)
+    out = replace(fits)
+    out.offset_ns = fits.offset_ns + (fits.drift_ppb - slope) * 1e-9 * fits.x_centre_ns
+    out.drift_ppb = slope
+    out.sigma_drift_ppb = np.where(has, flows.sigma_drift_ppb, fits.sigma_drift_ppb)
+    return out
+
+
+def _moderated_scatter(
+    scatter: F64, dof: npt.NDArray[np.int64], ok: npt.NDArray[np.bool_], source: IntP
 ) -> F64:
-    """Each pair's envelope scatter, where its lines left no residual to measure it (as
-    many points as the lines' parameters: three envelope points, two lines and a slope)
-    the median of the measured pairs' of its timestamp source. Such a line fits exactly
-    whatever its points are: at 10 pairs/s beside a congested spine one pair's three
-    queued points gave a drift 2.6 ppm off with the floor's 1 ns, and its host came
-    out 2.3 ppm off, every flow of it "delayed" (10 000 hosts)."""
+    """Each pair's envelope scatter, pooled with its timestamp source's typical one
+    (the median of the measured pairs'), as if that were ``PRIOR_DOF`` residuals more.
+
+    A pair with as many envelope points as its lines have parameters (three: two lines
+    and a slope) has no residual to measure its scatter by, and one with a point more
+    has one: either line fits whatever its points are. At 10 pairs/s beside a congested
+    spine one pair's three queued points gave a drift 2.6 ppm off with the floor's
+    1 ns, and its host came out 2.3 ppm off, every flow of it "delayed" (10 000 hosts);
+    at the watch budget beside a dead spine one pair with one residual read 2.8 ns for
+    an offset 250 ns off and moved its host by 200 ns (256 hosts). With the pool, such
+    a pair takes its source's typical scatter; pairs of tens of points keep their own."""
     out = scatter.copy()
-    for s in np.unique(source[~measured & ok]):
+    dof = np.maximum(dof, 0).astype(np.float64)
+    for s in np.unique(source[ok]):
         mine = (source == s) & ok
-        pool = scatter[mine & measured]
+        pool = scatter[mine & (dof > 0)]
         if len(pool):
-            out[mine & ~measured] = float(np.median(pool))
+            typical = float(np.median(pool))
+            var = (dof[mine] * scatter[mine] ** 2 + PRIOR_DOF * typical**2) / (
+                dof[mine] + PRIOR_DOF
+            )
+            out[mine] = np.sqrt(var)
     return out

@@ -27,13 +27,13 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from cwctl.records import ProbeTable
+from cwctl.records import TS_SOURCES, ProbeTable
 from cwctl.sync.blocks import BLOCK_ROWS, merge_filters, merge_fits, pair_blocks
 from cwctl.sync.coded import CodedFilter, coded_filter
 from cwctl.sync.floors import weigh_floors
-from cwctl.sync.margin import max_margin_refine
+from cwctl.sync.margin import flow_floor_steps, max_margin_refine
 from cwctl.sync.network import ProbeGraph, build_graph, ls_solve, tree_solve
-from cwctl.sync.pairfit import PairFits, fit_pairs, pair_points
+from cwctl.sync.pairfit import PairFits, fit_pairs, pair_points, with_flow_slopes
 from cwctl.sync.robust import MAD_TO_SIGMA, median_per_group
 from cwctl.sync.scoreslope import score_slopes
 from cwctl.sync.solution import ClockSolution
@@ -45,6 +45,7 @@ ROBUST_ROUNDS = 4  # Huber IRLS rounds of the offset solve
 ROBUST_K = 1.5
 # timestamp sources whose pair drifts come from every point (``scoreslope``): sw, user
 SCORE_SLOPE_SOURCES = (1, 2)
+BIMODAL_K = 3.0  # a pair's flows' floors apart by this many coded-filter tolerances
 
 
 def window_middle(table: ProbeTable) -> int:
@@ -83,6 +84,7 @@ def host_window_middle(table: ProbeTable, host: int) -> int:
 def rebase(fits: PairFits, shift_ns: int) -> None:
     """Move every pair's offset from ``t_ref`` to ``t_ref + shift_ns`` along its slope."""
     fits.offset_ns = fits.offset_ns + fits.drift_ppb * 1e-9 * float(shift_ns)
+    fits.x_centre_ns = fits.x_centre_ns - float(shift_ns)
 
 
 def fit_table(
@@ -99,8 +101,14 @@ def fit_table(
     keep the envelope's (the sliding solve over a long history: ``incremental.py``)."""
     t_prov = window_middle(table)
     filt = coded_filter(table)
-    points = pair_points(table, filt, t_prov, by_flow=by_flow)
+    # the slope from the flows' envelopes (each flow its own intercepts, so a flow
+    # whose path is slower, or queued, does not tilt the line), the offset and its
+    # sigma from the pair's clouds (whose scatter holds its flows' floors apart)
+    flows = pair_points(table, filt, t_prov, by_flow=True)
+    points = flows if by_flow else flows.by_pair()
     fits = fit_pairs(points, windows=windows)
+    if not by_flow:
+        fits = with_flow_slopes(fits, fit_pairs(flows, windows=windows))
     if method == "score":
         # opt-in: better sw drifts (docs/sync.md), but not exactly invariant to a constant
         # added to one clock (tests/unit/test_sync_scoreslope.py shows tens of ns)
@@ -109,7 +117,23 @@ def fit_table(
         search = method == "margin" or (search_noisy and bool((points.source >= 1).any()))
         only = None if method == "margin" or not search else points.source >= 1
         fits = max_margin_refine(points, fits, search=search, only=only)
+    if not by_flow:  # the self-check: a pair whose flows stand on different floors
+        fits.flow_step_ns = flow_floor_steps(flows, fits)
+        fits.bimodal = fits.flow_step_ns > bimodal_step_ns(filt, points.source)
     return filt, fits.select(fits.ok), t_prov
+
+
+def bimodal_step_ns(filt: CodedFilter, source: npt.NDArray[np.int8]) -> F64:
+    """Per pair: the step between its flows' floors beyond which it is bimodal,
+    ``BIMODAL_K`` times the coded filter's tolerance of its timestamp source (the
+    scan's own queueing jitter, 3 robust deviations of the coded pairs' spacing
+    errors): hw 420-480 ns at the watch budget and load 0.2, so a step beyond 1.3-1.5
+    us, which 0.1 % of healthy pairs reach and most pairs beside a slow spine do.
+    Without coded pairs (no tolerance) no pair is called bimodal."""
+    by_code = np.full(len(TS_SOURCES), np.inf)
+    for name, value in filt.tolerance_ns.items():
+        by_code[TS_SOURCES.index(name)] = BIMODAL_K * value
+    return by_code[np.minimum(source.astype(np.intp), len(TS_SOURCES) - 1)]
 
 
 def fit_blocks(
@@ -177,14 +201,19 @@ def network_solve(
         iterations += info.iterations
     else:
         drift = tree_solve(graph, fits.drift_ppb)
+    # each pair's offset at the graph's slope, not its own: a sparse pair's slope can be
+    # ppm off where its points sit together far from t_ref, and its own line carried
+    # the error to t_ref as an offset of microseconds with the sigma of its points
+    slope_ppb = drift[fits.hi] - drift[fits.lo] if network else fits.drift_ppb
+    at_slope = fits.offset_ns + (fits.drift_ppb - slope_ppb) * 1e-9 * fits.x_centre_ns
     # the pair fits are at t_ref in lo's clock, i.e. at reference time t_ref - x_lo:
-    # move them to reference time t_ref along their own slope
+    # move them to reference time t_ref along that slope
     solvable = graph.component >= 0
     if x0_offset is None or not np.all(np.isfinite(x0_offset[solvable])):
-        first = tree_solve(graph, fits.offset_ns)
+        first = tree_solve(graph, at_slope)
     else:
         first = x0_offset
-    values = fits.offset_ns + fits.drift_ppb * 1e-9 * first[fits.lo]
+    values = at_slope + slope_ppb * 1e-9 * first[fits.lo]
     factor = np.ones(len(values)) if robust_factor is None else robust_factor
     if network:
         offset, info = ls_solve(
@@ -263,6 +292,8 @@ def edge_table(fits: PairFits, result: NetworkResult) -> dict[str, Any]:
         "points": fits.points,
         "dropped": fits.dropped,
         "forbidden": fits.forbidden,
+        "flow_step_ns": np.round(fits.flow_step_ns, 1),
+        "bimodal": fits.bimodal,
     }
 
 
@@ -350,6 +381,8 @@ def assemble(
         "unsolved_hosts": int((comp < 0).sum()),
         "residual_rms_ns": round(float(np.sqrt(np.mean(result.residual_ns**2))), 3),
         "residual_max_ns": round(float(resid.max()), 3) if len(resid) else 0.0,
+        # pairs whose flows' floors stand apart beyond their noise (the self-check)
+        "bimodal_pairs": int(fits.bimodal.sum()),
         "chi2": round(result.chi2, 3),
         "cg_iterations": result.iterations,
         **extra,

@@ -1,4 +1,4 @@
-"""Count one host pair's TCP packets offered to a fabric link, both ways, where no cwctl
+"""Count some hosts' TCP packets offered to a fabric link, both ways, where no cwctl
 code runs: a netdev egress counter on each end of the link (the switches' namespaces).
 
 The egress hook runs before the link's qdisc, so a packet the fault drops (``down``'s
@@ -22,9 +22,9 @@ _TABLE = "testbed_linkcount"
 
 
 class LinkTcpCounter:
-    """TCP packets between two hosts' fabric addresses sent into the link ``a-b``."""
+    """TCP packets among ``hosts``' fabric addresses sent into the link ``a-b``."""
 
-    def __init__(self, bed: Testbed, a: str, b: str, hosts: tuple[str, str]) -> None:
+    def __init__(self, bed: Testbed, a: str, b: str, hosts: tuple[str, ...]) -> None:
         self.bed, self.ends = bed, ((a, b), (b, a))
         addrs = ", ".join(L.probe_address(h) for h in hosts)
         for src, dst in self.ends:

@@ -38,12 +38,12 @@ hold_s = {hold_s}
 
 [[allow]]
 kind = "link"
-action = "reroute"
+action = "{action}"
 match = ["leaf*-spine*"]
 
 [[allow]]
 kind = "switch"
-action = "reroute"
+action = "{action}"
 match = ["spine*"]
 """
 
@@ -55,9 +55,19 @@ def switch_routes(bed: Testbed) -> dict[str, str]:
 class WatchRun:
     """``cwctl watch`` running on ``bed``; ``lines`` grows as it speaks (arrival, entry)."""
 
-    def __init__(self, bed: Testbed, workdir: Path, *, hold_s: float, interval_s: float) -> None:
+    def __init__(
+        self,
+        bed: Testbed,
+        workdir: Path,
+        *,
+        hold_s: float,
+        interval_s: float,
+        action: str = "reroute",
+    ) -> None:
+        """``action``: what the policy allows on links and spines, ``reroute`` (the
+        switches' ECMP groups) or ``steer`` (the flows moved at the hosts)."""
         self.policy = workdir / "watch-policy.toml"
-        self.policy.write_text(POLICY.format(hold_s=hold_s))
+        self.policy.write_text(POLICY.format(hold_s=hold_s, action=action))
         env = {**os.environ, "CWCTL_INVENTORY": str(bed.inventory)}
         argv = [sys.executable, "-m", "cwctl", "watch", "--interval", str(interval_s),
                 "--duration", "2", "--rate", "10", "--policy", str(self.policy)]  # fmt: skip

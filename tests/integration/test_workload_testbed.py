@@ -1,0 +1,82 @@
+"""A real PyTorch job rides through a sick leaf-spine link: Gloo over TCP on CPU, four
+ranks behind two leaves, launched through a real Slurm whose slurmd runs in each host's
+namespace, on Gloo's own ephemeral ports (no job configuration).
+
+The leaves hash each packet's 5-tuple, as hardware does. The fault goes, one way, on the
+leaf1 uplink that carries most of the job's connections (the leaf's kernel asked).
+First without cwctl: the job stalls while the fault lasts. Then under ``cwctl watch``
+with a policy that steers at the hosts: the watch names the link, moves the job's open
+connections (paired port translation, found in the hosts' socket tables), and the job's
+own step log says when it came back; the ranks' pids and step indices show it never
+restarted; the link's counters show none of its packets offered to the link after the
+move; the watch restores only once the fault has cleared, and acts once.
+bench/bench_workload.py runs every fault kind, three trials each, with and without.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from slurmbed import SlurmCluster, skip_without_slurm
+
+from tests.testbed import layout as L
+from tests.testbed.bed import Testbed
+from tests.testbed.jobtrial import job_trial
+from tests.testbed.trainjob import TrainJob
+from tests.testbed.watchtrial import WatchRun
+from tests.testbed.workload import header_hashing
+
+torch = pytest.importorskip("torch", reason="the workload needs PyTorch (the test extra)")
+pytestmark = [pytest.mark.netns, pytest.mark.slurm]
+HOLD_S = 20.0
+
+
+@pytest.fixture(scope="module")
+def job(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrainJob]:
+    skip_without_slurm()
+    attach = {host: (testbed.ns(host), testbed.mgmt(host)) for host in L.HOSTS}
+    gateway = L.mgmt_gateway(testbed.slot)
+    with (
+        header_hashing(testbed),
+        SlurmCluster(attach=attach, controller_address=gateway) as cluster,
+    ):
+        running = TrainJob(testbed, cluster, tmp_path_factory.mktemp("job"))
+        running.start(seconds=900)
+        try:
+            running.wait_steps(30)
+            yield running
+        finally:
+            code = running.stop()
+            assert code == 0, running.output()
+
+
+def test_the_job_stalls_without_cwctl_and_rides_through_with_the_watch_steering(
+    fabric: Testbed, job: TrainJob, tmp_path: Path
+) -> None:
+    alone = job_trial(fabric, job, "down", fault_s=20.0)
+    assert alone.before > 0, "the job's traffic did not cross the link it was faulted on"
+    assert alone.timeline.back_s is None, alone.timeline  # stalled while the fault lasted
+    assert not alone.timeline.restarted
+
+    watch = WatchRun(fabric, tmp_path, hold_s=HOLD_S, interval_s=2.0, action="steer")
+    try:
+        watch.wait(lambda e: e.get("event") == "round", 0.0, timeout_s=60)
+        steered = job_trial(fabric, job, "down", watch=watch, fault_s=60.0)
+    finally:
+        code = watch.stop()
+    t = steered.timeline
+    summary = (
+        f"acted {steered.acted_s}, back {t.back_s}, stall {t.longest_stall_s:.1f} s, "
+        f"lost {t.rank_seconds_lost:.0f} rank-s (alone {alone.timeline.rank_seconds_lost:.0f} "
+        f"in 20 s), restored {steered.restored_s}; steps {t.steps[:5]}..."
+    )
+    assert steered.before > 0, summary
+    assert t.back_s is not None and t.back_s <= 60.0, summary
+    assert t.longest_stall_s <= 2.0, summary
+    assert not t.restarted, summary
+    assert steered.after == 0, summary
+    assert steered.actions == 1 and steered.restored_s is not None, summary
+    assert code == 0, [e for _, e in watch.lines[-5:]]
+    print(summary)

@@ -1,0 +1,87 @@
+"""One fault under the running PyTorch job, with ``cwctl watch`` steering or without it:
+shared by tests/integration/test_workload_testbed.py (one trial) and bench/bench_workload.py
+(every fault kind, three trials, with and without cwctl).
+
+The fault goes on the leaf1 uplink that carries most of the job's connections upward
+(the leaf's kernel asked, ``trainjob.job_uplinks``), one way, for ``fault_s``; a netdev
+counter on both ends of that link shows the job's packets crossing it before the fault
+(and, with cwctl, none after the move). The job's own step log is the judge
+(``trainjob.Timeline``); with a watch, its decisions are read too: when it acted, and
+that it restored only after the fault had cleared.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from tests.testbed import layout as L
+from tests.testbed.faults import apply_fault, clear
+from tests.testbed.linkcount import LinkTcpCounter
+from tests.testbed.trainjob import Timeline, TrainJob, job_uplinks
+from tests.testbed.watchtrial import WatchRun, about
+
+LEAF = "leaf1"
+
+
+@dataclass
+class JobTrial:
+    kind: str
+    link: str
+    before: int  # the job's TCP packets offered to the link in the second before the fault
+    after: int  # ... from the acted decision to the fault's end (with cwctl)
+    acted_s: float | None  # injection -> the watch's acted decision
+    actions: int  # act decisions on the link or its spine during the fault
+    restored_s: float | None  # fault cleared -> the watch's restored decision
+    timeline: Timeline
+
+
+def job_trial(
+    bed: object,
+    job: TrainJob,
+    kind: str,
+    *,
+    watch: WatchRun | None = None,
+    fault_s: float = 60.0,
+    restore_timeout_s: float = 120.0,
+) -> JobTrial:
+    ups = job_uplinks(bed, LEAF)  # type: ignore[arg-type]
+    spine = ups.most_common(1)[0][0] if ups else L.SPINES[-1]
+    link = f"{LEAF}-{spine}"
+    counter = LinkTcpCounter(bed, LEAF, spine, L.hosts_of(LEAF) + L.hosts_of("leaf2"))  # type: ignore[arg-type]
+    try:
+        time.sleep(1.0)
+        before = counter.read()
+        mark = time.monotonic()
+        fault_at = time.time()
+        apply_fault(bed, f"{LEAF}>{spine}", kind)  # type: ignore[arg-type]
+        acted_s, after_from = None, None
+        if watch is not None:
+            near = about(link, spine)
+            t, _ = watch.wait(
+                lambda e: e.get("verb") == "acted" and near(e), mark, timeout_s=fault_s
+            )
+            acted_s = t - mark
+            after_from = counter.read()
+        time.sleep(max(0.0, fault_s - (time.monotonic() - mark)))
+        after = counter.read() - after_from if after_from is not None else -1
+        until = time.time()
+        clear(bed, link)  # type: ignore[arg-type]
+        cleared = time.monotonic()
+        actions, restored_s = 0, None
+        if watch is not None:
+            near = about(link, spine)
+            actions = sum(
+                1 for t, e in watch.decisions(mark) if t < cleared and e["verb"] == "act"
+                and near(e)
+            )  # fmt: skip
+            t, _ = watch.wait(
+                lambda e: e.get("verb") == "restored" and near(e), cleared, restore_timeout_s
+            )
+            restored_s = t - cleared
+        time.sleep(3.0)  # steps after the fault, for the timeline's tail
+        timeline = Timeline.of(job.steps(), fault_at, until)
+    finally:
+        counter.remove()
+        clear(bed)  # type: ignore[arg-type]
+    return JobTrial(kind, link, before, after, acted_s, actions, restored_s, timeline)

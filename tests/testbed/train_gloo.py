@@ -1,0 +1,83 @@
+"""A small data-parallel training job: PyTorch, Gloo over TCP on CPU, one rank per host.
+
+Run by ``srun`` (one task per node): the rank and the world size come from Slurm
+(``SLURM_PROCID``, ``SLURM_NTASKS``), rank 0's fabric address from ``--master``, the
+interface Gloo binds from ``--ifname`` (``GLOO_SOCKET_IFNAME``). Gloo opens its
+connections once, at ``init_process_group``, on ephemeral ports, and keeps them: the
+workload cwctl must move without any configuration.
+
+Each step is one DistributedDataParallel step of a small MLP (its gradients all-reduced
+in buckets) and an all-reduce of ``--floats`` floats, so the network, not the model,
+sets the step time. Every step, each rank appends one JSON line to ``LOG/rank-N.jsonl``:
+``{"rank", "step", "t" (wall clock, s), "dt" (the step's seconds), "pid", "host"}``; the
+step index is continuous and the pid is the rank's own, so a restart would show. The job
+stops when ``LOG/stop`` exists or after ``--seconds``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--master", required=True)
+    parser.add_argument("--port", type=int, default=29500)
+    parser.add_argument("--ifname", default="eth1")
+    parser.add_argument("--log", type=Path, required=True)
+    parser.add_argument("--seconds", type=float, default=600.0)
+    parser.add_argument("--floats", type=int, default=1 << 20)
+    parser.add_argument("--timeout", type=float, default=600.0)
+    args = parser.parse_args()
+    os.environ.update(
+        MASTER_ADDR=args.master, MASTER_PORT=str(args.port), GLOO_SOCKET_IFNAME=args.ifname
+    )
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.set_num_threads(1)
+    rank, world = int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])
+    dist.init_process_group(
+        "gloo", rank=rank, world_size=world, timeout=dt.timedelta(seconds=args.timeout)
+    )
+    torch.manual_seed(rank)
+    model = DistributedDataParallel(
+        torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 16))
+    )
+    optimiser = torch.optim.SGD(model.parameters(), lr=0.01)
+    extra = torch.ones(args.floats)
+    log = (args.log / f"rank-{rank}.jsonl").open("a", buffering=1)
+    host, pid, start = socket.gethostname(), os.getpid(), time.time()
+    step, stop = 0, torch.zeros(1)
+    while True:
+        # stopping is decided together: a rank alone leaving would hang the others
+        stop.fill_(float((args.log / "stop").exists() or time.time() - start > args.seconds))
+        dist.all_reduce(stop, op=dist.ReduceOp.MAX)
+        if stop.item():
+            break
+        t0 = time.time()
+        loss = model(torch.randn(32, 256)).square().mean()
+        loss.backward()
+        optimiser.step()
+        optimiser.zero_grad()
+        dist.all_reduce(extra)
+        extra.div_(world)
+        t1 = time.time()
+        log.write(
+            json.dumps({"rank": rank, "step": step, "t": t1, "dt": t1 - t0, "pid": pid,
+                        "host": host}) + "\n"
+        )  # fmt: skip
+        step += 1
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

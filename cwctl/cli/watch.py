@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +14,12 @@ from cwctl.cli.app import app, run_guarded
 from cwctl.cli.durations import METAVAR as DURATION
 from cwctl.cli.durations import Duration
 from cwctl.cli.options import SCAN_FLAGS, SourceFlags, build_request, source_flags
+
+
+class LogFormat(StrEnum):
+    auto = "auto"
+    human = "human"
+    json = "json"
 
 
 @app.command()
@@ -62,12 +69,28 @@ def watch(
     ] = False,
     rounds: Annotated[
         int | None,
-        typer.Option("--rounds", min=1, metavar="N", help="Stop after N rounds."),
+        typer.Option(
+            "--rounds",
+            min=1,
+            metavar="N",
+            help="Stop after N rounds: exit 3 when the last found problems (unreachable "
+            "hosts, suspects) or failed, else 0.",
+        ),
     ] = None,
+    log_format: Annotated[
+        LogFormat,
+        typer.Option(
+            "--log-format",
+            metavar="auto|human|json",
+            help="The log on stderr: words with a level (human), JSON lines (json); auto: "
+            "human on a terminal or the systemd journal, json into a pipe or a file.",
+        ),
+    ] = LogFormat.auto,
 ) -> None:
     """Scan every --interval at the watch budget, export /metrics, and (only with
     --policy) reroute or drain round persistent suspects, restoring them when clean.
-    Decisions go to stderr as JSON lines. SIGHUP reloads the inventory and the policy.
+    Rounds and decisions go to stderr at a level (--log-format). SIGHUP reloads the
+    inventory and the policy.
 
     Example: cwctl watch --sim --listen :19108 --policy docs/watch-policy.example.toml
     """
@@ -84,11 +107,12 @@ def watch(
         if listen is not None:
             parse_listen(listen)
         loaded = load_policy(policy) if policy is not None else None  # every line checked
+        from cwctl.watch.log import make_log
         from cwctl.watch.service import WatchOptions, run_watch
 
         options = WatchOptions(
             interval_s=interval, once=once, rounds=rounds, listen=listen, textfile=out
         )
-        return run_watch(request, options, loaded)
+        return run_watch(request, options, loaded, log=make_log(log_format.value))
 
     raise typer.Exit(run_guarded(body))

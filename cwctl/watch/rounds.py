@@ -8,8 +8,9 @@ A scan that fails (every host gone, an inventory that cannot be read) is an erro
 round, counted and logged; the next round tries again. ``reload`` (SIGHUP) reads the
 inventory and the policy anew and takes each only when it validates.
 
-Everything the watch says goes through ``log``: one JSON object per line (the CLI writes
-them to stderr) with an ``event`` of ``round``, ``decision``, ``error`` or ``reload``.
+Everything the watch says goes through ``log``: one dict per entry with an ``event`` of
+``round``, ``decision``, ``error`` or ``reload`` (``cwctl.watch.log`` writes it to stderr
+as words or as a JSON line, at its level).
 """
 
 from __future__ import annotations
@@ -170,6 +171,10 @@ class Watch:
         """Read the policy and the inventory anew; each replaces the one in use only when
         it validates (else the old one stays, and the log says why)."""
         policy = self.policy
+        if (policy is None or policy.path is None) and self.request.inventory is None:
+            note = "nothing to read again: no --policy, no inventory file"
+            self.log({"event": "reload", "what": "nothing", "ok": True, "note": note})
+            return
         if policy is not None and policy.path is not None:
             try:
                 fresh = load_policy(policy.path)
@@ -244,8 +249,10 @@ def _read(path: Path | None) -> str | None:
 
 
 def _round_line(n: int, snapshot: FabricSnapshot, duration_s: float) -> dict[str, Any]:
+    """The round in the log: its verdict and why, the hosts not reached and their error,
+    the suspects and the jobs each hurts (``cwctl.watch.log`` writes it)."""
     reached = sum(1 for h in snapshot.hosts if h.status == "ok")
-    return {
+    line: dict[str, Any] = {
         "event": "round",
         "round": n,
         "duration_s": round(duration_s, 3),
@@ -253,12 +260,29 @@ def _round_line(n: int, snapshot: FabricSnapshot, duration_s: float) -> dict[str
         "reached": reached,
         "records": snapshot.records,
         "budget": (snapshot.telemetry.get("budget") or {}).get("name"),
-        "suspects": [
-            {"element": s.element, "kind": s.kind, "score": round(s.score, 4)}
-            for s in snapshot.suspects[:10]
-        ],
+        "suspects": [_suspect(s) for s in snapshot.suspects[:10]],
         "healthy": snapshot.healthy,
+        "verdict": snapshot.verdict,
     }
+    if not snapshot.healthy:
+        line["reasons"] = snapshot.verdict_reasons()
+    unreached = [
+        {"host": h.name, "error": (h.error or h.status).splitlines()[0][:200]}
+        for h in snapshot.unreachable[:UNREACHED_LOGGED]
+    ]
+    if unreached:
+        line["unreached"] = unreached
+    return line
+
+
+UNREACHED_LOGGED = 20  # hosts not reached named per round line (the count is "reached")
+
+
+def _suspect(s: Any) -> dict[str, Any]:
+    out = {"element": s.element, "kind": s.kind, "score": round(s.score, 4)}
+    if s.jobs is not None:  # a scheduler was read: the jobs it hurts, [] for none
+        out["jobs"] = [j["id"] for j in s.jobs]
+    return out
 
 
 def _session(request: ScanRequest) -> ScanSession:

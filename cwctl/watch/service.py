@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import signal
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from cwctl.errors import EXIT_OK, EXIT_PROBLEMS
 from cwctl.request import ScanRequest
+from cwctl.watch.log import make_log
 from cwctl.watch.metrics import WatchMetrics, serve, write_textfile
 from cwctl.watch.policy import Policy
 from cwctl.watch.rounds import Watch
@@ -37,21 +35,18 @@ class WatchOptions:
     textfile: Path | None = None  # node_exporter's textfile collector
 
 
-def stderr_log(entry: dict[str, Any]) -> None:
-    """One JSON line on stderr, stamped with the UTC time."""
-    line = {"time": datetime.now(UTC).isoformat(timespec="milliseconds"), **entry}
-    print(json.dumps(line, separators=(",", ":")), file=sys.stderr, flush=True)
-
-
 def run_watch(
     request: ScanRequest,
     options: WatchOptions,
     policy: Policy | None = None,
     *,
-    log: Callable[[dict[str, Any]], None] = stderr_log,
+    log: Callable[[dict[str, Any]], None] | None = None,
 ) -> int:
-    """Watch until told to stop; the exit code (``once``: 0 healthy, 3 problems)."""
-    return asyncio.run(_main(request, options, policy, log))
+    """Watch until told to stop; the exit code (``once``: 0 healthy, 3 problems or an
+    inconclusive window; ``rounds``: 3 when the last round found problems, unreachable
+    hosts among them, or failed). ``log``: where entries go (default
+    ``cwctl.watch.log.make_log()``: stderr)."""
+    return asyncio.run(_main(request, options, policy, log or make_log()))
 
 
 async def _main(
@@ -77,7 +72,7 @@ async def _main(
         "listen": server.address if server is not None else None,  # as bound: port 0 picks one
     }
     log(started)
-    healthy = True
+    healthy, found = True, False
     try:
         while not stop.is_set():
             if reload.is_set():
@@ -88,10 +83,10 @@ async def _main(
             if stop.is_set():
                 break
             if snapshot is not None:
-                healthy = snapshot.healthy
+                healthy, found = snapshot.healthy, snapshot.found
                 await watch.decide(snapshot)  # not cancelled: an action runs to its end
             else:
-                healthy = False
+                healthy, found = False, True
             if options.textfile is not None:
                 write_textfile(metrics, options.textfile)
             if options.once or (options.rounds is not None and watch.rounds >= options.rounds):
@@ -108,6 +103,10 @@ async def _main(
             server.server_close()
         log({"event": "stop", "rounds": watch.rounds, "signal": stop.is_set()})
     if options.once and not healthy:
+        return EXIT_PROBLEMS
+    # --rounds: its last round found problems, or no scan: 3. A sparse round that is only
+    # inconclusive is the watch budget working (accuracy builds up across windows): 0.
+    if options.rounds is not None and found:
         return EXIT_PROBLEMS
     return EXIT_OK
 

@@ -32,6 +32,7 @@ from cwctl.telemetry.routes import PathAges
 from cwctl.telemetry.verdicts import unlocalised
 from cwctl.telemetry.window import (
     FEW_PAIRS_PER_PEER,
+    clock_reasons,
     pairs_per_peer,
     queued_paths,
     thin_elements,
@@ -155,6 +156,10 @@ def build_snapshot(
     if few is not None:
         telemetry["few_probes"] = few
     reasons = window_reasons(pairs, thin) if n_records else ["no probe records"]
+    # the healthy figures are the budgets' own: not a rate or window given by hand
+    own = isinstance(budget, dict) and budget.get("own") and not budget.get("fleet_capped")
+    name = budget.get("name") if own and isinstance(budget, dict) else None
+    reasons += clock_reasons(name, timestamp_source, solution.uncertainty_ns)
     telemetry["window"] = window_json(pairs, thin, reasons)
     agents = agent_reports(collection, busy_counts)
     for report in hosts:

@@ -42,6 +42,19 @@ MIN_EXPECTED_LOSSES = 6.0  # ...would lose at least this many of the exchanges c
 MIN_ELEMENT_EXCHANGES = int(MIN_EXPECTED_LOSSES / SENSITIVITY_LOSS)  # 300
 ABSOLUTE_QUEUE_NS = 1_000_000.0  # a median queue of 1 ms is a finding on any fabric...
 ABSOLUTE_QUEUE_OF_FLOOR = 100.0  # ...that is this many times its median floor
+# The stated clock uncertainty (p99 over hosts, ns) of one healthy window at each budget
+# and timestamp source: the simulator at its busiest (load 0.6), 256 hosts, seed 1 (at
+# load 0.2: quick 162 / 249, watch 106 / 557). A window whose clocks are DEGRADED_CLOCKS
+# times worse cannot vouch for a one-way delay: beside a dead spine a watch window's
+# stood at 30-76 us before issue 36 (residual rms 455 us), and a round that says so is
+# inconclusive, not "healthy" with a big number in its header.
+HEALTHY_UNCERTAINTY_NS = {
+    ("quick", "hw"): 240.0,
+    ("quick", "sw"): 465.0,
+    ("watch", "hw"): 1_110.0,
+    ("watch", "sw"): 1_315.0,
+}
+DEGRADED_CLOCKS = 4.0
 SHOWN = 5  # thin elements named in the reason
 THIN_LISTED = 50  # ...and listed in telemetry.window.thin
 
@@ -111,6 +124,24 @@ def window_reasons(pairs: float, thin: dict[str, float]) -> list[str]:
             f"({shown}{more}): a {100 * SENSITIVITY_LOSS:g} % loss there could go unseen"
         )
     return reasons
+
+
+def clock_reasons(budget: str | None, stamps: str, uncertainty_ns: F64) -> list[str]:
+    """The window's clocks are degraded: their stated uncertainty (p99 over the solved
+    hosts) beyond ``DEGRADED_CLOCKS`` times the budget's healthy figure (empty when not,
+    or when the budget or the stamps have no healthy figure: rate and window by hand)."""
+    healthy = HEALTHY_UNCERTAINTY_NS.get((budget or "", stamps))
+    solved = uncertainty_ns[np.isfinite(uncertainty_ns) & (uncertainty_ns > 0)]
+    if healthy is None or not len(solved):
+        return []
+    p99 = float(np.percentile(solved, 99))
+    if p99 <= DEGRADED_CLOCKS * healthy:
+        return []
+    return [
+        f"clocks degraded: uncertainty p99 {fmt_ns(p99)}, {p99 / healthy:.0f}x the {budget} "
+        f"budget's healthy {fmt_ns(healthy)} ({stamps} stamps): one-way delays are not"
+        " to be trusted"
+    ]
 
 
 def window_json(pairs: float, thin: dict[str, float], reasons: list[str]) -> dict[str, Any]:

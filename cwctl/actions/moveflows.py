@@ -236,16 +236,15 @@ async def plan_moves(
     # the flows' own ports and the candidates traced at once: room for every flow of a
     # key to move (those that need not give their ports to new connections)
     wanted = {key: len(ports) + options.pool for key, ports in current.items()}
-    traced = sp.TracedPorts()
-    _, (pools, candidates) = await asyncio.gather(
-        steer.trace_ports(runner, fabric, current, traced, reply=True, sudo=options.sudo),
+    traced, (pools, candidates) = await asyncio.gather(
+        steer.trace_answered(runner, fabric, dict(current), options.sudo),
         find_pools(runner, fabric, wanted, suspect, seen.used, options.sudo),
     )
-    crossing = [
-        f
-        for f in seen.flows
-        if f.port not in sp.healthy(traced, f.key, suspect)  # crosses it, or unknown
-    ]
+    # a flow whose path is not known both ways is moved too: a wire port's path is
+    crossing = [f for f in seen.flows if f.port not in sp.healthy(traced, f.key, suspect)]
+    unknown = sum(
+        None in (traced.forward[f.key][f.port], traced.reverse[f.key][f.port]) for f in crossing
+    )
     keys = sorted(current)
     moves = _assign(crossing, pools)
     _check_room(moves)
@@ -258,6 +257,7 @@ async def plan_moves(
         "table": table,
         "flows": len(seen.flows),
         "kept": len(seen.flows) - len(moves),
+        "unknown": unknown,  # moved because a trace of their own port got no answer
         "moves": [m.to_json() for m in moves],
         "pools": [
             {"host": a, "peer": b, "proto": s.proto, "dport": s.port, "ports": ports,

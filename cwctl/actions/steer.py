@@ -177,6 +177,25 @@ async def trace_ports(
             traced.record(key, port, seen.get((key, port, False)), seen.get((key, port, True)))
 
 
+async def trace_answered(
+    runner: Runner, fabric: Fabric, wanted: dict[sp.Key, list[int]], sudo: bool
+) -> sp.TracedPorts:
+    """Each key's ports traced both ways, those left unanswered (an ICMP rate limit, a
+    lost answer) asked again, up to ``MAX_ROUNDS`` in all."""
+    traced = sp.TracedPorts()
+    await trace_ports(runner, fabric, wanted, traced, reply=True, sudo=sudo)
+    for _ in range(MAX_ROUNDS - 1):
+        again = {
+            key: [p for p in ports if None in (traced.forward[key][p], traced.reverse[key][p])]
+            for key, ports in wanted.items()
+        }
+        again = {k: v for k, v in again.items() if v}
+        if not again:
+            break
+        await trace_ports(runner, fabric, again, traced, reply=True, sudo=sudo)
+    return traced
+
+
 async def find_pools(
     runner: Runner,
     fabric: Fabric,
@@ -392,17 +411,7 @@ async def verify_steering(plan: ActionPlan, inv: Any, runner: Runner) -> SteerVe
     for move in plan.steering.get("moves", []):  # moved flows: their wire ports
         key = (move["host"], move["peer"], sp.Service(move["proto"], int(move["dport"])))
         wanted.setdefault(key, []).append(int(move["wire"]))
-    traced = sp.TracedPorts()
-    await trace_ports(runner, fabric, wanted, traced, reply=True, sudo=sudo)
-    for _ in range(MAX_ROUNDS - 1):  # unanswered (an ICMP rate limit): asked again
-        again = {
-            key: [p for p in ports if None in (traced.forward[key][p], traced.reverse[key][p])]
-            for key, ports in wanted.items()
-        }
-        again = {k: v for k, v in again.items() if v}
-        if not again:
-            break
-        await trace_ports(runner, fabric, again, traced, reply=True, sudo=sudo)
+    traced = await trace_answered(runner, fabric, wanted, sudo)
     spine = str(plan.steering.get("spine"))
     bad, unknown = [], 0
     for key, ports in wanted.items():

@@ -32,11 +32,14 @@ from tests.testbed.workload import (
     IPERF_PORT,
     HeldConnection,
     header_hashing,
+    hold_servers,
     iperf_client,
     iperf_result,
     iperf_server,
+    many_connections,
     ports_on,
     ruleset,
+    spines_of,
 )
 
 LINK = "leaf1-spine2"
@@ -125,6 +128,54 @@ def test_an_open_connection_moves_off_a_faulted_link_and_survives_the_rollback(
         held.kill()
         server.kill()
         server.wait()
+
+
+def test_200_open_connections_to_4_peers_move_in_one_apply(fabric, tmp_path: Path) -> None:
+    """Each connection whose tuple a leaf hashes onto spine2 (either way) is moved, to a
+    wire port both leaves' kernels hash off it; the others keep their port."""
+    bed, port, per_peer = fabric, 7001, 50
+    peers = list(L.hosts_of("leaf2"))
+    before = {h: ruleset(bed, h) for h in L.HOSTS}
+    servers = hold_servers(bed, peers, port)
+    client = many_connections(bed, SENDER, peers, port, per_peer)
+    try:
+        assert client.stdout is not None
+        assert json.loads(client.stdout.readline()) == {"opened": 200, "connected": 200}
+        started = time.monotonic()
+        applied = cwctl(
+            tmp_path, "reroute", LINK, "-i", str(bed.inventory), "--at", "hosts",
+            "--pool", "8", "--apply", "--yes", "--format", "json",
+        )  # fmt: skip
+        took = time.monotonic() - started
+        assert applied.returncode == 0, applied.stderr[-2000:]
+        steering = json.loads(applied.stdout)["plan"]["steering"]
+        moves = {(m["peer"], m["port"]): m["wire"] for m in steering["moves"]}
+        seen, needless = 0, 0
+        for peer, server in zip(peers, servers, strict=True):
+            out, _ = server.communicate("stop\n", timeout=30)
+            sports = [int(p) for _, p in json.loads(out)]
+            seen += len(sports)
+            forward = spines_of(bed, SENDER, peer, [(p, port) for p in sports])
+            reverse = spines_of(bed, peer, SENDER, [(port, p) for p in sports])
+            crossing = {p for p, f, r in zip(sports, forward, reverse, strict=True)
+                        if "spine2" in (f, r)}  # fmt: skip
+            moved = {p for (q, p) in moves if q == peer}
+            assert crossing <= moved, peer  # none left on spine2
+            needless += len(moved - crossing)
+            wires = [moves[(peer, p)] for p in sorted(crossing)]
+            assert len(set(wires)) == len(wires)
+            assert set(spines_of(bed, SENDER, peer, [(w, port) for w in wires])) <= {"spine1"}
+            assert set(spines_of(bed, peer, SENDER, [(port, w) for w in wires])) <= {"spine1"}
+        assert seen == 200 and steering["flows"] >= 200
+        assert needless <= steering["unknown"]  # moved needlessly only where unanswered
+        print(f"{len(moves)} of {steering['flows']} open flows moved; reroute took {took:.1f} s")
+    finally:
+        client.kill()
+        for server in servers:
+            server.kill()
+        undone = cwctl(tmp_path, "rollback", "--apply", "--yes")
+    assert undone.returncode == 0, undone.stderr[-2000:]
+    assert {h: ruleset(bed, h) for h in L.HOSTS} == before
 
 
 pytestmark = pytest.mark.skipif(

@@ -161,12 +161,12 @@ import json, select, socket, sys
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(4096)
 print("ready", flush=True)
-conns = []
+conns, held = [], []
 while True:
     r, _, _ = select.select([s, sys.stdin], [], [])
     if sys.stdin in r:
         break
-    c, peer = s.accept(); conns.append(peer)
+    c, peer = s.accept(); conns.append(peer); held.append(c)  # held open, not collected
 print(json.dumps(conns), flush=True)
 """
 

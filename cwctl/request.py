@@ -95,6 +95,7 @@ PROGRESS_EVENTS: dict[str, str] = {
     "started": "hosts, of[, start_in_s, source]: probing starts on `hosts` of `of`",
     "records": "records: records brought home so far",
     "done": "ok, of[, bytes]: every agent finished; `ok` of `of` hosts answered",
+    "solved": "s: clocks solved, paths measured, suspects named, in `s` seconds",
 }
 
 

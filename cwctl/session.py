@@ -14,6 +14,7 @@ from the request, by ``open_source``; every source answers ``cwctl.request.Sourc
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
@@ -23,6 +24,7 @@ from cwctl.errors import InputError
 from cwctl.jobs import JobRead
 from cwctl.jobs.affected import attach
 from cwctl.jobs.simjobs import sim_jobs
+from cwctl.offthread import in_thread
 from cwctl.request import Progress, ScanRequest, Source
 from cwctl.snapshot import FabricSnapshot
 from cwctl.sync import solve
@@ -175,16 +177,20 @@ class ScanSession:
         return collection
 
     async def scan(self) -> FabricSnapshot:
-        """One scan, solved and measured. The numpy work runs in a thread."""
+        """One scan, solved and measured. The numpy work runs in a thread; ``progress``
+        hears ``solved`` when it is done (a progress line says "solving" until then)."""
         collection = await self.collect()
+        began = time.monotonic()
         if self.jobs is None:
-            snapshot = await asyncio.to_thread(self._analyse, collection)
+            snapshot = await in_thread(self._analyse, collection)
         else:  # the scheduler is asked while the numpy work runs
             snapshot, read = await asyncio.gather(
-                asyncio.to_thread(self._analyse, collection), self.jobs(collection)
+                in_thread(self._analyse, collection), self.jobs(collection)
             )
-            await asyncio.to_thread(attach, snapshot, read)  # numpy per job and suspect
+            await in_thread(attach, snapshot, read)  # numpy per job and suspect
         self.scans += 1
+        if self.progress is not None:
+            self.progress("solved", {"s": round(time.monotonic() - began, 3)})
         return snapshot
 
     next_snapshot = scan  # what the TUI awaits (cwctl.tui.source.ScanSource)

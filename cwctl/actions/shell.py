@@ -32,6 +32,9 @@ class Shell:
     full: bool = False  # show programs passed as arguments in full (-v)
     as_json: bool = False  # one cwctl.action/1 object on stdout instead of the text plan
     progress: Callable[[int, Step, str], None] | None = None  # each step as it starts
+    # what it is doing while nothing else is said (planning reads the fabric: seconds);
+    # a passing line, given way to by the next ``show`` or ``say``
+    status: Callable[[str], None] | None = None
 
 
 async def carry_out(
@@ -102,6 +105,8 @@ async def act(
     state to journalling, holds the action lock (``ActionSession``)."""
     async with ActionSession(request, lock=apply, **ssh) as session:
         _warn_interrupted(shell, session.interrupted())
+        if shell.status is not None:
+            shell.status(f"planning {ask.kind} {ask.element}: reading the fabric…")
         plan = await session.plan(ask)
         return await carry_out(session, plan, shell, apply=apply, check=check)
 

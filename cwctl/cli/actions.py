@@ -76,13 +76,19 @@ def _shell(yes: bool, fmt: PlanFormat = PlanFormat.table) -> Any:
             steps.clear()  # the live step line gives way to the message
         typer.echo(f"cwctl: {text}" if "\n" not in text else text, err=True)
 
+    def show(text: str) -> None:
+        if steps is not None:
+            steps.clear()  # "planning ..." gives way to the plan
+        typer.echo(text, nl=False)
+
     return Shell(
-        show=lambda text: typer.echo(text, nl=False),
+        show=show,
         say=say,
         confirm=confirm,
         full=STATE.verbose,
         as_json=fmt is PlanFormat.json,
         progress=steps,
+        status=(lambda text: steps.show(f"cwctl: {text}")) if steps is not None else None,
     )
 
 

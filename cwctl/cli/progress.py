@@ -1,9 +1,11 @@
 """The live progress line on stderr: hosts connected, probes, seconds left.
 
 Drawn in place (carriage return, erase to the end of the line) only when stderr is a
-terminal, at most ten times a second, and erased when the scan is done, so the report
-that follows starts on a clean line. Off with ``--quiet`` and whenever stderr is not a
-terminal; ``--verbose`` instead logs one line per event (for logs and CI).
+terminal, at most ten times a second; while the clocks are solved (after the probing,
+seconds at a thousand hosts) it ticks once a second (``solving 12 s``), and it is erased
+when the scan is solved, so the report that follows starts on a clean line. Off with
+``--quiet`` and whenever stderr is not a terminal; ``--verbose`` instead logs one line
+per event (for logs and CI).
 
 Fed by the scan's ``progress(event, fields)`` callback, counted and worded by
 ``cwctl.report.progress.ScanProgress`` (the TUI's first frames say the same).
@@ -11,6 +13,7 @@ Fed by the scan's ``progress(event, fields)`` callback, counted and worded by
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -18,6 +21,7 @@ from typing import Any, TextIO
 from cwctl.report.progress import ScanProgress
 
 CLEAR = "\r\x1b[K"
+TICK_S = 1.0  # the solve's elapsed seconds, redrawn
 
 
 class InPlaceLine:
@@ -55,16 +59,40 @@ class ProgressLine(InPlaceLine, ScanProgress):
         self.label = label
         self.min_interval_s = min_interval_s
         self._drawn_at = -1e9
+        self._ticker: asyncio.TimerHandle | None = None
 
     def text(self) -> str:
         return f"cwctl: {self.label}: {self.words()}"
 
     def __call__(self, event: str, fields: dict[str, Any]) -> None:
         self.feed(event, fields)
-        if event == "done":
+        if event == "solved":
             self.clear()
             return
-        self.draw(force=event == "started")
+        self.draw(force=event in ("started", "done"))
+        if event == "done":
+            self._tick_later()
+
+    def _tick_later(self) -> None:
+        """Redraw in a second while solving, on the scan's event loop (free: the solve
+        runs on a thread); called off a loop, the line waits for the next event."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._ticker = loop.call_later(TICK_S, self._tick)
+
+    def _tick(self) -> None:
+        self._ticker = None
+        if self.shown and self.done and not self.solved:
+            self.show(self.text())
+            self._tick_later()
+
+    def clear(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+        super().clear()
 
     def draw(self, *, force: bool = False) -> None:
         now = self.clock()

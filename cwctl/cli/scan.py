@@ -119,10 +119,15 @@ def scan(
 
         table, rate = None, None
         jobs = job_reader(request, accept_new_host_keys=request.accept_new_host_keys)
-        if checked["--offsets-plot"] is None:
-            snapshot = asyncio.run(run_scan(request, _progress_printer(), jobs))
-        else:
-            snapshot, table, rate = asyncio.run(_scan_keeping_records(request, jobs))
+        progress = _progress_printer()
+        try:
+            if checked["--offsets-plot"] is None:
+                snapshot = asyncio.run(run_scan(request, progress, jobs))
+            else:
+                snapshot, table, rate = asyncio.run(_scan_keeping_records(request, jobs, progress))
+        finally:  # a scan that failed leaves no progress line under its error
+            getattr(progress, "clear", lambda: None)()
+        if checked["--offsets-plot"] is not None:
             from cwctl.report.offsets import too_few_windows
 
             why = too_few_windows(rate, snapshot.duration_s)  # saved records: known now
@@ -154,14 +159,16 @@ def scan(
     raise typer.Exit(run_guarded(body))
 
 
-async def _scan_keeping_records(request: Any, jobs: Any) -> tuple[Any, Any, float | None]:
+async def _scan_keeping_records(
+    request: Any, jobs: Any, progress: Any
+) -> tuple[Any, Any, float | None]:
     """One scan, its probe table and its rate (for the offsets plot)."""
     import asyncio
 
     from cwctl.jobs.affected import attach
     from cwctl.session import ScanSession, analyse
 
-    async with ScanSession(request, progress=_progress_printer(), jobs=jobs) as session:
+    async with ScanSession(request, progress=progress, jobs=jobs) as session:
         collection = await session.collect()
         snapshot = await asyncio.to_thread(analyse, collection, reference=request.reference)
         if session.jobs is not None:

@@ -2,8 +2,9 @@
 
 Fed by the scan's ``progress(event, fields)`` callback (``cwctl.request.PROGRESS_EVENTS``):
 ``connected`` (one per host), ``started`` (hosts, of, start_in_s, duration_s),
-``records`` (records so far), ``done`` (ok, of). The CLI's live line on stderr
-(``cwctl.cli.progress``) and the TUI's first frames say the same words.
+``records`` (records so far), ``done`` (ok, of), ``solved`` (s). Between ``done`` and
+``solved`` the words say how long the solve has run (``solving 12 s``). The CLI's live
+line on stderr (``cwctl.cli.progress``) and the TUI's first frames say the same words.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ class ScanProgress:
         self.records = 0
         self.ends_at: float | None = None
         self.done = False
+        self.solving_since: float | None = None
+        self.solved = False
 
     def feed(self, event: str, fields: dict[str, Any]) -> None:
         if event == "connected":
@@ -37,6 +40,9 @@ class ScanProgress:
             self.records = int(fields.get("records", self.records))
         elif event == "done":
             self.done = True
+            self.solving_since = self.clock()
+        elif event == "solved":
+            self.solved = True
 
     def words(self) -> str:
         parts = []
@@ -48,7 +54,9 @@ class ScanProgress:
             parts.append("connecting")
         if self.records:
             parts.append(f"{self.records:,} probes")
-        if self.done:
+        if self.done and self.solving_since is not None:
+            parts.append(f"solving {self.clock() - self.solving_since:.0f} s")
+        elif self.done:
             parts.append("solving")
         elif self.ends_at is not None:
             left = self.ends_at - self.clock()

@@ -38,9 +38,39 @@ def test_the_line_counts_hosts_probes_and_seconds_left() -> None:
     clock.t += 0.01
     line("records", {"records": 12400})  # within 0.1 s: not redrawn
     assert out.getvalue() == before
-    line("done", {"ok": 2, "of": 3})
+    line("done", {"ok": 2, "of": 3})  # probing is over; the solve takes seconds at scale
+    assert out.getvalue().endswith("cwctl: scan: 2/3 hosts · 12,400 probes · solving 0 s")
+    clock.t += 12
+    line.draw(force=True)  # what the ticker does each second, on the scan's loop
+    assert out.getvalue().endswith("· solving 12 s")
+    line("solved", {"s": 12.0})
     assert out.getvalue().endswith(CLEAR)  # erased: the report starts on a clean line
     assert "\n" not in out.getvalue()  # never scrolls
+
+
+async def test_the_solve_ticks_on_the_loop_until_solved() -> None:
+    import asyncio
+
+    from cwctl.cli import progress as module
+
+    out, clock = io.StringIO(), Clock()
+    line = ProgressLine(out, clock=clock)
+    module.TICK_S, tick = 0.0, module.TICK_S  # every loop turn, not every second
+    try:
+        line("started", {"hosts": 2, "of": 2, "duration_s": 1.0})
+        line("done", {"ok": 2, "of": 2})
+        for seconds in (1, 2, 3):
+            clock.t += 1
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            assert out.getvalue().endswith(f"solving {seconds} s"), out.getvalue()
+        line("solved", {"s": 3.0})
+        drawn = out.getvalue()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert drawn.endswith(CLEAR) and out.getvalue() == drawn  # no tick after solved
+    finally:
+        module.TICK_S = tick
 
 
 def test_silent_unless_a_terminal_and_not_quiet() -> None:
@@ -84,6 +114,7 @@ def test_a_real_scan_draws_progress_on_a_terminal_only(tmp_path: Path) -> None:
     assert code in (0, 3), tty
     assert '"schema"' in stdout  # the report went to stdout, untouched
     assert "cwctl: scan: 3/3 hosts" in tty and "s left" in tty
+    assert "· solving " in tty  # after the probing, while the clocks are solved
     assert tty.endswith(CLEAR)  # erased at the end: the terminal is clean
     code, stdout, tty = _run_on_a_pty(["-q", *args], tmp_path)
     assert code in (0, 3) and tty == ""  # --quiet: nothing on the terminal
@@ -118,6 +149,7 @@ def test_an_applied_action_shows_its_steps_on_a_terminal(tmp_path: Path) -> None
     code, stdout, tty = _run_on_a_pty(args, tmp_path)
     assert code == 0, tty
     assert "plan " in stdout  # the plan itself is data, on stdout
+    assert "cwctl: planning reroute spine3: reading the fabric…" + CLEAR in tty
     assert "cwctl: apply: step 4 on sim: running (leaf4: ECMP weight of spine3 1 -> 0)" in tty
     assert CLEAR + "steps:" in tty  # the line gives way to the list of what ran
 

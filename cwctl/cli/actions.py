@@ -10,7 +10,7 @@ import typer
 
 from cwctl.actions.drainreason import DEFAULT_REASON
 from cwctl.cli.app import STATE, app, run_guarded
-from cwctl.cli.complete import complete_element
+from cwctl.cli.complete import complete_action_id, complete_element, complete_host
 from cwctl.cli.options import SIM_SHAPE, SourceFlags, build_request, source_flags
 from cwctl.errors import InputError
 
@@ -215,7 +215,12 @@ def _scheduler_action(
 @source_flags(*ACTION_FLAGS)
 def drain(
     host: Annotated[
-        str, typer.Argument(metavar="HOST", help="The host to take out of the scheduler.")
+        str,
+        typer.Argument(
+            metavar="HOST",
+            help="The host to take out of the scheduler.",
+            autocompletion=complete_host,
+        ),
     ],
     flags: SourceFlags,
     reason: Annotated[
@@ -261,7 +266,12 @@ def drain(
 @source_flags(*RESUME_FLAGS)
 def resume(
     host: Annotated[
-        str, typer.Argument(metavar="HOST", help="The host to put back into the scheduler.")
+        str,
+        typer.Argument(
+            metavar="HOST",
+            help="The host to put back into the scheduler.",
+            autocompletion=complete_host,
+        ),
     ],
     flags: SourceFlags,
     apply: ApplyOpt = False,
@@ -288,7 +298,10 @@ def resume(
 @app.command()
 def rollback(
     action_id: Annotated[
-        str | None, typer.Argument(metavar="[PLAN]", help="Journal entry to undo.")
+        str | None,
+        typer.Argument(
+            metavar="[PLAN]", help="Journal entry to undo.", autocompletion=complete_action_id
+        ),
     ] = None,
     apply: Annotated[bool, typer.Option("--apply", help="Carry the undo out.")] = False,
     yes: YesOpt = False,

@@ -1,8 +1,12 @@
-"""What <Tab> offers beyond commands and flags: fault specs and element names.
+"""What <Tab> offers beyond commands and flags: fault specs, element names, hosts,
+action ids and job ids.
 
 ``--fault`` completes ``KIND:`` then ``KIND:NAME`` then ``KIND:NAME:MODE``; a suspect
 (``reroute ELEMENT``, ``drain --suspect``) completes to a switch, link, host or NIC
-name. Names come from the inventory the command line names (``-i FILE``, else
+name; a host (``drain HOST``, ``resume HOST``, ``--reference``) to a host's; a plan
+(``rollback PLAN``) to an id in the journal, newest first; a job (``job-env JOBID``) to
+a simulated job's id (``--sim --jobs N``; a real scheduler is not asked at each <Tab>).
+Names come from the inventory the command line names (``-i FILE``, else
 ``$CWCTL_INVENTORY``), else from the simulated fabric its ``--hosts``/``--spines``
 shape (the defaults when not typed). Completion never fails: a broken inventory
 completes nothing.
@@ -73,3 +77,37 @@ def complete_element(ctx: Any, incomplete: str) -> list[str]:
     names = fabric_names(ctx)
     every = [n for kind in ("switch", "link", "host", "nic") for n in names.get(kind, [])]
     return [n for n in every if n.startswith(incomplete)][:LIMIT]
+
+
+def complete_host(ctx: Any, incomplete: str) -> list[str]:
+    hosts = fabric_names(ctx).get("host", [])
+    return [n for n in hosts if n.startswith(incomplete)][:LIMIT]
+
+
+def complete_action_id(ctx: Any, incomplete: str) -> list[str]:
+    """The journal's action ids, newest first (the journal read only, as job-env reads it)."""
+    try:
+        from cwctl.actions.history import history
+        from cwctl.actions.journal import Journal
+
+        ids = [a.id for a in reversed(history(Journal(shared=True)).actions)]
+    except Exception:  # no journal, an unreadable one: nothing to offer
+        return []
+    return [i for i in dict.fromkeys(ids) if i.startswith(incomplete)][:LIMIT]
+
+
+def complete_job_id(ctx: Any, incomplete: str) -> list[str]:
+    """The simulated jobs' ids (``--sim --jobs N``, seeded as job-env places them)."""
+    params = dict(getattr(ctx, "params", None) or {})
+    n_jobs = int(params.get("jobs") or 0)
+    if not params.get("sim") or n_jobs <= 0:
+        return []
+    try:
+        from cwctl.jobs.simjobs import sim_jobs
+
+        hosts = fabric_names(ctx).get("host", [])
+        seed = int(params.get("seed") if params.get("seed") is not None else settings.SIM_SEED)
+        ids = [job.id for job in sim_jobs(hosts, n_jobs, seed).jobs]
+    except Exception:
+        return []
+    return [i for i in ids if i.startswith(incomplete)][:LIMIT]

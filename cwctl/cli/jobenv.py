@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from cwctl.cli.app import app, fail, run_guarded
+from cwctl.cli.complete import complete_job_id
 from cwctl.cli.options import SIM_SHAPE, SourceFlags, build_request, source_flags
 
 
@@ -23,7 +24,11 @@ def job_env(
     flags: SourceFlags,
     job: Annotated[
         str | None,
-        typer.Argument(metavar="JOBID", help="A running job (its hosts from the scheduler)."),
+        typer.Argument(
+            metavar="JOBID",
+            help="A running job (its hosts from the scheduler).",
+            autocompletion=complete_job_id,
+        ),
     ] = None,
     nodes: Annotated[
         str | None,

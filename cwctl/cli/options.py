@@ -21,7 +21,7 @@ import typer
 
 from cwctl import budgets, settings
 from cwctl.cli.app import BudgetName, Ecmp, Format, Timestamps, Via, fail
-from cwctl.cli.complete import complete_fault
+from cwctl.cli.complete import complete_fault, complete_host
 from cwctl.cli.durations import METAVAR as DURATION
 from cwctl.cli.durations import Duration
 
@@ -179,7 +179,12 @@ FLAGS: dict[str, Any] = {
     ],
     "reference": Annotated[
         str | None,
-        typer.Option("--reference", metavar="HOST", help="Host whose clock is the reference."),
+        typer.Option(
+            "--reference",
+            metavar="HOST",
+            help="Host whose clock is the reference.",
+            autocompletion=complete_host,
+        ),
     ],
     "concurrency": Annotated[
         int | None,

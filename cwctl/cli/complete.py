@@ -106,7 +106,8 @@ def complete_job_id(ctx: Any, incomplete: str) -> list[str]:
         from cwctl.jobs.simjobs import sim_jobs
 
         hosts = fabric_names(ctx).get("host", [])
-        seed = int(params.get("seed") if params.get("seed") is not None else settings.SIM_SEED)
+        seed = params.get("seed")
+        seed = int(seed) if seed is not None else settings.SIM_SEED
         ids = [job.id for job in sim_jobs(hosts, n_jobs, seed).jobs]
     except Exception:
         return []

@@ -11,17 +11,18 @@ drain by design; its scheduler steps read their state back).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from cwctl.actions.executor import record_verification, rollback_plan, verify
-from cwctl.actions.history import find, history
+from cwctl.actions.history import APPLIED, INTERRUPTED, find, history
 from cwctl.actions.jobs import refuse_protected
 from cwctl.actions.journal import Journal
 from cwctl.actions.session import ActionSession, Ask
 from cwctl.errors import CwctlError
 from cwctl.watch.decide import Decision
+from cwctl.watch.policy import ACTIONS, KINDS
 
 REASON = "cwctl watch"
 BY = "watch"  # the key of a plan's context that says the watch applied it, and for what
@@ -31,21 +32,59 @@ def mark(decision: Decision) -> dict[str, str]:
     return {"element": decision.element, "kind": decision.kind, "action": decision.action}
 
 
-def adoptable(fabric: Fabric, journal: Journal | None = None) -> list[tuple[dict[str, str], str]]:
-    """The watch's own actions on this fabric still in place (applied, not rolled back):
-    what each was for (``mark``) and its journal id, oldest first. A watch restarted
-    (systemd, a crash) takes them up again, so it still restores them."""
-    from cwctl.actions.history import APPLIED
+@dataclass
+class Left:
+    """What an earlier watch left on this fabric (``left_behind``), oldest first: its
+    actions in place (``adopt``: what each was for, its id), those it was killed during
+    (``undo``: the ids to roll back now, an apply cut short, or the action whose restore
+    was), and journal marks that are not a watch's (``skipped``: one line each)."""
 
+    adopt: list[tuple[dict[str, str], str]] = field(default_factory=list)
+    undo: list[tuple[dict[str, str], str]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def valid_mark(why: Any) -> TypeGuard[dict[str, str]]:
+    """A journalled ``mark`` a watch could have written: three known words as strings."""
+    return (
+        isinstance(why, dict)
+        and all(isinstance(why.get(k), str) for k in ("element", "kind", "action"))
+        and why["kind"] in KINDS
+        and why["action"] in ACTIONS
+        and why["kind"] in ACTIONS[why["action"]]
+    )
+
+
+def left_behind(fabric: Fabric, journal: Journal | None = None) -> Left:
+    """The watch's own actions on this fabric that a restarted watch (systemd, a crash,
+    kill -9) must take up: applied and not rolled back (adopted, so that it still
+    restores them), or interrupted (rolled back at once: the fabric as before them)."""
     hist = history(journal or fabric.journal or Journal())
     where = _where(fabric.request)
-    out = []
+    out = Left()
+    undo: set[str] = set()
     for a in hist.actions:
         why = a.plan.context.get(BY)
-        if a.event != "apply" or a.status != APPLIED or not isinstance(why, dict):
+        if why is None or _where_context(a.plan.context) != where:
+            continue
+        if not valid_mark(why):
+            out.skipped.append(f"journal action {a.id}: its watch mark {str(why)[:80]} skipped")
+            continue
+        if a.event == "apply" and a.status == INTERRUPTED and a.may_have_changed():
+            if hist.undone_by(a.id) is None:
+                undo.add(a.id)
+                out.undo.append((why, a.id))
+        elif a.event == "rollback" and a.status == INTERRUPTED and a.rollback_of is not None:
+            of = a.rollback_of  # a restore cut short: finish it
+            if hist.undone_by(of) is None and of not in undo:
+                undo.add(of)
+                out.undo.append((why, of))
+    for a in hist.actions:
+        why = a.plan.context.get(BY)
+        if a.event != "apply" or a.status != APPLIED or a.id in undo or not valid_mark(why):
             continue
         if hist.undone_by(a.id) is None and _where_context(a.plan.context) == where:
-            out.append((why, a.id))
+            out.adopt.append((why, a.id))
     return out
 
 
@@ -132,6 +171,24 @@ async def act(fabric: Fabric, decision: Decision) -> Done:
         return Done(False, True, plan.id, "verify", f"{checked.message()}; {back} ({undo.id})")
     finally:
         await session.close()
+
+
+async def undo_interrupted(fabric: Fabric, action_id: str) -> Done:
+    """Roll back what ``action_id`` (cut short, or its restore cut short) may have
+    changed: every undo sets the prior state, so a step that never ran changes nothing."""
+    try:
+        session, plan, _, _ = ActionSession.rollback(
+            action_id, journal=fabric.journal, request=fabric.request, model=fabric.model
+        )
+    except CwctlError as exc:
+        return Done(False, False, action_id, "lock" if "lock" in str(exc) else "refused", str(exc))
+    try:
+        outcome = await session.apply(plan)
+    finally:
+        await session.close()
+    if outcome.execution.failed is not None:
+        return Done(False, True, action_id, "failed", outcome.message.splitlines()[-1])
+    return Done(True, True, plan.id, "rolled-back", f"rolled back ({plan.id})")
 
 
 async def restore(fabric: Fabric, decision: Decision) -> Done:

@@ -75,7 +75,8 @@ class Decision:
     """One line of the decision log (JSON on stderr) and one count in the metrics.
 
     ``verb``: act, would-act, restore, would-restore, held (decided); acted, failed,
-    restored, restore-failed (what came of it). ``code`` is a short, bounded reason (a
+    restored, restore-failed (what came of it); taken-up (an earlier watch's action cut
+    short, rolled back at start). ``code`` is a short, bounded reason (a
     metric label); ``why`` says it in words."""
 
     t: float

@@ -159,7 +159,7 @@ class WatchMetrics(Collector):
             "cwctl_watch_acted_on",
             "1 for each element an automatic action now steers round (or drains).",
             ["element", "action"],
-            [([e, a], 1) for e, a in sorted(acted_on.items())],
+            [([str(e), str(a)], 1) for e, a in sorted(acted_on.items(), key=str)],
         )
         if dry_run is not None:
             yield _gauge(

@@ -29,7 +29,7 @@ from cwctl.inventory import load_inventory
 from cwctl.request import ScanRequest
 from cwctl.session import ScanSession
 from cwctl.snapshot import FabricSnapshot
-from cwctl.watch.act import Done, Fabric, act, adoptable, restore
+from cwctl.watch.act import Done, Fabric, act, left_behind, restore, undo_interrupted
 from cwctl.watch.decide import Decider, Decision, seen_in
 from cwctl.watch.metrics import WatchMetrics
 from cwctl.watch.policy import Policy, load_policy
@@ -59,6 +59,7 @@ class Watch:
         self.decider = Decider(policy) if policy is not None else None
         self._fabric = fabric
         self.rounds = 0
+        self._interrupted: list[tuple[dict[str, str], str]] = []  # for take_up
         self._inventory_text = _read(request.inventory)
         if self.decider is not None:
             self._adopt()
@@ -109,6 +110,7 @@ class Watch:
         return decisions
 
     async def round(self) -> FabricSnapshot | None:
+        await self.take_up()
         snapshot = await self.scan()
         if snapshot is not None:
             await self.decide(snapshot)
@@ -146,17 +148,38 @@ class Watch:
         return outcome
 
     def _adopt(self) -> None:
-        """Take up the actions an earlier watch left in place on this fabric."""
+        """Take up the actions an earlier watch left in place on this fabric; note those
+        it was killed during, for ``take_up``; skip (and say) marks no watch wrote."""
         assert self.decider is not None
         try:
-            found = adoptable(Fabric(self.request))
+            left = left_behind(Fabric(self.request))
         except CwctlError as exc:  # an unreadable journal: say so, start afresh
             self.metrics.error("journal")
             self.log({"event": "error", "kind": "journal", "error": str(exc).splitlines()[0]})
             return
-        for why, action_id in found:
+        for line in left.skipped:
+            self.metrics.error("journal")
+            self.log({"event": "error", "kind": "journal", "error": line})
+        for why, action_id in left.adopt:
             self.decider.adopt(self.clock(), why["element"], why["kind"], why["action"], action_id)
             self.log({"event": "adopted", "action_id": action_id, **why})
+        self._interrupted = left.undo
+
+    async def take_up(self) -> None:
+        """Roll back what an earlier watch's automatic actions, cut short by its death
+        (kill -9, a power cut), may have changed: the fabric as before them. Each is one
+        decision ``taken-up`` (code ``rolled-back``, or why not) in the log and metrics."""
+        pending, self._interrupted = self._interrupted, []
+        for why, action_id in pending:
+            done = await undo_interrupted(self.fabric, action_id)
+            if done.applied:
+                self.session.fabric_changed()
+            if not done.ok:
+                self.metrics.error("action")
+            element, kind, action = why["element"], why["kind"], why["action"]
+            said = f"{action_id} was cut short: {done.why}"
+            taken = Decision(self.clock(), "taken-up", element, kind, action, done.code, said)
+            self._say(replace(taken, action_id=done.action_id))
 
     def _say(self, d: Decision) -> None:
         self.metrics.count(d)

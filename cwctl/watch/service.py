@@ -74,6 +74,7 @@ async def _main(
     log(started)
     healthy, found = True, False
     try:
+        await watch.take_up()  # an earlier watch's actions cut short: rolled back first
         while not stop.is_set():
             if reload.is_set():
                 reload.clear()

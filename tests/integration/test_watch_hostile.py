@@ -223,3 +223,46 @@ def _get(url: str) -> str:
         except (urllib.error.URLError, ConnectionError):
             threading.Event().wait(0.2)
     raise AssertionError(f"{url}: no answer in 50 tries")
+
+
+@pytest.mark.parametrize(
+    ("spoil", "says"),
+    [
+        (lambda mark: mark.pop("kind"), "'element': 'spine2'"),
+        (lambda mark: mark.update(element=7), "'element': 7"),
+    ],
+)
+def test_a_malformed_watch_mark_in_the_journal_is_skipped_and_scrapes_answer(
+    tmp_path: Path, spoil: Any, says: str
+) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[act]\nrounds = 1\nhold_s = 3600\n[[allow]]\nkind = "switch"\n'
+                      'action = "reroute"\n')  # fmt: skip
+    shape = ["--sim", "--hosts", "16", "--hosts-per-leaf", "8", "--spines", "2"]
+    acted = subprocess.run(
+        [sys.executable, "-m", "cwctl", "watch", *shape, "--fault", "switch:spine2:down",
+         "--policy", str(policy), "--interval", "0", "--rounds", "1"],
+        cwd=REPO, capture_output=True, text=True, timeout=GUARD_S,
+        env={**os.environ, "CWCTL_STATE_DIR": str(tmp_path / "state")},
+    )  # fmt: skip
+    assert '"verb":"acted"' in acted.stderr, acted.stderr[-2000:]
+    journal = tmp_path / "state" / "journal.jsonl"
+    entries = [json.loads(line) for line in journal.read_text().splitlines()]
+    for e in entries:
+        if e["event"] == "intent":
+            spoil(e["plan"]["context"]["watch"])
+    journal.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    w = Watched(tmp_path, *shape, "--policy", str(policy), "--interval", "0.2",
+                "--listen", "127.0.0.1:0")  # fmt: skip
+    try:
+        skipped = w.next_event("error", kind="journal")  # read before the start line
+        assert "its watch mark" in skipped["error"] and says in skipped["error"]
+        assert skipped["error"].endswith("skipped")
+        listen = w.next_event("start")["listen"]
+        w.next_event("round")
+        body = _get(f"http://{listen}/metrics")
+        assert 'cwctl_watch_errors_total{kind="journal"} 1.0' in body
+        rc = w.stop()
+    finally:
+        w.kill()
+    assert rc == 0, "".join(w.seen[-5:])

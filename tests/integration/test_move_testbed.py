@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.test_journal_kill import cwctl_killed_at
 from tests.testbed import layout as L
 from tests.testbed.faults import apply_fault, clear
 from tests.testbed.linkcount import LinkTcpCounter
@@ -176,6 +177,34 @@ def test_200_open_connections_to_4_peers_move_in_one_apply(fabric, tmp_path: Pat
         undone = cwctl(tmp_path, "rollback", "--apply", "--yes")
     assert undone.returncode == 0, undone.stderr[-2000:]
     assert {h: ruleset(bed, h) for h in L.HOSTS} == before
+
+
+def test_a_move_killed_at_every_boundary_never_breaks_the_connection(
+    fabric, tmp_path: Path
+) -> None:
+    """``cwctl reroute --apply`` SIGKILLed before each of its journal appends, then
+    ``cwctl rollback --apply``: whatever prefix of the steps ran (restoring tables first),
+    the held connection answers, and after the rollback every ruleset is as before."""
+    bed = fabric
+    before = {h: ruleset(bed, h) for h in L.HOSTS}
+    (hport,) = ports_on(bed, SENDER, RECEIVER, "spine2", 1, 52000, 1)
+    held = HeldConnection(bed, SENDER, RECEIVER, IPERF_PORT, hport)
+    args = ["reroute", LINK, "-i", str(bed.inventory), "--at", "hosts", "--pool", "4",
+            "--apply", "--yes"]  # fmt: skip
+    outcomes = []
+    try:
+        for k in range(1, 12):  # intent, 4 steps x (started, outcome), end; then finished
+            state = tmp_path / f"k{k}"
+            outcomes.append(cwctl_killed_at(k, args, state))
+            assert held.exchange(4) == "ok", k
+            undone = cwctl(state, "rollback", "--apply", "--yes")
+            assert undone.returncode == (2 if k == 1 else 0), (k, undone.stderr[-800:])
+            assert held.exchange(4) == "ok", k
+            assert {h: ruleset(bed, h) for h in L.HOSTS} == before, k
+        assert held.close() == 88 * 65536
+    finally:
+        held.kill()
+    assert outcomes == ["killed"] * 10 + ["finished"]
 
 
 pytestmark = pytest.mark.skipif(

@@ -15,6 +15,7 @@ bench/bench_workload.py runs every fault kind, three trials each, with and witho
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,8 +25,8 @@ from slurmbed import SlurmCluster, skip_without_slurm
 from tests.testbed import layout as L
 from tests.testbed.bed import Testbed
 from tests.testbed.jobtrial import job_trial
-from tests.testbed.trainjob import TrainJob
-from tests.testbed.watchtrial import WatchRun
+from tests.testbed.trainjob import TrainJob, job_uplinks
+from tests.testbed.watchtrial import WatchRun, intermittent, verb
 from tests.testbed.workload import header_hashing
 
 torch = pytest.importorskip("torch", reason="the workload needs PyTorch (the test extra)")
@@ -80,3 +81,27 @@ def test_the_job_stalls_without_cwctl_and_rides_through_with_the_watch_steering(
     assert steered.actions == 1 and steered.restored_s is not None, summary
     assert code == 0, [e for _, e in watch.lines[-5:]]
     print(summary)
+
+
+def test_an_intermittent_fault_under_the_job_causes_one_move_and_no_restore_to_test(
+    fabric: Testbed, job: TrainJob, tmp_path: Path
+) -> None:
+    """20 s on, 20 s off for 3 minutes: the moved flows stay moved (the probes, never
+    moved, still cross the link and keep naming it while it is on), so one action, and
+    the restore comes only after the link has probed clean for the hold."""
+    hold_s = 30.0
+    spine = job_uplinks(fabric, "leaf1").most_common(1)[0][0]
+    watch = WatchRun(fabric, tmp_path, hold_s=hold_s, interval_s=2.0, action="steer")
+    try:
+        watch.wait(lambda e: e.get("event") == "round", 0.0, timeout_s=60)
+        acts = intermittent(
+            fabric, watch, f"leaf1>{spine}", "down", on_s=20.0, off_s=20.0, total_s=180.0
+        )
+        last_clear = time.monotonic() - 20.0  # the last "off" has lasted 20 s already
+        t, _ = watch.wait(verb("restored", f"leaf1-{spine}", spine), last_clear, 120.0)
+        restores = [e for _, e in watch.decisions() if e["verb"] in ("restore", "would-restore")]
+    finally:
+        code = watch.stop()
+    assert len(acts) == 1, acts
+    assert len(restores) == 1 and t - last_clear >= hold_s, (restores, t - last_clear)
+    assert code == 0

@@ -79,9 +79,19 @@ def job_trial(
                 lambda e: e.get("verb") == "restored" and near(e), cleared, restore_timeout_s
             )
             restored_s = t - cleared
-        time.sleep(3.0)  # steps after the fault, for the timeline's tail
+        _resumed(job, until)  # the step the fault held, for the timeline's tail
         timeline = Timeline.of(job.steps(), fault_at, until)
     finally:
         counter.remove()
         clear(bed)  # type: ignore[arg-type]
     return JobTrial(kind, link, before, after, acted_s, actions, restored_s, timeline)
+
+
+def _resumed(job: TrainJob, since: float, timeout_s: float = 90.0) -> None:
+    """Until rank 0 has logged 5 steps after ``since`` (wall clock): a connection the
+    fault stalled comes back at its next retransmission, up to a minute later."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if sum(1 for s in job.steps() if s["rank"] == 0 and s["t"] > since) >= 5:
+            return
+        time.sleep(1.0)

@@ -69,9 +69,15 @@ class JobEnv:
         return "".join(f"export {k}={v}\n" for k, v in self.variables.items())
 
     def to_json(self) -> dict[str, Any]:
-        return {"hosts": self.hosts, "env": self.variables, "notes": self.notes}
+        return {
+            "schema": JOB_ENV_SCHEMA,
+            "hosts": self.hosts,
+            "env": self.variables,
+            "notes": self.notes,
+        }
 
 
+JOB_ENV_SCHEMA = "cwctl.job-env/1"
 _PLAIN = re.compile(r"^[A-Za-z0-9_.,:=^+/@-]*$")  # NCCL_IB_HCA=^=mlx5_1:1,mlx5_3
 
 

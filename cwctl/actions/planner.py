@@ -84,10 +84,30 @@ def _link_note(element: Element) -> str:
     )
 
 
+def _check_gateway_switches(options: RouteOptions, target: Target) -> None:
+    """``--gateway SWITCH=ADDRESS`` names a spine of this fabric, and a fabric where the
+    hosts choose the next hop: never a flag silently left out of the plan."""
+    if not options.gateways:
+        return
+    if target.model is not None:
+        raise InputError(
+            "--gateway: in the simulated fabric the leaves choose the spine (ECMP), the "
+            "hosts have no next hops to reweight; leave --gateway out"
+        )
+    if options.via == "hosts":
+        raise InputError("--gateway reweights host routes; --at hosts steers by source port")
+    spines = {s.name for s in target.inventory.switches if s.role == "spine"}
+    for switch in sorted(set(options.gateways.values())):
+        if switch not in spines:
+            known = ", ".join(sorted(spines)) or "none in the inventory"
+            raise InputError(f"--gateway {switch}=...: {switch} is not a spine (spines: {known})")
+
+
 async def plan_reroute(
     name: str, target: Target, runner: Runner, options: RouteOptions | None = None
 ) -> ActionPlan:
     options = options or RouteOptions()
+    _check_gateway_switches(options, target)
     covered: list[Element] = []
     if "|" in name:  # a candidate set: act on the element that covers it
         element, covered = covering(name, target)

@@ -17,7 +17,7 @@ from cwctl.errors import InputError
 ApplyOpt = Annotated[
     bool, typer.Option("--apply", help="Carry the plan out (asks first, unless --yes).")
 ]
-YesOpt = Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 VerifyOpt = Annotated[
     bool, typer.Option("--verify", help="After applying, rescan: exit 3 if the suspect remains.")
 ]
@@ -43,7 +43,10 @@ RESUME_FLAGS = ("inventory", "sim", *SIM_SHAPE)
 PlanFormatOpt = Annotated[
     PlanFormat,
     typer.Option(
-        "--format", metavar="table|json", help="table (the plan as text) or json (cwctl.action/1)."
+        "--format",
+        "-o",
+        metavar="table|json",
+        help="table (the plan as text) or json (cwctl.action/1).",
     ),
 ]
 
@@ -330,7 +333,7 @@ class JournalFormat(StrEnum):
 @app.command()
 def journal(
     fmt: Annotated[
-        JournalFormat, typer.Option("--format", metavar="table|json", help="table or json.")
+        JournalFormat, typer.Option("--format", "-o", metavar="table|json", help="table or json.")
     ] = (JournalFormat.table),
 ) -> None:
     """List the actions cwctl has applied.

@@ -42,6 +42,7 @@ def job_env(
         EnvFormat,
         typer.Option(
             "--format",
+            "-o",
             metavar="sh|taskprolog|json",
             help="sh (for eval), taskprolog (Slurm's: export lines, values unquoted) or json.",
         ),
@@ -60,6 +61,8 @@ def job_env(
 
         if (job is None) == (nodes is None):
             fail("give a JOBID or --nodes LIST (one of them)")
+        if job is not None and not job.strip():
+            fail("JOBID is empty (is $SLURM_JOB_ID set?)")
         names = expand_hostlist(nodes or "")
         if nodes is not None and not names:
             fail("--nodes: no host named")

@@ -222,7 +222,7 @@ SCAN_FLAGS = ("inventory", "local", "sim", *SIM_FLAGS, *PROBE_FLAGS, *SSH_FLAGS)
 
 # Flags of single commands that more than one command shares.
 FormatOpt = Annotated[
-    Format, typer.Option("--format", metavar="table|json|prom", help="table, json or prom.")
+    Format, typer.Option("--format", "-o", metavar="table|json|prom", help="table, json or prom.")
 ]
 PrettyOpt = Annotated[
     bool, typer.Option("--pretty", help="Indent --format json for people (default compact).")

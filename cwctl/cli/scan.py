@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -41,6 +42,11 @@ from cwctl.transport.k8s import DEFAULT_DEADLINE_S, DEFAULT_IMAGE, DEFAULT_NAMES
 from cwctl.units import parse_ns
 
 HEATMAP_MAX_DEFAULT = "100us"
+
+
+class CheckFormat(StrEnum):
+    table = "table"
+    json = "json"
 
 
 @app.command()
@@ -203,17 +209,36 @@ def _progress_printer(label: str = "scan") -> Callable[[str, dict[str, Any]], No
 
 
 @inventory_app.command("check")
-def inventory_check(inventory: InventoryOpt = None) -> None:
-    """Validate an inventory file and print what it describes. Exit 2 if invalid.
+def inventory_check(
+    inventory: InventoryOpt = None,
+    fmt: Annotated[
+        CheckFormat,
+        typer.Option(
+            "--format", "-o", metavar="table|json", help="table, or json (cwctl.inventory/1)."
+        ),
+    ] = CheckFormat.table,
+) -> None:
+    """Validate an inventory file, and the files it names that a scan reads on this
+    machine (the SSH identity, known_hosts); print what it describes. Exit 2 if invalid.
 
     Example: cwctl inventory check -i inventory.toml
     """
 
     def body() -> None:
+        from cwctl.errors import InputError
         from cwctl.inventory import load_inventory, summarize
+        from cwctl.inventory.local import local_problems
+        from cwctl.inventory.summary import inventory_json
+        from cwctl.report.jsonenc import encode
 
-        path = inventory or Path(settings.INVENTORY_FILE)
-        typer.echo(summarize(load_inventory(path)))
+        inv = load_inventory(inventory or Path(settings.INVENTORY_FILE))
+        problems = local_problems(inv)  # what the SSH transport refuses before a scan
+        if problems:
+            raise InputError("\n".join(problems))
+        if fmt is CheckFormat.json:
+            write_output(encode(inventory_json(inv), pretty=True), None)
+        else:
+            typer.echo(summarize(inv))
 
     run_guarded(body)
 

@@ -9,6 +9,7 @@ the one fabric the shape flags name.
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -52,8 +53,23 @@ def _shape_text(shape: dict[str, Any]) -> str:
     )
 
 
+class StatusFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
+SIM_STATUS_SCHEMA = "cwctl.sim-status/1"
+
+
 @sim_app.command("status")
-def sim_status() -> None:
+def sim_status(
+    fmt: Annotated[
+        StatusFormat,
+        typer.Option(
+            "--format", "-o", metavar="table|json", help=f"table, or json ({SIM_STATUS_SCHEMA})."
+        ),
+    ] = StatusFormat.table,
+) -> None:
     """List the simulated fabrics that carry applied actions, and the changes.
 
     Example: cwctl sim status
@@ -61,6 +77,13 @@ def sim_status() -> None:
 
     def body() -> None:
         saved = [s for s in _saved() if s[2] or "unreadable" in s[1]]
+        if fmt is StatusFormat.json:
+            fabrics = [
+                {"shape": shape, "flags": _shape_text(shape), "changes": changes}
+                for _, shape, changes in saved
+            ]
+            typer.echo(json.dumps({"schema": SIM_STATUS_SCHEMA, "fabrics": fabrics}, indent=1))
+            return
         if not saved:
             typer.echo("no simulated fabric carries applied actions: --sim scans a fresh fabric")
             return

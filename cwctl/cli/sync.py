@@ -55,7 +55,8 @@ PeriodOpt = Annotated[
     ),
 ]
 FormatOpt = Annotated[
-    SyncFormat, typer.Option("--format", metavar="table|json", help="table or json (one per line).")
+    SyncFormat,
+    typer.Option("--format", "-o", metavar="table|json", help="table or json (one per line)."),
 ]
 
 
@@ -68,7 +69,7 @@ def sync(
         bool, typer.Option("--apply", help="Feed chronyd (default: dry run).")
     ] = False,
     yes: Annotated[
-        bool, typer.Option("--yes", help="Confirm --step feeds without asking.")
+        bool, typer.Option("--yes", "-y", help="Confirm --step feeds without asking.")
     ] = False,
     step: Annotated[
         bool, typer.Option("--step", help="Also feed offsets beyond --max-offset (confirmed).")

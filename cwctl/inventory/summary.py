@@ -1,6 +1,10 @@
-"""What ``cwctl inventory check`` prints: the inventory described in plain text."""
+"""What ``cwctl inventory check`` prints: the inventory described in plain text, or
+as JSON (``cwctl.inventory/1``)."""
 
 from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
 
 from cwctl.inventory.discovery import discovery_summary
 from cwctl.inventory.model import Host, Inventory
@@ -72,3 +76,25 @@ def summarize(inv: Inventory) -> str:
     out.append(f"scheduler: {sched.kind}{where}")
     out += discovery_summary(inv)
     return "\n".join(out)
+
+
+INVENTORY_SCHEMA = "cwctl.inventory/1"
+
+
+def inventory_json(inv: Inventory) -> dict[str, Any]:
+    """What the inventory describes, as ``cwctl.inventory/1``: every host and switch
+    with its keys, and the ``[ssh]``, ``[probe]`` and ``[scheduler]`` settings in force
+    (defaults filled in)."""
+
+    def plain(obj: Any) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(obj).items()}
+
+    return {
+        "schema": INVENTORY_SCHEMA,
+        "path": str(inv.path) if inv.path else None,
+        "hosts": [plain(h) for h in inv.hosts],
+        "switches": [plain(s) for s in inv.switches],
+        "ssh": plain(inv.ssh),
+        "probe": plain(inv.probe),
+        "scheduler": plain(inv.scheduler),
+    }

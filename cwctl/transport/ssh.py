@@ -28,6 +28,7 @@ from typing import Any
 from cwctl.collection import Collection, HostInfo
 from cwctl.errors import InputError
 from cwctl.inventory import Endpoint, Inventory, load_inventory
+from cwctl.inventory.local import identity_problem
 from cwctl.inventory.model import jump_parts
 from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import bootstrap_command
@@ -148,14 +149,10 @@ class SSHLauncher:
             "encryption_algs": PREFERRED_CIPHERS,
         }
         if ssh.identity:
-            identity = Path(ssh.identity).expanduser()
-            if not os.access(identity, os.R_OK):
-                where = inventory.path or "inventory"
-                raise InputError(
-                    f"{where}: [ssh] identity {str(identity)!r} cannot be read "
-                    "(fix the path, or remove the key to use ssh-agent and ~/.ssh/config)"
-                )
-            kwargs["client_keys"] = [str(identity)]
+            problem = identity_problem(inventory)  # what `cwctl inventory check` says too
+            if problem is not None:
+                raise InputError(problem)
+            kwargs["client_keys"] = [str(Path(ssh.identity).expanduser())]
         kwargs.update(client_options or {})
         # ~/.ssh/config is parsed per host at connect time (Host blocks match the name
         # given); the shared options carry everything else.

@@ -67,6 +67,13 @@ def ecmp_steps(model: FabricModel, spine: str, leaves: list[str]) -> list[Step]:
                 f"{leaf}: {spine} is its last spine with weight > 0; taking it out would "
                 "cut the leaf off"
             )
+        dead = down_next_hops(model, leaf)
+        if not any(w > 0 and s not in dead for s, w in weights.items() if s != spine):
+            raise InputError(
+                f"{leaf}: {spine} is its last healthy spine (the others, "
+                f"{', '.join(sorted(s for s in weights if s != spine))}, are out or down); "
+                "taking it out would cut the leaf off"
+            )
         steps.append(
             Step(
                 host=SIM,
@@ -77,6 +84,21 @@ def ecmp_steps(model: FabricModel, spine: str, leaves: list[str]) -> list[Step]:
             )
         )
     return steps
+
+
+def down_next_hops(model: FabricModel, leaf: str) -> set[str]:
+    """The spines ``leaf``'s routers would flag ``linkdown`` (``switchroute.healthy``):
+    a spine that is down, or this leaf's link to it. A router sees its own ports, not
+    loss or delay further on: a lossy or congested spine still counts as up."""
+    out = set()
+    for fault, _ in model.faults:
+        if fault.mode != "down":
+            continue
+        if fault.kind == "switch":
+            out.add(fault.name)
+        elif fault.kind == "link" and fault.name.startswith(f"{leaf}-"):
+            out.add(fault.name.split("-", 1)[1])
+    return out
 
 
 def exclude_nic_step(model: FabricModel, nic: str) -> list[Step]:

@@ -195,6 +195,11 @@ def _names(hops: Sequence[Mapping[str, Any]], owner: Mapping[str, str]) -> str:
     return ", ".join(f"{h.get('gateway')} ({owner.get(str(h.get('gateway')), '?')})" for h in hops)
 
 
+def healthy(hop: Mapping[str, Any]) -> bool:
+    """A next hop the kernel can forward through: not flagged ``dead`` or ``linkdown``."""
+    return not {"dead", "linkdown"} & set(hop.get("flags") or ())
+
+
 async def plan_switch_reroute(
     inv: Any,
     element: str,
@@ -234,6 +239,12 @@ async def plan_switch_reroute(
                 refused.append(
                     f"{s.name}: every next hop of {dst} leads to {spine} ({_names(hops, owner)}); "
                     "removing them would cut the route"
+                )
+                continue
+            if not any(healthy(h) for h in kept):  # configured is not enough: carrying
+                refused.append(
+                    f"{s.name}: every other next hop of {dst} is dead or its link down "
+                    f"({_names(kept, owner)}); {spine} is the last healthy path"
                 )
                 continue
             try:

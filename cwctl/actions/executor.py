@@ -57,7 +57,7 @@ class Execution:
         """Lines for the operator: what ran, what failed, what was rolled back."""
         lines = []
         for o, step in zip(self.outcomes, self.plan.steps, strict=True):
-            why = f" ({o.detail})" if o.detail and o.status != OK else ""
+            why = f" ({o.detail})" if o.detail else ""  # an ok step's: it changed nothing
             lines.append(f"{o.index + 1:>2}. [{step.host}] {o.status}: {step.description}{why}")
         return "\n".join(lines)
 
@@ -96,6 +96,8 @@ async def execute(
         result = await run_step(runner, step)
         outcomes[i].rc = result.rc
         if result.ok:
+            if step.change is not None:  # a model change says when it changed nothing
+                outcomes[i].detail = result.detail()
             try:
                 note(outcomes[i], OK)
             except JournalWriteError as exc:  # it ran, unrecorded: undone with the rest

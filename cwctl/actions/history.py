@@ -21,6 +21,7 @@ written after it ran) still read, as finished actions.
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -174,7 +175,28 @@ def iter_rows(hist: History) -> Iterator[dict[str, Any]]:
             "steps": len(a.plan.steps),
             "may_have_changed": a.may_have_changed() if a.status == INTERRUPTED else [],
             "where": a.plan.context.get("source"),
+            # who: cli, tui or watch, and the local user (entries before 0.x: the watch's
+            # mark only, else unknown)
+            "by": a.plan.context.get("by") or ("watch" if "watch" in a.plan.context else None),
+            "user": a.plan.context.get("user"),
             "rollback_of": a.rollback_of,
             "rolled_back_by": undone.id if undone else None,
             "verify": a.verify,
         }
+
+
+def select_rows(
+    rows: list[dict[str, Any]],
+    *,
+    element: str | None = None,
+    since: str | None = None,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """``cwctl journal``'s filters: the actions on ``element`` (a glob), at or after
+    ``since`` (a UTC time as the journal writes it, ``2026-12-06T10:00:00Z``; the same
+    format compares as text), the last ``limit`` of them."""
+    if element is not None:
+        rows = [r for r in rows if fnmatch.fnmatchcase(str(r["element"]), element)]
+    if since is not None:
+        rows = [r for r in rows if r["time"] is not None and str(r["time"]) >= since]
+    return rows[-limit:] if limit is not None else rows

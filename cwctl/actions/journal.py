@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import getpass
 import json
 import os
 import signal
@@ -335,3 +336,11 @@ class ActionLock:
     @property
     def held(self) -> bool:
         return self._fd is not None
+
+
+def acting_user() -> str:
+    """The local user who acts, for the journal's BY column ("?" where none is named)."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return "?"

@@ -203,6 +203,15 @@ class SSHRunner:
             await self._launcher.close()
 
 
+ALREADY = "already so: nothing changed (the simulated fabric had it; a sim reset since?)"
+
+
+def _effect(state: Any) -> tuple[Any, ...]:
+    """What a model state does to traffic (an ECMP weight of 1 is no weight at all)."""
+    weights = {k: w for k, w in state.ecmp_weight.items() if w != 1}
+    return weights, state.excluded_nics, state.drained_hosts, state.steered
+
+
 class SimRunner:
     """Model changes applied to a ``FabricModel``; its state saved after each change
     when ``request`` is given (so the next ``cwctl scan --sim`` starts from it)."""
@@ -223,6 +232,8 @@ class SimRunner:
             self.model.apply(to_change(change))
         except InputError as exc:
             return CommandResult(2, "", str(exc))
+        if _effect(before) == _effect(self.model.state):  # e.g. undone by `cwctl sim reset`
+            return CommandResult(0, ALREADY)
         if self.request is not None:
             try:
                 save_state(self.model, self.request)

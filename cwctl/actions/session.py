@@ -42,7 +42,7 @@ from cwctl.actions.executor import (
 )
 from cwctl.actions.history import Action, History, find, history
 from cwctl.actions.jobs import with_jobs
-from cwctl.actions.journal import ActionLock, Journal
+from cwctl.actions.journal import ActionLock, Journal, acting_user
 from cwctl.actions.plan import ActionPlan, with_sudo
 from cwctl.actions.planner import RouteOptions, Target, plan_drain, plan_reroute, plan_resume
 from cwctl.actions.runners import Runner, SimRunner, SSHRunner
@@ -170,9 +170,11 @@ class ActionSession:
         model: Any = None,
         journal: Journal | None = None,
         lock: bool = True,
+        by: str = "cli",
         **ssh_options: Any,
     ) -> None:
         self.request = request
+        self.by = by  # who asks: cli, tui or watch (the journal's BY column, with the user)
         self.journal = journal or Journal()
         self._lock = ActionLock(self.journal.directory)
         if lock:
@@ -198,6 +200,7 @@ class ActionSession:
         lock: bool = True,
         request: Any = None,
         model: Any = None,
+        by: str = "cli",
         **ssh: Any,
     ) -> tuple[ActionSession, ActionPlan, Action, History]:
         """The session for undoing ``action_id`` (the latest apply when None), its plan,
@@ -214,7 +217,7 @@ class ActionSession:
             plan = rollback_plan(action)
             if request is None:
                 request = request_from_context(plan.context)
-            session = cls(request, model=model, journal=journal, lock=False, **ssh)
+            session = cls(request, model=model, journal=journal, lock=False, by=by, **ssh)
         except BaseException:
             guard.release()
             raise
@@ -260,6 +263,7 @@ class ActionSession:
         if not self._lock.held:
             self._lock.__enter__()
         await self.check_prior(plan)
+        plan.context = {**plan.context, "by": self.by, "user": acting_user()}
         execution = await apply_plan(plan, self.runner, self.journal, progress)
         outcome = Outcome(execution, lines=[execution.summary()])
         if execution.failed is not None:

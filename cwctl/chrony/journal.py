@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cwctl.actions.journal import Journal
+from cwctl.actions.journal import Journal, acting_user
 from cwctl.actions.plan import ActionPlan, Step, utc_now
 from cwctl.chrony.rules import FeedDecision
 
@@ -87,7 +87,7 @@ class SyncJournal:
             reason=f"from round {round_no}: feed {len(fed)} hosts' chronyd against "
             f"{self.context.get('reference')}",
             steps=[_step(d) for d in fed],
-            context={**self.context, "round": round_no},
+            context={**self.context, "round": round_no, "by": "cli", "user": acting_user()},
         )
         self.journal.append(
             {
@@ -142,5 +142,6 @@ class SyncJournal:
             entry = {"id": pid, "event": "step", "index": i, "status": "ok" if ok else "failed"}
             entry.update(rc=0 if ok else 1, detail=detail if error is None else error)
             self.journal.append(entry)
-        status = "applied" if all_ok else "failed"
+        # a stretch of rounds that fed no host applied nothing: said so, not "applied"
+        status = "nothing-fed" if not s.hosts else "applied" if all_ok else "failed"
         self.journal.append({"id": pid, "time": utc_now(), "event": "end", "status": status})

@@ -332,62 +332,57 @@ class JournalFormat(StrEnum):
 
 @app.command()
 def journal(
+    element: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[ELEMENT]",
+            help="Only the actions on this element (a glob: 'leaf*', 'gpu-00?').",
+            autocompletion=complete_element,
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="WHEN",
+            help="Only the actions since then: a duration back from now (2h, 30m) or a UTC "
+            "time (2026-12-06, 2026-12-06T10:00).",
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, metavar="N", help="Only the last N actions."),
+    ] = None,
     fmt: Annotated[
         JournalFormat, typer.Option("--format", "-o", metavar="table|json", help="table or json.")
     ] = (JournalFormat.table),
 ) -> None:
-    """List the actions cwctl has applied.
+    """List the actions cwctl has applied: who (cli, tui or watch, and the user), where
+    (sim or ssh), what came of each step.
 
-    Example: cwctl journal --format json
+    Example: cwctl journal spine2 --since 24h --limit 20
     """
 
     def body() -> None:
         import json as jsonlib
 
-        from cwctl.actions.history import history, iter_rows
+        from cwctl.actions.history import history, iter_rows, select_rows
         from cwctl.actions.journal import Journal
+        from cwctl.cli.journaltable import journal_table, parse_since
 
         hist = history(Journal())
         for line in hist.read.skipped:
             typer.echo(f"cwctl: {line}", err=True)
-        rows = list(iter_rows(hist))
+        start = parse_since(since) if since is not None else None
+        rows = select_rows(list(iter_rows(hist)), element=element, since=start, limit=limit)
         if fmt is JournalFormat.json:
             typer.echo(jsonlib.dumps({"schema": "cwctl.journal/1", "entries": rows}, indent=1))
             return
         if not rows:
-            typer.echo("cwctl: the journal is empty", err=True)
+            filtered = element is not None or since is not None
+            typer.echo(f"cwctl: {'no action matches' if filtered else 'the journal is empty'}",
+                       err=True)  # fmt: skip
             return
-        header = ("ID", "TIME", "EVENT", "KIND", "ELEMENT", "STATUS", "STEPS", "NOTE")
-        table: list[tuple[str, ...]] = [header]
-        for r in rows:
-            note = ""
-            if r["rollback_of"]:
-                note = f"undoes {r['rollback_of']}"
-            elif r["rolled_back_by"]:
-                note = f"rolled back by {r['rolled_back_by']}"
-            elif r["may_have_changed"]:
-                changed = ",".join(str(i + 1) for i in r["may_have_changed"])
-                note = f"step(s) {changed} may have changed: cwctl rollback {r['id']}"
-            if r["verify"]:
-                note = f"{note}; verify: {r['verify']}".lstrip("; ")
-            steps = f"{r['steps_ok']}/{r['steps']}"
-            table.append(
-                tuple(
-                    str(x or "")
-                    for x in (
-                        r["id"],
-                        r["time"],
-                        r["event"],
-                        r["kind"],
-                        r["element"],
-                        r["status"],
-                        steps,
-                        note,
-                    )
-                )
-            )
-        widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-        for row in table:
-            typer.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        typer.echo(journal_table(rows))
 
     run_guarded(body)

@@ -75,7 +75,7 @@ async def plan_action(
         return unavailable(kind, target, "these snapshots come from no hosts to act on")
     model = getattr(source, "model", None)
     try:
-        session = ActionSession(request, model=model)
+        session = ActionSession(request, model=model, by="tui")
     except CwctlError as exc:
         return PlannedAction(kind, target, f"{kind} {target}: no plan", str(exc), None)
     try:

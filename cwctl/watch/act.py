@@ -139,7 +139,9 @@ def ask_for(decision: Decision) -> Ask:
 async def act(fabric: Fabric, decision: Decision) -> Done:
     """Plan, apply, rescan (a reroute), roll back if the rescan still names the element."""
     try:
-        session = ActionSession(fabric.request, model=fabric.model, journal=fabric.journal)
+        session = ActionSession(
+            fabric.request, model=fabric.model, journal=fabric.journal, by="watch"
+        )
     except CwctlError as exc:  # another action holds the lock, or the hosts are unreadable
         return Done(False, False, None, "lock" if "lock" in str(exc) else "refused", str(exc))
     try:
@@ -178,7 +180,11 @@ async def undo_interrupted(fabric: Fabric, action_id: str) -> Done:
     changed: every undo sets the prior state, so a step that never ran changes nothing."""
     try:
         session, plan, _, _ = ActionSession.rollback(
-            action_id, journal=fabric.journal, request=fabric.request, model=fabric.model
+            action_id,
+            journal=fabric.journal,
+            request=fabric.request,
+            model=fabric.model,
+            by="watch",
         )
     except CwctlError as exc:
         return Done(False, False, action_id, "lock" if "lock" in str(exc) else "refused", str(exc))
@@ -201,6 +207,7 @@ async def restore(fabric: Fabric, decision: Decision) -> Done:
             journal=fabric.journal,
             request=fabric.request,
             model=fabric.model,
+            by="watch",
         )
     except CwctlError as exc:
         return Done(False, False, None, "lock" if "lock" in str(exc) else "refused", str(exc))

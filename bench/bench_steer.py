@@ -10,7 +10,9 @@ three runs of ``RUN_S`` seconds: healthy (no fault), under the fault (leaf1-spin
 --port 5201 --apply`` over SSH, undone with ``cwctl rollback`` after the run). The
 throughputs are medians over ``ROUNDS`` rounds, side by side, with their ratios: the
 machine's other load moves all three alike. Needs root, ``ip``, ``tc``, ``sshd``,
-``nft`` and ``iperf3``; says so otherwise. Run: ``.venv/bin/python -m bench steer``.
+``nft`` and ``iperf3``; says so otherwise. Then the move without ``--port``: 8 and 200
+open connections from gpu-001 to its 4 peers, and the seconds ``reroute --at hosts
+--apply`` and its rollback take. Run: ``.venv/bin/python -m bench steer``.
 """
 
 from __future__ import annotations
@@ -34,13 +36,14 @@ LINK = "leaf1-spine2"
 SENDER, RECEIVER = "gpu-001", "gpu-005"
 
 
-def _cwctl(state: Path, *args: str) -> None:
+def _cwctl(state: Path, *args: str) -> str:
     env = {**os.environ, "CWCTL_STATE_DIR": str(state)}
     proc = subprocess.run(
         [sys.executable, "-m", "cwctl", *args], capture_output=True, text=True, env=env
     )
     if proc.returncode != 0:
         raise RuntimeError(f"cwctl {' '.join(args[:2])}: {proc.stderr.strip()[-300:]}")
+    return proc.stdout
 
 
 def _rounds(bed: object, state: Path) -> dict[str, list[float]]:
@@ -76,6 +79,39 @@ def _rounds(bed: object, state: Path) -> dict[str, list[float]]:
     return out
 
 
+def _move_timings(bed: object, state: Path) -> dict[int, tuple[float, float, int]]:
+    """Per number of open connections from gpu-001 to its 4 peers: the seconds ``cwctl
+    reroute LINK --at hosts --apply`` (no --port: plan, then the paired translation) and
+    its rollback took, and how many flows the plan moved."""
+    import json
+
+    from tests.testbed import layout as L
+    from tests.testbed.workload import hold_servers, many_connections
+
+    peers = list(L.hosts_of("leaf2"))
+    inv = str(bed.inventory)  # type: ignore[attr-defined]
+    out = {}
+    for n, port in ((8, 7101), (200, 7102)):
+        servers = hold_servers(bed, peers, port)  # type: ignore[arg-type]
+        client = many_connections(bed, SENDER, peers, port, n // len(peers))  # type: ignore[arg-type]
+        try:
+            assert client.stdout is not None
+            client.stdout.readline()
+            started = time.perf_counter()
+            plan = _cwctl(state, "reroute", LINK, "-i", inv, "--at", "hosts", "--pool", "8",
+                          "--apply", "--yes", "--format", "json")  # fmt: skip
+            applied = time.perf_counter() - started
+            started = time.perf_counter()
+            _cwctl(state, "rollback", "--apply", "--yes")
+            undone = time.perf_counter() - started
+            out[n] = (applied, undone, len(json.loads(plan)["plan"]["steering"]["moves"]))
+        finally:
+            client.kill()
+            for server in servers:
+                server.kill()
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     from tests.testbed.bed import Testbed
     from tests.testbed.shell import missing_prerequisite
@@ -97,6 +133,7 @@ def main(argv: list[str] | None = None) -> None:
                 with header_hashing(bed):
                     time.sleep(0.3)
                     runs = _rounds(bed, Path(tmp) / "state")
+                    moves = _move_timings(bed, Path(tmp) / "state")
             finally:
                 server.kill()
                 server.wait()
@@ -114,6 +151,11 @@ def main(argv: list[str] | None = None) -> None:
     for phase, value in med.items():
         runs_text = " ".join(f"{x:.0f}" for x in runs[phase])
         print(f"{phase:>8} {value:>8.0f} {value / med['healthy']:>10.2f}   {runs_text}")
+    print(f"\nopen connections {SENDER} -> its 4 peers moved off {LINK} (no --port): "
+          "reroute --apply (plan + paired translation) and rollback, seconds")  # fmt: skip
+    print(f"{'open':>6} {'moved':>6} {'apply s':>8} {'rollback s':>10}")
+    for n, (applied, undone, moved) in moves.items():
+        print(f"{n:>6} {moved:>6} {applied:>8.1f} {undone:>10.1f}")
 
 
 if __name__ == "__main__":

@@ -31,8 +31,8 @@ def tui(
         typer.Option(
             "--steer-port",
             metavar="[PROTO:]PORT",
-            help="R (steer at the hosts): a destination port the workload connects to "
-            "(5201, udp:9000; repeatable).",
+            help="R (steer at the hosts): steer new connections to this destination port "
+            "(5201, udp:9000; repeatable) instead of moving the flows open now.",
         ),
     ] = None,
 ) -> None:

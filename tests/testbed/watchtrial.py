@@ -32,7 +32,7 @@ SWITCHES = (*L.SPINES, *L.LEAVES)
 POLICY = """\
 [act]
 rounds = 2
-min_score = 0.5
+min_score = {min_score}
 max_per_hour = 60
 hold_s = {hold_s}
 
@@ -63,11 +63,12 @@ class WatchRun:
         hold_s: float,
         interval_s: float,
         action: str = "reroute",
+        min_score: float = 0.5,
     ) -> None:
         """``action``: what the policy allows on links and spines, ``reroute`` (the
         switches' ECMP groups) or ``steer`` (the flows moved at the hosts)."""
         self.policy = workdir / "watch-policy.toml"
-        self.policy.write_text(POLICY.format(hold_s=hold_s, action=action))
+        self.policy.write_text(POLICY.format(hold_s=hold_s, action=action, min_score=min_score))
         env = {**os.environ, "CWCTL_INVENTORY": str(bed.inventory)}
         argv = [sys.executable, "-m", "cwctl", "watch", "--interval", str(interval_s),
                 "--duration", "2", "--rate", "10", "--policy", str(self.policy)]  # fmt: skip

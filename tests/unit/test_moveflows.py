@@ -207,3 +207,40 @@ async def test_no_open_flow_is_refused_naming_the_way_to_steer_new_ones() -> Non
     with pytest.raises(CwctlError, match=r"no TCP or UDP flow .* \(--port\)") as caught:
         await _plan_moves(Hosts({"a": "", "b": ""}))
     assert caught.value.exit_code == EXIT_PROBLEMS
+
+
+async def test_verification_traces_every_moved_flows_wire_port_both_ways() -> None:
+    runner = Hosts()
+    plan, _ = await _plan_moves(runner)
+    traced: list[tuple[str, int, int]] = []
+
+    class Recording(Hosts):
+        async def run(self, host: str, argv: list[str]) -> CommandResult:
+            if argv[0] not in ("ss", "ip", "nft"):
+                traced.extend((host, s, d) for _, _, s, d in json.loads(argv[-1])["jobs"])
+            return await super().run(host, argv)
+
+    verdict = await steer.verify_steering(plan, _inventory(), Recording())
+    for m in plan.steering["moves"]:
+        assert (m["host"], m["wire"], m["dport"]) in traced  # forward, from the wire port
+        assert (m["peer"], m["dport"], m["wire"]) in traced  # and the reply
+    assert verdict.gone and verdict.ports >= len(plan.steering["moves"])
+
+
+async def test_a_flow_whose_trace_never_answers_is_moved_and_counted() -> None:
+    class Silent(Hosts):
+        async def run(self, host: str, argv: list[str]) -> CommandResult:
+            result = await super().run(host, argv)
+            if argv[0] in ("ss", "ip", "nft"):
+                return result
+            jobs = json.loads(argv[-1])["jobs"]
+            hops = json.loads(result.stdout)["hops"]
+            silent = [
+                None if s == 46000 or d == 46000 else h
+                for (_, _, s, d), h in zip(jobs, hops, strict=True)
+            ]
+            return CommandResult(0, json.dumps({"hops": silent}))
+
+    plan, _ = await _plan_moves(Silent())
+    moved = {(m["host"], m["port"]) for m in plan.steering["moves"]}
+    assert ("a", 46000) in moved and plan.steering["unknown"] == 1

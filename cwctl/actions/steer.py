@@ -1,5 +1,7 @@
-"""Steer at the hosts (``cwctl reroute ELEMENT --at hosts``): new connections to the
-affected peers leave from source ports whose paths avoid the suspect.
+"""Steer at the hosts (``cwctl reroute ELEMENT --at hosts --port P``): new connections to
+the affected peers leave from source ports whose paths avoid the suspect. Without
+``--port``, ``moveflows.py`` moves the flows open now and uses this module's tracing, its
+prior read and, for new connections to the services it saw, its SYN rule.
 
 Planning, for a spine or a leaf-spine link of an inventory:
 

@@ -6,13 +6,19 @@ seconds, ratios. Every metric is a gauge.
 
 The default output is bounded by the fabric, not by the probe graph: a fixed number of
 series per host, one per suspect, and two per probed pair of leaves (at most the number
-of probed paths, usually far fewer). Per-path series (seven per directed path: 8 500
+of probed paths, and at most ``LEAF_PAIRS_MAX``). Every HELP text is fixed (a value of the
+scan, as its delay threshold, is a series of its own): node_exporter's textfile collector
+refuses a metric whose HELP changes. Per-path series (seven per directed path: 8 500
 lines at 64 hosts, millions at 10 000) come only when asked (``paths=True``,
 ``cwctl scan --format prom --prom-paths``).
 
 Always (labels in braces):
 
 ``cwctl_scan_info{source,timestamps,reference}``   1, the scan's identity
+``cwctl_build_info{version,python}``               1, what made the series
+``cwctl_verdict{verdict}``                         1 for the verdict (healthy, inconclusive,
+                                                   problems), 0 for the other two
+``cwctl_delay_threshold_seconds``                  the queueing this scan calls delayed
 ``cwctl_scan_paths``                               directed paths measured
 ``cwctl_scan_timestamp_seconds``                   when the records were captured (Unix
                                                    time; a replay: the record file's)
@@ -26,12 +32,13 @@ Always (labels in braces):
 ``cwctl_host_queueing_seconds{host,direction}``    worst p99 over the floor of its paths
 ``cwctl_leaf_pair_loss_ratio{src_leaf,dst_leaf}``  lost / sent over the paths between leaves
 ``cwctl_leaf_pair_queueing_seconds{src_leaf,dst_leaf}``  worst p99 over the floor there
+``cwctl_leaf_pairs_omitted``                       pairs past ``LEAF_PAIRS_MAX`` (the worst kept)
 ``cwctl_suspect_score{element,kind}``              0..1, one per suspect
 ``cwctl_suspects``                                 how many suspects
 ``cwctl_suspect_jobs{element,kind}``               running jobs the suspect hurts (only
                                                    when a scheduler was read; no job labels)
 ``cwctl_jobs_running{scheduler}``                  running jobs the scheduler listed
-``cwctl_gpu_health{host,gpu}``                     0 ok, 1 warn, 2 fail
+``cwctl_gpu_health{host,gpu,state}``               1 for the verdict's state, 0 the others
 ``cwctl_gpu_<reading>{host,gpu}``                  every numeric top-level GPU reading
 
 With ``paths=True``, per directed path ``{src,dst}``: ``cwctl_path_owd_min_seconds``,
@@ -43,6 +50,7 @@ With ``paths=True``, per directed path ``{src,dst}``: ``cwctl_path_owd_min_secon
 from __future__ import annotations
 
 import math
+import platform
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -54,8 +62,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from cwctl import __version__
 from cwctl.snapshot import FabricSnapshot, PathReport
-from cwctl.units import fmt_ns
 
 _OWD = (
     ("min", "owd_min_ns", "the floor"),
@@ -63,7 +71,13 @@ _OWD = (
     ("p99", "owd_p99_ns", "the 99th percentile"),
     ("max", "owd_max_ns", "the largest"),
 )
-_GPU_HEALTH = {"ok": 0, "warn": 1, "fail": 2}
+GPU_STATES = ("ok", "warn", "fail")  # cwctl_gpu_health's state label (one series each)
+VERDICTS = ("healthy", "inconclusive", "problems")  # FabricSnapshot.verdict
+_BUILD = ["version", "python"]
+# Leaf-pair series per metric: 32 leaves' worth. A fabric of 128 leaves has 16 256 pairs;
+# past the cap only the worst (most loss, then most queueing) get series, the count of
+# the others is cwctl_leaf_pairs_omitted. docs/scan-json.md says the same.
+LEAF_PAIRS_MAX = 1024
 _NAME = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -126,11 +140,7 @@ class SnapshotCollector(Collector):
         self.paths = paths
         self.columns = _PathColumns(snapshot.paths)
         threshold = snapshot.telemetry.get("delay_threshold_ns")
-        self.delayed = (
-            f" This scan calls a path delayed above {fmt_ns(threshold)} of queueing."
-            if _ok(threshold)
-            else ""
-        )
+        self.threshold_ns = float(threshold) if threshold is not None and _ok(threshold) else None
 
     def collect(self) -> Iterator[Metric]:
         snap = self.snapshot
@@ -141,6 +151,26 @@ class SnapshotCollector(Collector):
         )
         info.add_metric([snap.source, snap.timestamp_source, snap.reference or ""], 1)
         yield info
+        build = _gauge("cwctl_build_info", "1, with the version of cwctl and of Python.", _BUILD)
+        build.add_metric([__version__, platform.python_version()], 1)
+        yield build
+        verdict = _gauge(
+            "cwctl_verdict",
+            "1 for the scan's verdict (healthy, inconclusive: the window could not tell, "
+            "problems), 0 for the others.",
+            ["verdict"],
+        )
+        for v in VERDICTS:
+            verdict.add_metric([v], 1 if v == snap.verdict else 0)
+        yield verdict
+        if self.threshold_ns is not None:  # its own series: a HELP text never changes
+            threshold = _gauge(
+                "cwctl_delay_threshold_seconds",
+                "Queueing above which this scan calls a path delayed (derived per scan).",
+                [],
+            )
+            threshold.add_metric([], self.threshold_ns * 1e-9)
+            yield threshold
         count = _gauge("cwctl_scan_paths", "Directed host-to-host paths measured.", [])
         count.add_metric([], len(snap.paths))
         yield count
@@ -217,13 +247,22 @@ class SnapshotCollector(Collector):
         )
         if not pairs:
             return
+        tallies = self.columns.tally(list(pairs), group)
+        kept = worst(tallies, LEAF_PAIRS_MAX)
         yield from self._tallied(
             "leaf_pair",
             ["src_leaf", "dst_leaf"],
-            self.columns.tally(list(pairs), group),
+            kept,
             over="the paths from hosts on one leaf to hosts on another",
             among="between two leaves",
         )
+        omitted = _gauge(
+            "cwctl_leaf_pairs_omitted",
+            f"Leaf pairs measured but given no series: past {LEAF_PAIRS_MAX} only the worst.",
+            [],
+        )
+        omitted.add_metric([], len(tallies) - len(kept))
+        yield omitted
 
     def _tallied(
         self,
@@ -238,7 +277,7 @@ class SnapshotCollector(Collector):
         loss = _gauge(f"cwctl_{name}_loss_ratio", f"Share of probes lost over {over}.", labels)
         queue = _gauge(
             f"cwctl_{name}_queueing_seconds",
-            f"Worst queueing (p99 one-way delay over the path's floor) {among}." + self.delayed,
+            f"Worst queueing (p99 one-way delay over the path's floor) {among}.",
             labels,
         )
         yield from _fill(tallies, loss, queue)
@@ -299,13 +338,18 @@ class SnapshotCollector(Collector):
         yield from (hurt, running)
 
     def _gpus(self) -> Iterator[Metric]:
-        health = _gauge("cwctl_gpu_health", "GPU verdict: 0 ok, 1 warn, 2 fail.", ["host", "gpu"])
+        health = _gauge(
+            "cwctl_gpu_health",
+            "1 for the GPU's verdict (state: ok, warn, fail), 0 for the others.",
+            ["host", "gpu", "state"],
+        )
         readings: dict[str, GaugeMetricFamily] = {}
         for h in self.snapshot.hosts:
             for i, gpu in enumerate(h.gpus):
                 label = str(gpu.get("index", i))
-                if gpu.get("verdict") in _GPU_HEALTH:
-                    health.add_metric([h.name, label], _GPU_HEALTH[gpu["verdict"]])
+                if gpu.get("verdict") in GPU_STATES:
+                    for state in GPU_STATES:
+                        health.add_metric([h.name, label, state], int(gpu["verdict"] == state))
                 for key, value in gpu.items():
                     if key == "index" or not _ok(value):
                         continue
@@ -319,6 +363,19 @@ class SnapshotCollector(Collector):
         if health.samples:
             yield health
         yield from readings.values()
+
+
+def worst(tallies: list[Tally], most: int) -> list[Tally]:
+    """At most ``most`` tallies: the most loss first, then the most queueing."""
+    if len(tallies) <= most:
+        return tallies
+
+    def badness(t: Tally) -> tuple[float, float]:
+        _, sent, received, queueing_ns = t
+        loss = 1.0 - received / sent if sent else 0.0
+        return (loss, queueing_ns if math.isfinite(queueing_ns) else 0.0)
+
+    return sorted(tallies, key=badness, reverse=True)[:most]
 
 
 def _fill(

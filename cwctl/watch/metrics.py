@@ -15,6 +15,7 @@ by the fabric), then the scan's health and the decisions' counts:
 ``cwctl_watch_errors_total{kind}``                 scan, action, reload, journal errors
 ``cwctl_watch_acted_on{element,action}``           1 per element an action now steers round
 ``cwctl_watch_policy_dry_run``                     1 dry run, 0 acting, absent: no policy
+``process_*``                                      the watch process's CPU, memory, descriptors
 
 Served at ``/metrics`` by ``serve`` (``httpd``: a capped, time-limited server, in a thread)
 and written atomically for node_exporter's textfile collector by ``write_textfile``.
@@ -29,7 +30,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from prometheus_client import write_to_textfile
+from prometheus_client import ProcessCollector, write_to_textfile
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
@@ -188,8 +189,11 @@ def _counter(name: str, doc: str, labels: list[str], samples: Samples) -> Counte
 
 
 def registry_of(metrics: WatchMetrics) -> CollectorRegistry:
+    """The watch's series and the process's own (``process_*``: CPU, resident memory,
+    descriptors and their limit, start time), as every exporter serves them."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(metrics)
+    ProcessCollector(registry=registry)
     return registry
 
 

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -45,7 +46,7 @@ def test_the_shipped_alert_rules_check_and_pass_their_unit_tests() -> None:
         text=True,
     )
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "8 rules found" in check.stdout
+    assert "9 rules found" in check.stdout
     tested = subprocess.run(
         [promtool, "test", "rules", "cwctl-alerts.test.yml"],
         capture_output=True,
@@ -191,3 +192,53 @@ def test_the_textfile_is_valid_for_node_exporter(watch_metrics: tuple[int, Path]
     assert check.returncode == 0, check.stdout + check.stderr
     left = [p.name for p in textfile.parent.iterdir() if p.name.startswith(textfile.name + ".")]
     assert left == []  # the temporary files of the atomic writes are gone
+
+
+def _help_and_type(text: str) -> dict[str, tuple[str, ...]]:
+    """Each metric's HELP and TYPE lines: what the textfile collector holds fixed."""
+    out: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if line.startswith(("# HELP ", "# TYPE ")):
+            out.setdefault(line.split()[2], []).append(line)
+    return {name: tuple(lines) for name, lines in out.items()}
+
+
+def test_a_scrape_follows_exporter_conventions_round_after_round(
+    watch_metrics: tuple[int, Path],
+) -> None:
+    """promtool accepts a scrape of /metrics; it has the verdict, build and process series
+    and no numeric enum; two rounds apart, every metric keeps its HELP and TYPE (node
+    exporter's textfile collector refuses one that changes); / is not an exporter."""
+    promtool = _need(PROMTOOL, "promtool")
+    port, _ = watch_metrics
+    url = f"http://127.0.0.1:{port}/metrics"
+    first = _scrape(url, rounds_at_least=2)
+    check = subprocess.run([promtool, "check", "metrics"], input=first, capture_output=True,
+                           text=True)  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert 'cwctl_verdict{verdict="problems"} 1.0' in first
+    assert 'cwctl_verdict{verdict="healthy"} 0.0' in first
+    assert "cwctl_build_info{" in first and "process_resident_memory_bytes " in first
+    rounds = int(float(first.split("\ncwctl_watch_rounds_total ")[1].split()[0]))
+    second = _scrape(url, rounds_at_least=rounds + 2)
+    one, other = _help_and_type(first), _help_and_type(second)
+    assert {k: one[k] for k in one if k in other} == {k: other[k] for k in one if k in other}
+    with pytest.raises(urllib.error.HTTPError) as root:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5)
+    assert root.value.code == 404
+
+
+def _scrape(url: str, *, rounds_at_least: int) -> str:
+    deadline = time.monotonic() + 60  # a hang guard
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as reply:
+                text = str(reply.read().decode())
+        except OSError:
+            text = ""
+        if "\ncwctl_watch_rounds_total " in text:
+            done = float(text.split("\ncwctl_watch_rounds_total ")[1].split()[0])
+            if done >= rounds_at_least:
+                return text
+        time.sleep(0.2)
+    raise AssertionError(f"{url}: fewer than {rounds_at_least} rounds in 60 s")

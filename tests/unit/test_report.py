@@ -84,7 +84,11 @@ def test_gpu_column_when_gpu_data_is_present() -> None:
         for fam in text_string_to_metric_families(prom)
         for s in fam.samples
     }
-    assert samples[("cwctl_gpu_health", (("gpu", "0"), ("host", "gpu-002")))] == 2
+    health = {  # a state set, not a numeric enum
+        state: samples[("cwctl_gpu_health", (("gpu", "0"), ("host", "gpu-002"), ("state", state)))]
+        for state in ("ok", "warn", "fail")
+    }
+    assert health == {"ok": 0, "warn": 0, "fail": 1}
     assert samples[("cwctl_gpu_temperature_c", (("gpu", "0"), ("host", "gpu-002")))] == 91
 
 

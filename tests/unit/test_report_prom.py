@@ -137,10 +137,51 @@ def test_per_path_series_only_when_asked(faulty: FabricSnapshot) -> None:
     assert len(p50) == sum(q.owd_p50_ns is not None for q in faulty.paths)
 
 
-def test_help_text_uses_the_duration_formatter(faulty: FabricSnapshot) -> None:
-    text = render_prom(faulty)
-    line = next(x for x in text.splitlines() if x.startswith("# HELP cwctl_host_queueing"))
-    assert "delayed above" in line and (" ns " in line or " us " in line)
+def _helps(text: str) -> dict[str, str]:
+    return {x.split()[2]: x.split(None, 3)[3] for x in text.splitlines() if x.startswith("# HELP ")}
+
+
+def test_help_texts_are_the_same_whatever_the_scan(faulty: FabricSnapshot) -> None:
+    """node_exporter's textfile collector refuses a metric whose HELP changes: the delay
+    threshold is a series of its own, not words in a HELP text."""
+    healthy = _snapshot(32, 6)
+    one, other = _helps(render_prom(faulty)), _helps(render_prom(healthy))
+    assert {k: v for k, v in one.items() if k in other} == {
+        k: v for k, v in other.items() if k in one
+    }
+    assert "above" not in one["cwctl_host_queueing_seconds"]
+    thresholds = {
+        float(v)
+        for text in (render_prom(faulty), render_prom(healthy))
+        for name, _, v in _samples(text)
+        if name == "cwctl_delay_threshold_seconds"
+    }
+    assert thresholds and all(0 < t < 1 for t in thresholds)
+
+
+def test_the_verdict_is_a_state_set(faulty: FabricSnapshot) -> None:
+    verdicts = {
+        labels["verdict"]: v for name, labels, v in _samples(render_prom(faulty))
+        if name == "cwctl_verdict"
+    }  # fmt: skip
+    assert verdicts == {"healthy": 0, "inconclusive": 0, "problems": 1}
+    build = [labels for name, labels, _ in _samples(render_prom(faulty))
+             if name == "cwctl_build_info"]  # fmt: skip
+    assert len(build) == 1 and build[0]["version"]
+
+
+def test_leaf_pair_series_are_capped_at_the_worst(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cwctl.report.prom as prom
+
+    snap = _snapshot(32, 6, loss={"spine2": 1.0})
+    pairs = [s for s in _samples(render_prom(snap)) if s[0] == "cwctl_leaf_pair_loss_ratio"]
+    assert len(pairs) > 2
+    monkeypatch.setattr(prom, "LEAF_PAIRS_MAX", 2)
+    capped = _samples(render_prom(snap))
+    kept = [s for s in capped if s[0] == "cwctl_leaf_pair_loss_ratio"]
+    assert sorted(v for *_, v in kept) == sorted(v for *_, v in pairs)[-2:]  # the worst
+    (omitted,) = [v for name, _, v in capped if name == "cwctl_leaf_pairs_omitted"]
+    assert omitted == len(pairs) - 2
 
 
 def test_host_and_leaf_pair_tallies_are_defined_alike(faulty: FabricSnapshot) -> None:
@@ -153,7 +194,6 @@ def test_host_and_leaf_pair_tallies_are_defined_alike(faulty: FabricSnapshot) ->
         assert helps[f"cwctl_{scope}_loss_ratio"].startswith("Share of probes lost over the ")
         queueing = helps[f"cwctl_{scope}_queueing_seconds"]
         assert queueing.startswith("Worst queueing (p99 one-way delay over the path's floor) ")
-        assert "delayed above" in queueing
 
 
 def test_cli_prom_paths_flag(tmp_path: Path) -> None:

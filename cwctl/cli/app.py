@@ -16,7 +16,7 @@ from typing import Annotated, NoReturn, TypeVar
 
 import typer
 
-from cwctl import __version__, atomic, settings
+from cwctl import atomic, settings
 from cwctl.cli.usage import OneLineGroup
 from cwctl.errors import EXIT_OK, EXIT_USAGE, CwctlError
 
@@ -104,7 +104,9 @@ def run_guarded(fn: Callable[[], T]) -> T:
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"cwctl {__version__}")
+        from cwctl.cli.version import version_text
+
+        typer.echo(version_text())
         raise typer.Exit(EXIT_OK)
 
 

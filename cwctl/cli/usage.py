@@ -10,6 +10,7 @@ and saying where help is, then exits 2 (docs/cli.md):
 from __future__ import annotations
 
 import copy
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -23,9 +24,30 @@ ClickException: type[Exception] = typer.BadParameter.__mro__[2]
 assert UsageError.__name__ == "UsageError" and ClickException.__name__ == "ClickException"
 
 
+# typer's checks speak pydantic ("Input should be greater than or equal to 2"): said
+# as cwctl says everything else ("must be at least 2")
+PLAIN_WORDS = [
+    (re.compile(r"Value error, "), ""),
+    (re.compile(r"Input should be greater than or equal to "), "must be at least "),
+    (re.compile(r"Input should be less than or equal to "), "must be at most "),
+    (re.compile(r"Input should be greater than "), "must be more than "),
+    (re.compile(r"Input should be less than "), "must be less than "),
+    (re.compile(r"Input should be a valid integer[^()]*"), "must be a whole number"),
+    (re.compile(r"Input should be a finite number"), "must be a finite number"),
+    (re.compile(r"Input should be a valid number[^()]*"), "must be a number"),
+    (re.compile(r"Input should be "), "must be "),
+]
+
+
+def plain(message: str) -> str:
+    for pattern, words in PLAIN_WORDS:
+        message = pattern.sub(words, message)
+    return message
+
+
 def one_line(exc: Exception) -> str:
     """``cwctl: COMMAND: what went wrong (cwctl COMMAND -h for help)``."""
-    message = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
+    message = plain(" ".join(exc.format_message().split()))  # type: ignore[attr-defined]
     if message[:1].isupper() and message[1:2].islower():
         message = message[0].lower() + message[1:]
     ctx = getattr(exc, "ctx", None)

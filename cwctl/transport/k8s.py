@@ -34,6 +34,9 @@ DEFAULT_IMAGE = "python:3.12-slim"
 DEFAULT_NAMESPACE = "cwctl"
 DEFAULT_DEADLINE_S = 120  # activeDeadlineSeconds: Kubernetes ends a pod after this
 LABEL = "app.kubernetes.io/name"
+# cwctl's own keys under one prefix, the drain's too (cwctl.actions.k8s: cwctl.io/...)
+SCAN_LABEL = "cwctl.io/scan"
+NODE_ANNOTATION = "cwctl.io/node"
 _DNS_LABEL = re.compile(r"[^a-z0-9-]+")
 
 
@@ -60,8 +63,8 @@ def agent_pod(
         "metadata": {
             "name": pod_name(node, scan_id),
             "namespace": namespace,
-            "labels": {LABEL: "cwctl-agent", "cwctl/scan": scan_id},
-            "annotations": {"cwctl/node": node},
+            "labels": {LABEL: "cwctl-agent", SCAN_LABEL: scan_id},
+            "annotations": {NODE_ANNOTATION: node},
         },
         "spec": {
             "nodeName": node,

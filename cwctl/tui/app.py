@@ -338,8 +338,17 @@ class CwctlApp(App[None]):
     # -- actions ---------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # --readonly: reroute and drain are hidden from the footer and never run.
+        # --readonly: reroute and drain are hidden from the footer and never run;
+        # --replay: the records are what they are, no scan to ask for (s)
+        if action == "scan_now" and self.replaying:
+            return False
         return not (action in ACTIONS and self.readonly)
+
+    @property
+    def replaying(self) -> bool:
+        """Is the source a replay of saved records (``--replay``)?"""
+        request = getattr(self.source, "request", None)
+        return getattr(request, "replay", None) is not None
 
     def _plan(self, kind: ActionKind, *, steer: bool = False) -> None:
         if self.readonly or self._covered():

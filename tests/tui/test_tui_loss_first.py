@@ -4,10 +4,13 @@ Each at 80x24 and 160x48, through Textual's Pilot."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
+from textual.widgets._footer import FooterKey
 from tui_fixtures import known_snapshot, wait_for
 
 from cwctl.snapshot import FabricSnapshot, HostReport, PathReport
@@ -193,3 +196,22 @@ def test_the_worst_grid_takes_each_cells_higher_bin_aggregated_too() -> None:
         assert (worst.bins == np.maximum(loss.bins, delay.bins)).all()
         assert worst.labels == loss.labels and worst.level == loss.level
     assert legend_labels("worst")[0] == "<1us|0" and legend_labels("worst")[-1] == "≥64us|≥20%"
+
+
+class ReplaySource(FixedSource):
+    """Saved records, as `cwctl tui --replay FILE` reads them."""
+
+    request = SimpleNamespace(replay=Path("saved.jsonl.gz"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_replay_offers_no_scan_key(size: tuple[int, int]) -> None:
+    replay = ReplaySource([known_snapshot()], label="replay")
+    live = FixedSource([known_snapshot()], label="SIMULATED")
+    for source, offered in ((replay, False), (live, True)):
+        app = make_app(source, max_scans=1)
+        async with app.run_test(size=size) as pilot:
+            await wait_for(pilot, lambda app=app: app.scans == 1)
+            await pilot.pause()
+            keys = {key.description for key in app.screen.query(FooterKey)}
+            assert ("Scan" in keys) is offered, keys

@@ -63,8 +63,8 @@ FLAGS = {
     "--duration inf": "'inf' is not a duration",
     "--duration 1e308": "'1e308' is not a duration",
     "--duration 2h": "'2h' is out of range: give 100ms to 1h",
-    "--rate 1e300": "Input should be less than or equal to 1000",
-    "--rate inf": "Input should be less than or equal to 1000",
+    "--rate 1e300": "must be at most 1000",
+    "--rate inf": "must be at most 1000",
 }
 
 

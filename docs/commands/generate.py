@@ -22,6 +22,7 @@ ROOT = HERE.parents[1]
 CWCTL = [sys.executable, "-m", "cwctl.cli"]
 MAX_LINES = 60
 SETUP = "(setup)"  # an example's note: run it, do not show it
+KEY = "id_ed25519"  # the example inventory's identity, a file in the pages' directory
 
 
 def run(args: list[str], env: dict[str, str], cwd: Path) -> tuple[str, int]:
@@ -66,9 +67,12 @@ PAGES: list[tuple[str, str, list[tuple[str, list[str]]]]] = [
                 "A simulated fabric with a congested spine, as a table:",
                 ["scan", "--sim", "--fault", "switch:spine2:congested"],
             ),
+            (SETUP, ["scan", *SIM16, "--duration", "0.5", "--save-records", "saved.jsonl.gz"]),
             (
-                "Real agents on this machine's loopback (one kernel clock: offsets near zero):",
-                ["scan", "--local", "4"],
+                "Saved records analysed again (--replay; `--local N` probes real agents on "
+                "loopback, but how busy the machine is decides their answer, and this page's "
+                "must not change with it):",
+                ["scan", "--replay", "saved.jsonl.gz"],
             ),
             (
                 "Prometheus text, bounded per host (per-path series with --prom-paths):",
@@ -209,6 +213,10 @@ PAGES: list[tuple[str, str, list[tuple[str, list[str]]]]] = [
         [
             ("The example inventory:", ["inventory", "check", "-i", "inventory.example.toml"]),
             (
+                "An identity this machine cannot read: refused as a scan would refuse it:",
+                ["inventory", "check", "-i", "no-key.toml"],
+            ),
+            (
                 "A broken one: every problem with its file and line:",
                 ["inventory", "check", "-i", "broken.toml"],
             ),
@@ -223,7 +231,16 @@ def prepare(cwd: Path) -> dict[str, str]:
     env = {**os.environ, "CWCTL_STATE_DIR": str(cwd / "state"), "NO_COLOR": "1",
            "COLUMNS": "80", "PYTHONPATH": str(ROOT)}  # fmt: skip
     env.pop("CWCTL_INVENTORY", None)
-    (cwd / "inventory.example.toml").write_text((ROOT / "inventory.example.toml").read_text())
+    # the example's identity, readable here: `inventory check` reads it as a scan would
+    example = (ROOT / "inventory.example.toml").read_text()
+    (cwd / "inventory.example.toml").write_text(
+        example.replace('"~/.ssh/id_ed25519"', f'"{KEY}"', 1)
+    )
+    (cwd / KEY).write_text("(a private key's place: checked readable, never used)\n")
+    (cwd / "no-key.toml").write_text(
+        '[ssh]\nidentity = "~/.ssh/no_such_key"\n\n[[host]]\nname = "gpu-001"\n'
+        'address = "10.0.1.1"\n'
+    )
     host = '[[host]]\nname = "gpu-007"\naddress = "10.0.1.7"\nnics = ["mlx5_0", "mlx5_1"]\n'
     (cwd / "k8s.toml").write_text(f'[scheduler]\nkind = "k8s"\nhost = "k8s-ctl"\n\n{host}')
     (cwd / "slurm.toml").write_text(f'[scheduler]\nkind = "slurm"\nhost = "slurm-ctl"\n\n{host}')

@@ -112,6 +112,9 @@ REWRITES = [
     ),
     (r"^(cwctl sync check .*)$", r"\1 " + NO_CHRONYD),
     (r"^(cwctl scan (?!--replay).*)$", r"\1 --duration 0.5"),
+    (r"^cwctl watch -i inventory\.toml", "cwctl watch --sim --hosts 16 --hosts-per-leaf 4"),
+    (r"docs/watch-policy\.example\.toml", "policy.toml"),
+    (r"^(cwctl watch .*)$", r"\1 --rounds 1 --interval 0"),
 ]
 
 
@@ -126,6 +129,8 @@ def test_the_readme_tour_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.delenv("CWCTL_INVENTORY", raising=False)
     lines = tour_lines()
     assert len(lines) >= 15 and any(line.startswith("cwctl reroute") for line in lines)
+    assert any(line.startswith("cwctl watch") for line in lines)  # the service, and
+    assert any("--at hosts" in line for line in lines)  # steering at the hosts
     for line in lines:
         args = shlex.split(rewritten(line, tmp_path))[1:]
         if args[0] == "tui":  # a terminal UI: its flags and source are checked, then it

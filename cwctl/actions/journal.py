@@ -44,6 +44,7 @@ from cwctl.settings import state_dir
 JOURNAL_SCHEMA = "cwctl.journal/2"
 JOURNAL_FILE = "journal.jsonl"
 LOCK_FILE = "action.lock"
+JOURNAL_LIMIT = 256 << 20  # bytes read at most: some 50 000 actions
 FAILPOINT_ENV = "CWCTL_FAILPOINT"  # "journal:N": stop (SIGSTOP) before this process's Nth append
 
 _appends = 0
@@ -97,7 +98,9 @@ def open_checked(path: Path, flags: int, what: str) -> int:
     """``os.open`` without following a symlink, then the ownership checks; 0600 when new."""
     dir_fd = open_state_dir(path.parent)
     try:
-        fd = os.open(path.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+        # O_NONBLOCK: a FIFO in its place opens at once (and is refused below), not never
+        flags |= os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        fd = os.open(path.name, flags, 0o600, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno == 40:  # ELOOP: a symlink where the file should be
             raise InputError(f"refusing the {what} {path}: it is a symlink") from None
@@ -269,7 +272,13 @@ class Journal:
             fd = open_checked(self.path, os.O_RDONLY, "journal")
         with os.fdopen(fd, "rb") as f:
             fcntl.flock(f.fileno(), fcntl.LOCK_SH)
-            data = f.read()
+            size = os.fstat(f.fileno()).st_size
+            if size > JOURNAL_LIMIT:
+                raise InputError(
+                    f"the journal {self.path} is {size} bytes, more than {JOURNAL_LIMIT}: "
+                    "move it aside (its actions stay listed there) to start a new one"
+                )
+            data = f.read(JOURNAL_LIMIT + 1)
         lines = data.split(b"\n")
         last = len(lines)
         for n, raw in enumerate(lines, 1):

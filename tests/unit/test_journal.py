@@ -189,3 +189,13 @@ def test_a_lock_owned_by_someone_else_is_refused(tmp_path: Path) -> None:
     refused = pytest.raises(InputError, match=r"action lock .* owned by uid 12345")
     with refused, ActionLock(tmp_path):
         pass
+
+
+def test_a_fifo_in_the_journals_place_is_refused_not_waited_on(tmp_path: Path) -> None:
+    from cwctl.errors import InputError
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    os.mkfifo(state / "journal.jsonl", 0o600)
+    with pytest.raises(InputError, match="not a regular file"):
+        Journal(state).read()

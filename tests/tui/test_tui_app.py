@@ -96,7 +96,7 @@ async def test_heatmap_draws_each_cell_in_its_bin_colour(known: FabricSnapshot) 
         assert cell_colour("gpu-002", "gpu-001") is None  # not probed: no colour
         # The cursor starts top-left; moving it right reads out the path's value.
         await pilot.press("right")
-        readout = heatmap.render_line(1 + 4 * layout.cell_h + 1).text
+        readout = heatmap.render_line(heatmap.readout_line).text  # under the legend
         assert "gpu-001 → gpu-002: loss 0% · queueing 500 ns" in readout
         await pilot.press("m", "m")  # worst of both (the default), queueing, loss
         assert heatmap.metric == "loss" and "loss" in heatmap.render_line(0).text

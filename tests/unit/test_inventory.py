@@ -262,8 +262,17 @@ def test_all_problems_are_reported_together_in_line_order() -> None:
     assert len(lines) == 5 and lines == sorted(lines)
 
 
-def test_example_checks_clean_through_the_cli() -> None:
-    result = CliRunner().invoke(app, ["inventory", "check", "-i", str(EXAMPLE)])
+def home_with_a_key(directory: Path) -> dict[str, str]:
+    """HOME where the example's identity (~/.ssh/id_ed25519) is readable: inventory check
+    reads it, as a scan does."""
+    (directory / ".ssh").mkdir()
+    (directory / ".ssh" / "id_ed25519").write_text("")
+    return {"HOME": str(directory)}
+
+
+def test_example_checks_clean_through_the_cli(tmp_path: Path) -> None:
+    home = home_with_a_key(tmp_path)
+    result = CliRunner().invoke(app, ["inventory", "check", "-i", str(EXAMPLE)], env=home)
     assert result.exit_code == 0, result.output
     assert "6 hosts" in result.stdout and result.stderr == ""
 

@@ -63,10 +63,13 @@ def test_discovery_off_says_why() -> None:
     assert discovery_gaps(off) == ["off ([probe] trace = false): flows' paths stay unknown"]
 
 
-def test_inventory_check_prints_the_discovery_lines() -> None:
+def test_inventory_check_prints_the_discovery_lines(tmp_path: Path) -> None:
+    (tmp_path / ".ssh").mkdir()  # the example's identity, readable (inventory check reads it)
+    (tmp_path / ".ssh" / "id_ed25519").write_text("")
     result = CliRunner().invoke(
-        app, ["inventory", "check", "-i", str(ROOT / "inventory.example.toml")]
-    )
+        app, ["inventory", "check", "-i", str(ROOT / "inventory.example.toml")],
+        env={"HOME": str(tmp_path)},
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert "path discovery: on, 12 switch addresses, switches answer 1 ICMP/s" in result.stdout

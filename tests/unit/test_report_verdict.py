@@ -90,6 +90,7 @@ def test_scan_in_a_pipe_leads_with_the_verdict_and_ends_with_next() -> None:
     result = CliRunner().invoke(
         app, ["scan", "--sim", "--hosts", "16", "--fault", "switch:spine2:down",
               "--duration", "0.5"],
+        env={"COLUMNS": None},  # a pipe's: no width said (a test before may have set one)
     )  # fmt: skip
     assert result.exit_code == 3, result.output
     lines = result.stdout.splitlines()

@@ -81,6 +81,7 @@ class SyncRun:
         journal: Any = None,
         progress: Progress | None = None,
         unready: dict[str, str] | None = None,
+        on_fed: Callable[[SyncRound], None] | None = None,
     ) -> None:
         self.request = replace(request, reference=reference)
         # hosts whose chronyd cannot take samples (``sync check``'s problems): never
@@ -92,6 +93,9 @@ class SyncRun:
         self.reference_why = reference_why
         self.confirm = confirm
         self.on_round = on_round
+        # a fed round is reported a round later (its samples counted); this hears of it
+        # as it is fed, so the operator is not left an interval without a word
+        self.on_fed = on_fed
         self.journal = (
             SyncJournal(journal, {"source": fleet.source, "reference": reference})
             if journal is not None and plan.apply
@@ -152,6 +156,8 @@ class SyncRun:
                 self.journal.intent(number, decisions)
             self.open.append(rnd)
             await self.feeders.feed(decisions, number)
+            if self.on_fed is not None:
+                self.on_fed(rnd)
         else:
             self.on_round(rnd)
         return rnd

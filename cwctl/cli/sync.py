@@ -10,7 +10,7 @@ import typer
 
 from cwctl import settings
 from cwctl.budgets import COMMAND_BUDGETS
-from cwctl.cli.app import app, fail, run_guarded
+from cwctl.cli.app import STATE, app, fail, run_guarded
 from cwctl.cli.durations import METAVAR as DURATION
 from cwctl.cli.durations import Duration
 from cwctl.cli.options import SCAN_FLAGS, SourceFlags, build_request, source_flags
@@ -215,10 +215,21 @@ async def _run(
             sys.stdout.write(text)
             sys.stdout.flush()
 
+        def on_fed(rnd: Any) -> None:
+            if STATE.quiet:
+                return
+            fed = sum(d.feeds for d in rnd.decisions)
+            others = sum(d.host != rnd.reference for d in rnd.decisions)
+            typer.echo(
+                f"cwctl: sync round {rnd.number}: feeding {fed} of {others} hosts' chronyd; its "
+                "table follows when their samples are counted, an interval from now",
+                err=True,
+            )
+
         run = SyncRun(
             request, plan, fleet, reference, why,
             confirm=confirm, on_round=on_round, journal=journal, progress=_progress_printer(),
-            unready=unready,
+            unready=unready, on_fed=on_fed,
         )  # fmt: skip
         return await run.run()
     finally:

@@ -47,3 +47,21 @@ def test_a_process_quits_while_the_work_still_runs() -> None:
     done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
                           timeout=120)  # fmt: skip
     assert done.returncode == 0 and done.stdout == "exited\n", done.stderr
+
+
+async def test_a_scans_solve_runs_on_a_daemon_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cwctl.request import ScanRequest, SimOptions
+    from cwctl.session import ScanSession
+
+    seen: list[bool] = []
+    analyse = ScanSession._analyse
+
+    def recording(self: ScanSession, collection: object) -> object:
+        seen.append(threading.current_thread().daemon)
+        return analyse(self, collection)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ScanSession, "_analyse", recording)
+    request = ScanRequest(sim=SimOptions(hosts=8, hosts_per_leaf=4, spines=2), duration_s=0.3)
+    async with ScanSession(request) as session:
+        await session.scan()
+    assert seen == [True]  # the TUI's q no longer waits for it (asyncio.run joins the pool)

@@ -1,50 +1,64 @@
-"""Run a function on a thread of its own that never holds the process open.
+"""Work off the event loop that a quitting TUI need not wait for.
 
-``asyncio.to_thread`` uses the loop's default executor, and ``asyncio.run`` joins its
-threads on the way out: quitting the TUI in the middle of a 512-host solve waited the
-solve's seconds out. ``in_thread`` runs the work on a daemon thread instead and awaits
-its result; when the loop is gone first, the result is dropped and the process exits.
+The scan's numpy work runs on the loop's default executor (``asyncio.to_thread``), and
+``asyncio.run`` joins that executor's threads on the way out, as the interpreter joins
+every executor thread at exit: quitting the TUI in the middle of a 512-host solve
+waited the solve's seconds out. The TUI's loop gets a ``QuitFastExecutor`` instead,
+whose shutdown does not wait, and the ``tui`` command, once the app has returned, ends
+the process at once (``exit_now_if_busy``) when work is still running there: nothing
+it computes would be shown. (Daemon threads are no answer: a daemon thread inside
+OpenBLAS at exit can hang the interpreter's shutdown for good.)
+
+Every other command waits for its work as before: a scan's result is its output, and a
+watch stopped mid-solve finishes it (bounded) rather than risk its exit.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import contextvars
+import os
+import sys
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
-T = TypeVar("T")
+
+class QuitFastExecutor(ThreadPoolExecutor):
+    """A thread pool that knows whether work is running, and whose shutdown never waits
+    for it (queued work is dropped)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._running = 0
+        self._count = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        with self._count:
+            self._running += 1
+        future = super().submit(fn, *args, **kwargs)
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, _future: Future[Any]) -> None:
+        with self._count:
+            self._running -= 1
+
+    @property
+    def busy(self) -> bool:
+        with self._count:
+            return self._running > 0
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        super().shutdown(wait=False, cancel_futures=True)
 
 
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.cancelled():
+def exit_now_if_busy(executor: QuitFastExecutor, code: int = 0) -> None:
+    """The process ends here, with ``code``, when ``executor`` still runs work (its
+    threads would otherwise be joined at exit); else this returns."""
+    if not executor.busy:
         return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
-
-
-async def in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """``await in_thread(fn, *args)``: ``fn(*args, **kwargs)`` on a daemon thread (with
-    this task's context variables), its result or its exception here."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-    context = contextvars.copy_context()
-
-    def run() -> None:
-        result, error = None, None
-        try:
-            result = context.run(fn, *args, **kwargs)
-        except BaseException as exc:  # handed to the awaiting task, raised there
-            error = exc
-        # the loop closed first (RuntimeError): nobody waits for this any more
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(_settle, future, result, error)
-
-    threading.Thread(
-        target=run, name=f"cwctl-{getattr(fn, '__name__', 'work')}", daemon=True
-    ).start()
-    return await future
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing to keep
+            stream.flush()
+    os._exit(code)

@@ -24,7 +24,6 @@ from cwctl.errors import InputError
 from cwctl.jobs import JobRead
 from cwctl.jobs.affected import attach
 from cwctl.jobs.simjobs import sim_jobs
-from cwctl.offthread import in_thread
 from cwctl.request import Progress, ScanRequest, Source
 from cwctl.snapshot import FabricSnapshot
 from cwctl.sync import solve
@@ -182,12 +181,12 @@ class ScanSession:
         collection = await self.collect()
         began = time.monotonic()
         if self.jobs is None:
-            snapshot = await in_thread(self._analyse, collection)
+            snapshot = await asyncio.to_thread(self._analyse, collection)
         else:  # the scheduler is asked while the numpy work runs
             snapshot, read = await asyncio.gather(
-                in_thread(self._analyse, collection), self.jobs(collection)
+                asyncio.to_thread(self._analyse, collection), self.jobs(collection)
             )
-            await in_thread(attach, snapshot, read)  # numpy per job and suspect
+            await asyncio.to_thread(attach, snapshot, read)  # numpy per job and suspect
         self.scans += 1
         if self.progress is not None:
             self.progress("solved", {"s": round(time.monotonic() - began, 3)})

@@ -68,6 +68,9 @@ def tui(
             steer=steer,
         )
         app_.run()
+        from cwctl.offthread import exit_now_if_busy
+
+        exit_now_if_busy(app_.executor, 0)  # a solve still running: quit now, not after it
 
     run_guarded(body)
 

@@ -11,13 +11,13 @@ one window of a fresh model, synchronous, for benches and tests.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import asdict, replace
 from typing import Any
 
 from cwctl.budgets import report_params
 from cwctl.collection import Collection, HostInfo, HostStatus
 from cwctl.inventory import ProbeSettings
-from cwctl.offthread import in_thread
 from cwctl.records.path import PathTable
 from cwctl.request import Progress, ScanRequest, SimOptions
 from cwctl.sim.applied import applied_changes
@@ -177,13 +177,13 @@ class SimSource:
 
     async def scan(self, request: ScanRequest, progress: Progress | None = None) -> Collection:
         """The next window of the model. The numpy work runs in a thread (a TUI stays live)."""
-        model = self._model if self._model is not None else await in_thread(self._load)
+        model = self._model if self._model is not None else await asyncio.to_thread(self._load)
         n = model.fabric.n_hosts
         probe = resolve_probe(request, model.inventory_probe, n)
         duration_s = float(probe.duration or model.default_duration_s)
         if progress is not None:
             progress("started", {"hosts": n, "of": n, "source": "sim"})
-        collection = await in_thread(run_model, model, duration_s, probe)
+        collection = await asyncio.to_thread(run_model, model, duration_s, probe)
         if progress is not None:
             progress("records", {"records": len(collection.table)})
             progress("done", {"ok": n, "of": n})

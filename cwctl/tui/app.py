@@ -9,6 +9,7 @@ is on top of the dashboard. The UI never waits on the network.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,7 @@ from textual.widgets import DataTable
 from cwctl import settings
 from cwctl.actions.steer import SteerOptions
 from cwctl.errors import CwctlError, InputError
+from cwctl.offthread import QuitFastExecutor
 from cwctl.report.progress import ScanProgress
 from cwctl.snapshot import FabricSnapshot
 from cwctl.tui.control import ActionKind, PlannedAction, plan_action
@@ -87,6 +89,7 @@ class CwctlApp(App[None]):
         self.progress = ScanProgress(clock=clock)
         self.progress_words: str | None = None
         self.applied: list[PlannedAction] = []
+        self.executor = QuitFastExecutor(thread_name_prefix="cwctl-tui")
         self._scan_due = False
         self._next_scan: Timer | None = None
         self._last_elapsed_s: float | None = None
@@ -108,6 +111,8 @@ class CwctlApp(App[None]):
         return stack[0] if stack and isinstance(stack[0], DashboardScreen) else None
 
     def on_mount(self) -> None:
+        # the scans' numpy work: a quit does not wait for it (cwctl.offthread)
+        asyncio.get_running_loop().set_default_executor(self.executor)
         self.sub_title = self.source.label
         if hasattr(self.source, "progress"):  # a ScanSession: say how each scan is going
             self.source.progress = self._on_progress

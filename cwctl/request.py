@@ -53,6 +53,9 @@ class ScanRequest:
     overrides: dict[str, Any] = field(default_factory=dict)  # probe settings from flags
     budget: str | None = None  # --budget: quick | watch; None: the inventory's, else below
     command_budget: str = settings.BUDGET_QUICK  # the budget of the command that asks
+    # the IP TOS byte of every probe (0: unmarked); the watch sets PROBE_OBSERVE_TOS while a
+    # switch-side reroute is in place, so its probes keep crossing the avoided element
+    probe_tos: int = 0
 
     def at_budget(self, name: str) -> ScanRequest:
         """This request at the budget ``name`` (settings.BUDGETS), as a command that runs

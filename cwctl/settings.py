@@ -76,6 +76,10 @@ PROBE_PEERS: Final = 10  # peers each host probes (K)
 PROBE_PORT: Final = 0  # UDP port that answers probes; 0 = any free port
 PROBE_PORTS: Final = BUDGETS[BUDGET_WATCH].ports  # a bare SimParams'; a scan's: its budget's
 PROBE_GAP_US: Final = 20.0  # spacing of the two probes of a coded pair
+# The IP TOS byte of the probes that keep crossing an element a switch-side reroute avoids
+# (DSCP 1, "lower effort", RFC 8622; a legacy TOS bit, which every kernel's `ip rule tos`
+# matches): the leaves route it by a copy of the routes as they were (actions/switchroute)
+PROBE_OBSERVE_TOS: Final = 0x04
 PROBE_TRACE: Final = True  # path discovery, where the inventory names switch addresses
 ICMP_RATELIMIT_MS: Final = 1000  # switches' ICMP answers per destination (Linux default)
 PATH_MAX_AGE_S: Final = 600.0  # a path record older than this is traced again, or discounted

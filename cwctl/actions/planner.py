@@ -165,7 +165,8 @@ async def plan_reroute(
             runner,
             prefix=options.prefix,
         )
-        plan.steps, plan.prior = found.steps, found.prior
+        plan.steps = found.observe + found.steps if found.steps else []
+        plan.prior = found.prior
         plan.notes += found.notes
     if not plan.steps and not plan.notes:  # every mechanism above read the state first
         plan.notes.append(f"nothing to change: {element.name} is already avoided")

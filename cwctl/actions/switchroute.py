@@ -13,6 +13,12 @@ flow onto one of the next hops of its route to the destination. So a reroute aro
 - plan ``ip route replace`` of that exact route without those next hops; the undo is
   ``ip route replace`` of the route exactly as read (``prior`` keeps the JSON read).
 
+The avoided element stays observable: before the routes change, each leaf keeps a copy
+of them as read in a table of the element's own (``observe_table``) and a rule sends the
+probes ``cwctl watch`` marks (IP TOS ``settings.PROBE_OBSERVE_TOS``) to it, so its rounds
+still cross the element and restore only once it probes clean (``observe_steps``; the
+rollback removes rule and copies after the routes are back).
+
 Nothing is claimed that was not read: a route whose every next hop leads to the element
 is refused (removing them would cut it), a route with attributes this module cannot
 write back is refused by name, and "nothing to change" means every affected leaf was
@@ -23,16 +29,19 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cwctl import settings
 from cwctl.actions.plan import Step
 from cwctl.actions.runners import Runner, read_on_all
 from cwctl.errors import EXIT_PROBLEMS, CwctlError, InputError
 
 READ_ARGV = ("ip", "-j", "route", "show")
 KINDS = ("linux",)
+OBSERVE_TABLES = range(7300, 7500)  # routing tables (and rule priorities) for observe_table
 
 _ROUTE_KEYS = {"type", "dst", "gateway", "dev", "protocol", "scope", "metric", "prefsrc"}
 _ROUTE_KEYS |= {"flags", "nexthops"}
@@ -147,11 +156,49 @@ def holds_any(dst: str, addresses: Sequence[str]) -> bool:
 
 @dataclass
 class SwitchPlan:
-    """What planning found: the steps, the routes read (``prior``), notes for the operator."""
+    """What planning found: the steps, the routes read (``prior``), notes for the operator,
+    and the steps that keep the element observable (``observe``: they go first)."""
 
     steps: list[Step] = field(default_factory=list)
     prior: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    observe: list[Step] = field(default_factory=list)
+
+
+def observe_table(element: str) -> int:
+    """The routing table (and rule priority) that keeps ``element`` observable: one per
+    element, the same every time, so two elements avoided at once never share one."""
+    return OBSERVE_TABLES.start + zlib.crc32(element.encode()) % len(OBSERVE_TABLES)
+
+
+def observe_steps(switch: str, routes: Sequence[Mapping[str, Any]], table: int) -> list[Step]:
+    """On ``switch``: a copy of each route as read in ``table``, and a rule sending the
+    probes the watch marks (``settings.PROBE_OBSERVE_TOS``) to it. The rerouted traffic
+    avoids the element; the marked probes still cross it, so the watch sees when it has
+    healed instead of restoring to find out (docs/watch.md)."""
+    tos = f"{settings.PROBE_OBSERVE_TOS:#04x}"
+    into = ("table", str(table))  # after the prefix: ip takes no option past its next hops
+    steps = [
+        Step(
+            host=switch,
+            description=f"{switch} route {r['dst']}: kept as it was in table {table} (probes)",
+            argv=(*replace_argv(r)[:4], *into, *replace_argv(r)[4:]),
+            undo_argv=("ip", "route", "del", str(r["dst"]), "table", str(table)),
+            undo_description=f"{switch} route {r['dst']}: out of table {table}",
+        )
+        for r in routes
+    ]
+    rule = ("priority", str(table), "tos", tos, "lookup", str(table))
+    steps.append(
+        Step(
+            host=switch,
+            description=f"{switch}: probes marked tos {tos} follow table {table}",
+            argv=("ip", "rule", "add", *rule),
+            undo_argv=("ip", "rule", "del", *rule),
+            undo_description=f"{switch}: rule {table} (tos {tos}) removed",
+        )
+    )
+    return steps
 
 
 def affected_leaves(inv: Any, spine: str) -> list[Any]:
@@ -266,6 +313,9 @@ async def plan_switch_reroute(
             )
     if refused:
         raise InputError(f"cannot reroute around {element}: " + "; ".join(refused))
+    table = observe_table(element)
+    for name, routes in out.prior.items():
+        out.observe += observe_steps(name, list(routes.values()), table)
     names = ", ".join(s.name for s in leaves)
     if prefix is not None and considered == 0:
         raise InputError(f"no route for {prefix} on {names}: name a prefix the leaves route")

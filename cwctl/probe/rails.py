@@ -10,16 +10,19 @@ Rails are aligned: a source socket on rail ``r`` probes the peer's rail ``r`` (m
 peer's count), as rail-optimised fabrics connect NIC ``r`` of every host to plane ``r``.
 A fixed answering port (``port``) must bind; the ports of the previous scan
 (``port_wish`` per rail, ``sports``: the same 5-tuples, so known paths stay known) are wishes, and
-a taken one is replaced by any free port.
+a taken one is replaced by any free port. ``tos``: the IP TOS byte every probe carries
+(0: unmarked; ``cwctl watch`` marks probes that must keep crossing an avoided element).
 """
 
 import errno
 import socket
 
 
-def make_socket(address, port):
+def make_socket(address, port, tos=0):
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 21)
+    if tos:  # probes marked to keep crossing an element a reroute avoids
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
     try:
         sock.bind((address, port))
     except OSError:
@@ -29,15 +32,15 @@ def make_socket(address, port):
     return sock
 
 
-def wish_socket(address, port):
+def wish_socket(address, port, tos=0):
     """A socket on ``port`` if it is free, else on any port."""
     if port:
         try:
-            return make_socket(address, int(port))
+            return make_socket(address, int(port), tos)
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise
-    return make_socket(address, 0)
+    return make_socket(address, 0, tos)
 
 
 class Rails:
@@ -47,6 +50,7 @@ class Rails:
         n_ports = max(1, int(params.get("ports", 4)))
         wishes = [int(p) for p in params.get("sports") or []]
         answer_wish = params.get("port_wish")  # one port, or one per rail
+        tos = int(params.get("tos", 0)) & 0xFF  # the IP TOS byte of every probe packet
         if not isinstance(answer_wish, list):
             answer_wish = [answer_wish] * len(binds)
         self.nics = []  # per rail: its NIC name (None: the host's one address)
@@ -56,13 +60,14 @@ class Rails:
         for r, (nic, address) in enumerate(binds):
             self.nics.append(None if nic is None else str(nic))
             if port:
-                self.answers.append(make_socket(str(address), port))
+                self.answers.append(make_socket(str(address), port, tos))
             else:
                 wish = answer_wish[r] if r < len(answer_wish) else 0
-                self.answers.append(wish_socket(str(address), wish))
+                self.answers.append(wish_socket(str(address), wish, tos))
             for i in range(n_ports):
                 k = r * n_ports + i
-                self.sources.append(wish_socket(str(address), wishes[k] if k < len(wishes) else 0))
+                wish = wishes[k] if k < len(wishes) else 0
+                self.sources.append(wish_socket(str(address), wish, tos))
                 self.source_rail.append(r)
         self.rail_of = {s: r for r, s in enumerate(self.answers)}
         for i, s in enumerate(self.sources):

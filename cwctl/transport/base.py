@@ -224,6 +224,7 @@ def agent_params(run: HostRun, plan: ScanPlan) -> dict[str, Any]:
         "timeout_s": PROBE_TIMEOUT_S,
         "linger_s": LINGER_S,
         "trace": plan.trace is not None,
+        **({"tos": plan.tos} if plan.tos else {}),
         **({"rails": [list(r) for r in plan.rails[run.name]]} if run.name in plan.rails else {}),
         # the ports of the last scan, so known paths keep their 5-tuples (pathcache.py)
         **_port_wishes(run.name, plan),

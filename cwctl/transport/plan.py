@@ -39,6 +39,7 @@ class ScanPlan:
     # this scan's probe key and nonce (probe/auth.py), fresh for every plan; they reach
     # the agents in the params line on stdin, never on a command line
     auth: dict[str, str] = field(default_factory=lambda: scan_auth())
+    tos: int = 0  # the IP TOS byte of every probe (ScanRequest.probe_tos)
 
 
 def scan_auth() -> dict[str, str]:
@@ -111,6 +112,7 @@ def request_plan(
         duration_s=float(settings.duration or 0.0),
         source=source,
         seed=int(request.overrides.get("seed", 0) or 0),
+        tos=request.probe_tos,
         **more,
     )
 

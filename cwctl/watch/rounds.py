@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cwctl import tomlfile
+from cwctl import settings, tomlfile
 from cwctl.actions.jobs import job_reader
 from cwctl.allocator import trim
 from cwctl.errors import CwctlError
@@ -111,6 +111,7 @@ class Watch:
 
     async def round(self) -> FabricSnapshot | None:
         await self.take_up()
+        self._mark_probes()
         snapshot = await self.scan()
         if snapshot is not None:
             await self.decide(snapshot)
@@ -180,6 +181,16 @@ class Watch:
             said = f"{action_id} was cut short: {done.why}"
             taken = Decision(self.clock(), "taken-up", element, kind, action, done.code, said)
             self._say(replace(taken, action_id=done.action_id))
+
+    def _mark_probes(self) -> None:
+        """While a reroute the watch made is in place, its probes carry the mark that the
+        leaves route by the routes as they were (``switchroute.observe_steps``): the rounds
+        keep crossing the avoided element, and restore once it probes clean. The checks
+        of an action (``self.fabric``'s rescans) stay unmarked: they see the reroute."""
+        acted = self.decider.acted_on.values() if self.decider is not None else ()
+        tos = settings.PROBE_OBSERVE_TOS if any(a.action == "reroute" for a in acted) else 0
+        if self.session.request.probe_tos != tos:
+            self.session.request = replace(self.session.request, probe_tos=tos)
 
     def _say(self, d: Decision) -> None:
         self.metrics.count(d)

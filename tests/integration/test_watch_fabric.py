@@ -1,7 +1,8 @@
 """``cwctl watch`` heals the namespace fabric by policy: a congested, then a down leaf-spine
 link is rerouted round by the leaves' ECMP groups (verified by a rescan), and once the
-fault is cleared and the hold has passed, rolled back: every switch's ``ip route`` as it
-was, byte for byte. An intermittent fault causes at most one action per hold period.
+fault is cleared and the hold has passed, rolled back: every switch's routes (every table)
+and rules as they were, byte for byte. An intermittent fault causes one action: the watch's
+marked probes keep crossing the avoided link, so it never restores to test.
 
 One trial per fault (bench/bench_watch_fabric.py runs five and prints p50 and max); short
 rounds (2 s of probing, --interval 2) and a short hold keep it to a few minutes.
@@ -9,7 +10,6 @@ rounds (2 s of probing, --interval 2) and a short hold keep it to a few minutes.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 
 import pytest
@@ -51,7 +51,6 @@ def test_an_intermittent_fault_causes_at_most_one_action_per_hold(
     acts = intermittent(
         fabric, watching, "leaf1>spine2", "down", on_s=10.0, off_s=10.0, total_s=2.5 * HOLD_S
     )
-    assert acts, "the intermittent fault was never acted on"
-    gaps = [b - a for a, b in itertools.pairwise(acts)]
-    assert all(g >= HOLD_S for g in gaps), acts
-    assert len(acts) <= 1 + 2.5 * HOLD_S // HOLD_S + 1, acts
+    # the rerouted traffic avoids the link, the watch's marked probes still cross it: each
+    # "off" (shorter than the hold) is seen for what it is, so no restore to test, no re-act
+    assert len(acts) == 1, acts

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -49,7 +50,21 @@ match = ["spine*"]
 
 
 def switch_routes(bed: Testbed) -> dict[str, str]:
-    return {s: run(["ip", "route", "show"], ns=bed.ns(s)).stdout for s in SWITCHES}
+    """Every switch's main table, its rules, and the routes of every other table but the
+    kernel's own (local): a reroute's copies for the probes (``switchroute.observe_steps``)
+    must go with it. (``table all`` also lists what the kernel caches, which moves.)"""
+    out = {}
+    for s in SWITCHES:
+        tables = run(["ip", "route", "show", "table", "all"], ns=bed.ns(s)).stdout
+        extra, keep = [], False
+        for line in tables.splitlines():  # a multipath route's next hops follow, indented
+            if not line[:1].isspace():
+                keep = re.search(r" table (?!local\b|main\b)\S", line) is not None
+            if keep:
+                extra.append(line)
+        main = run(["ip", "route", "show"], ns=bed.ns(s)).stdout
+        out[s] = main + run(["ip", "rule", "show"], ns=bed.ns(s)).stdout + "\n".join(extra)
+    return out
 
 
 class WatchRun:

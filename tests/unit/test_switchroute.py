@@ -16,10 +16,12 @@ from typing import Any
 
 import pytest
 
+from cwctl import settings
 from cwctl.actions.runners import CommandResult
 from cwctl.actions.switchroute import (
     Unwritable,
     holds_any,
+    observe_table,
     plan_switch_reroute,
     replace_argv,
     same_prefix,
@@ -175,6 +177,26 @@ async def test_a_link_changes_its_leaf_and_the_other_leaves_routes_towards_it_on
         ("leaf1", "10.201.102.0/24"),
         ("leaf2", "10.201.101.0/24"),
     ]
+
+
+async def test_the_element_stays_observable_by_marked_probes_through_the_routes_as_read() -> None:
+    """Before the routes change, each leaf keeps them as read in the element's table and
+    routes the watch's marked probes by it; rollback (last first) removes rule and copies
+    after the routes are back."""
+    found = await plan_switch_reroute(fabric(), "spine2", "spine2", None, Tables(TABLES))
+    table = str(observe_table("spine2"))
+    assert observe_table("spine2") == observe_table("spine2") != observe_table("spine1")
+    copies = [s for s in found.observe if s.argv[:3] == ("ip", "route", "replace")]
+    assert [(s.host, s.argv[3]) for s in copies] == [(s.host, s.argv[3]) for s in found.steps]
+    for copy, change in zip(copies, found.steps, strict=True):
+        assert change.undo_argv is not None  # the route exactly as read, in the table:
+        assert copy.argv == (*change.undo_argv[:4], "table", table, *change.undo_argv[4:])
+        assert copy.undo_argv == ("ip", "route", "del", change.argv[3], "table", table)
+    rules = [s for s in found.observe if s.argv[:3] == ("ip", "rule", "add")]
+    assert [s.host for s in rules] == ["leaf1", "leaf2"]
+    tos = f"{settings.PROBE_OBSERVE_TOS:#04x}"
+    assert rules[0].argv[3:] == ("priority", table, "tos", tos, "lookup", table)
+    assert rules[0].undo_argv == ("ip", "rule", "del", *rules[0].argv[3:])
 
 
 async def test_nothing_to_change_is_said_only_after_reading_every_leaf() -> None:

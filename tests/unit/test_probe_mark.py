@@ -1,0 +1,50 @@
+"""The probes that keep crossing an element a switch-side reroute avoids: the agent marks
+every probe socket with the TOS byte it is given, and the watch asks for the mark exactly
+while a reroute it made is in place (its checks of an action stay unmarked)."""
+
+from __future__ import annotations
+
+import socket
+
+from cwctl import settings
+from cwctl.probe.rails import Rails
+from cwctl.request import ScanRequest, SimOptions
+from cwctl.watch.policy import Allow, Policy
+from cwctl.watch.rounds import Watch
+
+
+def _tos(sock: socket.socket) -> int:
+    return sock.getsockopt(socket.IPPROTO_IP, socket.IP_TOS)
+
+
+def test_every_probe_socket_carries_the_mark_it_is_given() -> None:
+    marked = Rails({"bind": "127.0.0.1", "ports": 3, "tos": settings.PROBE_OBSERVE_TOS})
+    plain = Rails({"bind": "127.0.0.1", "ports": 3})
+    try:
+        assert {_tos(s) for s in marked.all_sockets()} == {settings.PROBE_OBSERVE_TOS}
+        assert {_tos(s) for s in plain.all_sockets()} == {0}
+        assert len(marked.all_sockets()) == 4  # the answering socket and 3 source sockets
+    finally:
+        for s in (*marked.all_sockets(), *plain.all_sockets()):
+            s.close()
+
+
+async def test_the_watch_marks_its_rounds_while_its_reroute_is_in_place() -> None:
+    request = ScanRequest(
+        sim=SimOptions(hosts=32, faults=("link:leaf1-spine2:down",)), duration_s=1
+    )
+    watch = Watch(
+        request, policy=Policy(rounds=1, hold_s=3600.0, allow=(Allow("link", "reroute"),))
+    )
+    try:
+        await watch.round()  # named, acted on
+        assert "leaf1-spine2" in watch.decider.acted_on  # type: ignore[union-attr]
+        assert watch.session.request.probe_tos == 0  # the round that acted was unmarked
+        await watch.round()
+        assert watch.session.request.probe_tos == settings.PROBE_OBSERVE_TOS
+        assert watch.request.probe_tos == 0  # what the action's rescans are built from
+        watch.decider.restored(0.0, "leaf1-spine2")  # type: ignore[union-attr]
+        await watch.round()
+        assert watch.session.request.probe_tos == 0
+    finally:
+        await watch.aclose()

@@ -94,11 +94,14 @@ def fit_table(
     by_flow: bool = False,
     windows: int | None = None,
     search_noisy: bool = False,
+    flow_slopes: bool = True,
 ) -> tuple[CodedFilter, PairFits, int]:
     """Coded filter and pair fits (pairs with an estimate only), at a provisional t_ref.
     ``search_noisy``: with ``hybrid``, the pairs stamped by a kernel or in user space
     search their slope for the widest gap too (as ``margin``), the pairs with NIC stamps
-    keep the envelope's (the sliding solve over a long history: ``incremental.py``)."""
+    keep the envelope's (the sliding solve over a long history: ``incremental.py``).
+    ``flow_slopes``: the slopes from the flows' envelopes (``with_flow_slopes``); the
+    sliding solve's windows of several scans keep the pair's (see ``incremental.py``)."""
     t_prov = window_middle(table)
     filt = coded_filter(table)
     # the slope from the flows' envelopes (each flow its own intercepts, so a flow
@@ -107,7 +110,7 @@ def fit_table(
     flows = pair_points(table, filt, t_prov, by_flow=True)
     points = flows if by_flow else flows.by_pair()
     fits = fit_pairs(points, windows=windows)
-    if not by_flow:
+    if flow_slopes and not by_flow:
         fits = with_flow_slopes(fits, fit_pairs(flows, windows=windows))
     if method == "score":
         # opt-in: better sw drifts (docs/sync.md), but not exactly invariant to a constant
@@ -144,6 +147,7 @@ def fit_blocks(
     windows: int | None = None,
     block_rows: int = BLOCK_ROWS,
     search_noisy: bool = False,
+    flow_slopes: bool = True,
 ) -> tuple[dict[str, Any], PairFits, int]:
     """``fit_table`` a block of pairs at a time (``blocks.py``): the filter's quality,
     the fits (in pair order) and the provisional reference time they are all at."""
@@ -155,7 +159,12 @@ def fit_blocks(
         if not block.complete.any():
             continue
         filt, fits, t_block = fit_table(
-            block, method, by_flow=by_flow, windows=windows, search_noisy=search_noisy
+            block,
+            method,
+            by_flow=by_flow,
+            windows=windows,
+            search_noisy=search_noisy,
+            flow_slopes=flow_slopes,
         )
         rebase(fits, t_prov - t_block)
         filters.append(

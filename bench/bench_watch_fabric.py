@@ -31,6 +31,7 @@ FAULTS = ("congested", "down")
 HOLD_S = 20.0
 ON_S = OFF_S = 20.0
 INTERMITTENT_S = 180.0  # 3 minutes: one action (the marked probes see each "off")
+INTERMITTENT_HOLD_S = 30.0
 
 
 def main() -> None:
@@ -46,6 +47,14 @@ def main() -> None:
             watch = WatchRun(bed, Path(tmp), hold_s=HOLD_S, interval_s=2.0)
             try:
                 results = {f: [_one(bed, watch, f) for _ in range(TRIALS)] for f in FAULTS}
+            finally:
+                watch.stop()
+            # a hold longer than the fault's "off": a restore needs the link clean that long
+            (Path(tmp) / "i").mkdir()
+            watch = WatchRun(bed, Path(tmp) / "i", hold_s=INTERMITTENT_HOLD_S, interval_s=2.0)
+            try:
+                clear(bed)
+                bed.reset_routes()
                 acts = intermittent(bed, watch, "leaf1>spine2", "down", on_s=ON_S,
                                     off_s=OFF_S, total_s=INTERMITTENT_S)  # fmt: skip
             finally:
@@ -70,7 +79,8 @@ def main() -> None:
     gaps = [b - a for a, b in itertools.pairwise(acts)]
     print(f"intermittent down (on {ON_S:g} s, off {OFF_S:g} s, {INTERMITTENT_S:g} s): "
           f"{len(acts)} action(s) at {[round(a) for a in acts]} s; smallest gap "
-          f"{min(gaps) if gaps else float('nan'):.0f} s (hold {HOLD_S:g} s)")  # fmt: skip
+          f"{min(gaps) if gaps else float('nan'):.0f} s "
+          f"(hold {INTERMITTENT_HOLD_S:g} s)")  # fmt: skip
     if left:
         print(f"testbed left behind: {left}")
 

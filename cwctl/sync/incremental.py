@@ -172,6 +172,11 @@ class SlidingSolver:
         # (256 hosts, load 0.4, hw, after 60 s: p99 38.6 ns with the flows', 33.3 with
         # the pair's; beside a slow spine2 48.1 and 48.4; the first window 131 and 320)
         slopes = not carried
+        # where the slopes were searched for the widest gap (kernel or user-space stamps
+        # over several scans) each pair's offset stays at its own slope, whose gap it is
+        # (sw after 60 s: 192.8 ns at the graph's slope, 162.6 at their own; hw, whose
+        # slopes are not searched, 33.3 at the graph's, 35.9 at their own)
+        graph_slope = not (carried and table.timestamp_source != "hw")
         if len(table) > self.block_rows:  # temporaries of a block, not of the whole window
             quality, fits, t_prov = fit_blocks(
                 table,
@@ -217,6 +222,7 @@ class SlidingSolver:
             preconditioner=preconditioner,
             robust_factor=warm_factor,
             robust_rounds=WARM_ROBUST_ROUNDS if warm_factor is not None else None,
+            graph_slope=graph_slope,
         )
         self._robust_factor = result.robust_factor
         self.last_info = {

@@ -200,8 +200,10 @@ def network_solve(
     preconditioner: Any = None,
     robust_factor: F64 | None = None,
     robust_rounds: int | None = None,
+    graph_slope: bool = True,
 ) -> NetworkResult:
-    """Drifts, then offsets, over the graph (or along the BFS tree if not ``network``)."""
+    """Drifts, then offsets, over the graph (or along the BFS tree if not ``network``).
+    ``graph_slope``: each pair's offset at the graph's slope (else at its own)."""
     w_off = 1.0 / fits.sigma_offset_ns**2
     w_drift = 1.0 / fits.sigma_drift_ppb**2
     iterations = 0
@@ -213,7 +215,7 @@ def network_solve(
     # each pair's offset at the graph's slope, not its own: a sparse pair's slope can be
     # ppm off where its points sit together far from t_ref, and its own line carried
     # the error to t_ref as an offset of microseconds with the sigma of its points
-    slope_ppb = drift[fits.hi] - drift[fits.lo] if network else fits.drift_ppb
+    slope_ppb = drift[fits.hi] - drift[fits.lo] if network and graph_slope else fits.drift_ppb
     at_slope = fits.offset_ns + (fits.drift_ppb - slope_ppb) * 1e-9 * fits.x_centre_ns
     # the pair fits are at t_ref in lo's clock, i.e. at reference time t_ref - x_lo:
     # move them to reference time t_ref along that slope

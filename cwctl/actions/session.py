@@ -21,6 +21,7 @@ earlier actions saved.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -41,6 +42,7 @@ from cwctl.actions.executor import (
     Progress as StepProgress,
 )
 from cwctl.actions.history import Action, History, find, history
+from cwctl.actions.jobcheck import JOB_WAIT_S, job_pace, marks
 from cwctl.actions.jobs import with_jobs
 from cwctl.actions.journal import ActionLock, Journal, acting_user
 from cwctl.actions.plan import ActionPlan, with_sudo
@@ -48,6 +50,7 @@ from cwctl.actions.planner import RouteOptions, Target, plan_drain, plan_reroute
 from cwctl.actions.runners import Runner, SimRunner, SSHRunner
 from cwctl.actions.steer import verify_steering
 from cwctl.errors import CwctlError, InputError
+from cwctl.jobs.steps import JobCheck
 
 # "steer": a reroute by source port at the hosts (``reroute --at hosts``, steer.py);
 # its options' ``steer`` says which ports (none needed on the simulator)
@@ -65,6 +68,10 @@ class Ask:
     evict: bool = False  # drain on Kubernetes
     sudo: bool = False
     suspect: str | None = None  # drain: the element that caused it (for the scheduler)
+    # the job's own step logs on the hosts acted on (a glob; cwctl.jobs.stephook writes
+    # them): after applying, the job's pace is judged beside the fabric's (jobcheck.py)
+    job_log: str | None = None
+    job_wait_s: float = JOB_WAIT_S
 
 
 class StalePlan(CwctlError):
@@ -76,6 +83,7 @@ class Outcome:
     execution: Execution
     verification: Verification | None = None
     lines: list[str] = field(default_factory=list)
+    job: JobCheck | None = None  # the job's own pace after it (Ask.job_log)
 
     @property
     def ok(self) -> bool:
@@ -241,6 +249,8 @@ class ActionSession:
         else:
             plan = plan_resume(ask.element, self.target, reason=ask.reason)
         plan = await with_jobs(plan, self.target, self.runner)
+        if ask.job_log:
+            plan.context["job_log"] = {"pattern": ask.job_log, "wait_s": ask.job_wait_s}
         return with_sudo(plan) if ask.sudo else plan
 
     async def check_prior(self, plan: ActionPlan) -> None:
@@ -262,7 +272,15 @@ class ActionSession:
         step as it starts (and of each undo when a step fails)."""
         if not self._lock.held:
             self._lock.__enter__()
-        await self.check_prior(plan)
+        job = plan.context.get("job_log") if plan.kind != "rollback" else None
+        inv = self.target.inventory
+        before: dict[str, float] = {}
+        if job and inv is not None:  # the job's steps so far, read beside the prior
+            before, _ = await asyncio.gather(
+                marks(self.runner, inv, plan, job["pattern"]), self.check_prior(plan)
+            )
+        else:
+            await self.check_prior(plan)
         plan.context = {**plan.context, "by": self.by, "user": acting_user()}
         execution = await apply_plan(plan, self.runner, self.journal, progress)
         outcome = Outcome(execution, lines=[execution.summary()])
@@ -277,6 +295,10 @@ class ActionSession:
             outcome.verification = await self.verify(plan)
             record_verification(self.journal, plan, outcome.verification)
             outcome.lines.append(outcome.verification.message())
+        if job and inv is not None:
+            wait_s = float(job["wait_s"])
+            outcome.job = await job_pace(self.runner, inv, plan, job["pattern"], wait_s, before)
+            outcome.lines.append(outcome.job.message())
         return outcome
 
     async def verify(self, plan: ActionPlan, *, duration_s: float | None = None) -> Verification:

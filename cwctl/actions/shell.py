@@ -84,6 +84,8 @@ async def _carry_out(
         shell.say(line)
     if execution.failed is not None:
         return EXIT_PROBLEMS
+    if outcome.job is not None:
+        report["job"] = outcome.job.to_json()
     if outcome.verification is not None:
         report["verify"] = outcome.verification.to_json()
         return EXIT_OK if outcome.verification.gone else EXIT_PROBLEMS

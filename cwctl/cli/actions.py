@@ -160,6 +160,15 @@ def reroute(
             "the suspect, per host pair; plans no step.",
         ),
     ] = False,
+    job_log: Annotated[
+        str | None,
+        typer.Option(
+            "--job-log",
+            metavar="GLOB",
+            help="The job's step logs on the hosts (cwctl.jobs.stephook writes them): after "
+            "--apply, wait for the job's own pace to come back and say when.",
+        ),
+    ] = None,
     apply: ApplyOpt = False,
     yes: YesOpt = False,
     fmt: PlanFormatOpt = PlanFormat.table,
@@ -196,7 +205,7 @@ def reroute(
         )
         request = build_request(flags)
 
-        ask = Ask("reroute", element, options=options, sudo=sudo)
+        ask = Ask("reroute", element, options=options, sudo=sudo, job_log=job_log)
         import asyncio  # lazy: `cwctl --help` need not load it
 
         return asyncio.run(act(ask, request, _shell(yes, fmt), apply=apply, check=verify))

@@ -125,15 +125,18 @@ class Fabric:
     journal: Journal | None = None
     verify_s: float | None = None  # a rescan's probing (None: the request's)
     protect: tuple[str, ...] = ()  # the policy's protected job marks (policy.py)
+    job_log: str | None = None  # the job's step logs (policy.py), judged after acting
 
 
-def ask_for(decision: Decision) -> Ask:
+def ask_for(decision: Decision, job_log: str | None = None) -> Ask:
     """The front door's ``Ask`` for a policy action (``policy.ACTIONS``)."""
     if decision.action == "drain":
         return Ask("drain", decision.element, reason=REASON, suspect=decision.element)
-    if decision.action == "steer":  # source ports at the hosts (reroute --at hosts)
-        return Ask("steer", decision.element, reason=REASON)
-    return Ask("reroute", decision.element, reason=REASON, suspect=decision.element)
+    if decision.action == "steer":  # the open flows moved at the hosts (reroute --at hosts)
+        return Ask("steer", decision.element, reason=REASON, job_log=job_log)
+    return Ask(
+        "reroute", decision.element, reason=REASON, suspect=decision.element, job_log=job_log
+    )
 
 
 async def act(fabric: Fabric, decision: Decision) -> Done:
@@ -145,7 +148,7 @@ async def act(fabric: Fabric, decision: Decision) -> Done:
     except CwctlError as exc:  # another action holds the lock, or the hosts are unreadable
         return Done(False, False, None, "lock" if "lock" in str(exc) else "refused", str(exc))
     try:
-        ask = ask_for(decision)
+        ask = ask_for(decision, fabric.job_log)
         try:
             plan = await session.plan(ask)
         except CwctlError as exc:  # the planner's refusals: the last path, a leaf, ...
@@ -166,7 +169,8 @@ async def act(fabric: Fabric, decision: Decision) -> Done:
         checked = await session.verify(plan, duration_s=fabric.verify_s)
         record_verification(session.journal, plan, checked)
         if checked.gone:
-            return Done(True, True, plan.id, "verified", checked.message())
+            job = f"; {outcome.job.message()}" if outcome.job is not None else ""
+            return Done(True, True, plan.id, "verified", checked.message() + job)
         undo = rollback_plan(find(session.journal, plan.id, history(session.journal)))
         undone = await session.apply(undo)
         back = "rolled back" if undone.execution.failed is None else "ROLLBACK FAILED"

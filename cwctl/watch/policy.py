@@ -15,6 +15,7 @@ together in one ``PolicyError`` (the inventory's shape, ``cwctl.tomlcheck``).
     max_per_hour = 4         # actions in any 3 600 s (restores not counted)
     hold_s = 600             # an acted-on element is restored after this long clean
     restore = true           # false: never roll an action back on its own
+    job_log = "/var/tmp/steps-*.jsonl"  # optional: the job's step logs, judged after acting
 
     [[allow]]
     kind = "link"            # switch | link | nic | host | gpu (a host's GPU verdict: fail)
@@ -56,7 +57,7 @@ HOLD_S: Final = 600.0
 RESTORE: Final = True
 
 _TOP_KEYS = ("dry_run", "protect", "act", "allow")
-_ACT_KEYS = ("rounds", "min_score", "max_per_hour", "hold_s", "restore")
+_ACT_KEYS = ("rounds", "min_score", "max_per_hour", "hold_s", "restore", "job_log")
 _ALLOW_KEYS = ("kind", "action", "match")
 _PATTERN = re.compile(r"^[A-Za-z0-9_*?\[\]/.!-]+$")
 # a job's mark (cwctl.jobs: Slurm's comment and QoS, a pod's label:KEY), =VALUE optional
@@ -95,6 +96,7 @@ class Policy:
     max_per_hour: int = MAX_PER_HOUR
     hold_s: float = HOLD_S
     restore: bool = RESTORE
+    job_log: str | None = None  # the job's step logs on the hosts (cwctl.jobs.stephook)
     allow: tuple[Allow, ...] = ()
     protect: tuple[str, ...] = ()  # job marks a plan may not touch (cwctl.jobs.affected)
     path: Path | None = field(default=None, compare=False)
@@ -125,6 +127,9 @@ def parse_policy(text: str, *, label: str = "policy") -> Policy:
     max_per_hour = c.integer(act, "act", "max_per_hour", 0, 3600)
     hold_s = c.positive(act, "act", "hold_s")
     restore = c.boolean(act, "act", "restore")
+    job_log = act.get("job_log")
+    if job_log is not None and (not isinstance(job_log, str) or not job_log.startswith("/")):
+        c.problem("act.job_log", f"must be an absolute path or glob, not {job_log!r}")
     allow = tuple(_allow(c, where, t) for where, t in c.array_of_tables(doc, "allow"))
     protect = c.names(
         doc, "", "protect", _PROTECT, "a job mark: comment[=TEXT], qos[=NAME], label:KEY[=VALUE]"
@@ -138,6 +143,7 @@ def parse_policy(text: str, *, label: str = "policy") -> Policy:
         max_per_hour=MAX_PER_HOUR if max_per_hour is None else max_per_hour,
         hold_s=HOLD_S if hold_s is None else hold_s,
         restore=RESTORE if restore is None else restore,
+        job_log=job_log if isinstance(job_log, str) else None,
         allow=tuple(a for a in allow if a is not None),
         protect=tuple(protect or ()),
     )

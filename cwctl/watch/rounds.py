@@ -73,9 +73,10 @@ class Watch:
     def fabric(self) -> Fabric:
         """What actions apply to: this session's hosts (for --sim, the model it probes)."""
         protect = self.policy.protect if self.policy is not None else ()
+        job_log = self.policy.job_log if self.policy is not None else None
         if self._fabric is not None:
-            return replace(self._fabric, protect=protect)
-        return Fabric(self.request, model=self.session.model, protect=protect)
+            return replace(self._fabric, protect=protect, job_log=job_log)
+        return Fabric(self.request, model=self.session.model, protect=protect, job_log=job_log)
 
     async def scan(self) -> FabricSnapshot | None:
         """One scan of the session; a failure is logged and counted, not raised."""

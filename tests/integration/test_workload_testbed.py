@@ -61,10 +61,16 @@ def test_the_job_stalls_without_cwctl_and_rides_through_with_the_watch_steering(
     assert alone.timeline.back_s is None, alone.timeline  # stalled while the fault lasted
     assert not alone.timeline.restarted
 
-    watch = WatchRun(fabric, tmp_path, hold_s=HOLD_S, interval_s=2.0, action="steer")
+    watch = WatchRun(
+        fabric, tmp_path, hold_s=HOLD_S, interval_s=2.0, action="steer",
+        job_log=str(job.log / "rank-*.jsonl"),
+    )  # fmt: skip
     try:
         watch.wait(lambda e: e.get("event") == "round", 0.0, timeout_s=60)
-        steered = job_trial(fabric, job, "down", watch=watch, fault_s=60.0)
+        # 90 s: the watch's "acted" comes once the job's own steps are back too (its
+        # job_log check), which a connection's next retransmission can put near 55 s
+        steered = job_trial(fabric, job, "down", watch=watch, fault_s=90.0)
+        acted = [e for _, e in watch.decisions() if e["verb"] == "acted"]
     finally:
         code = watch.stop()
     t = steered.timeline
@@ -79,6 +85,8 @@ def test_the_job_stalls_without_cwctl_and_rides_through_with_the_watch_steering(
     assert not t.restarted, summary
     assert steered.after == 0, summary
     assert steered.actions == 1 and steered.restored_s is not None, summary
+    # the watch judged the action by the job's own steps too (its step logs, read back)
+    assert "job: steps back within 10% of its pace" in acted[0]["why"], acted[0]["why"]
     assert code == 0, [e for _, e in watch.lines[-5:]]
     print(summary)
 

@@ -8,21 +8,23 @@ workload cwctl must move without any configuration.
 
 Each step is one DistributedDataParallel step of a small MLP (its gradients all-reduced
 in buckets) and an all-reduce of ``--floats`` floats, so the network, not the model,
-sets the step time. Every step, each rank appends one JSON line to ``LOG/rank-N.jsonl``:
-``{"rank", "step", "t" (wall clock, s), "dt" (the step's seconds), "pid", "host"}``; the
-step index is continuous and the pid is the rank's own, so a restart would show. The job
-stops when ``LOG/stop`` exists or after ``--seconds``.
+sets the step time. Every step, each rank logs one JSON line to ``LOG/rank-N.jsonl``
+through cwctl's step hook (``cwctl.jobs.stephook``, as a user's script would): ``{"step",
+"t" (wall clock, s), "dt" (s since the last step), "pid", "rank", "host"}``; the step index
+is continuous and the pid is the rank's own, so a restart would show. The job stops when
+``LOG/stop`` exists or after ``--seconds``.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import socket
 import time
 from pathlib import Path
+
+from cwctl.jobs.stephook import StepLog
 
 
 def main() -> int:
@@ -53,28 +55,22 @@ def main() -> int:
     )
     optimiser = torch.optim.SGD(model.parameters(), lr=0.01)
     extra = torch.ones(args.floats)
-    log = (args.log / f"rank-{rank}.jsonl").open("a", buffering=1)
-    host, pid, start = socket.gethostname(), os.getpid(), time.time()
-    step, stop = 0, torch.zeros(1)
+    steps = StepLog(str(args.log / "rank-{rank}.jsonl"))  # cwctl's hook: one line a step
+    host, start = socket.gethostname(), time.time()
+    stop = torch.zeros(1)
     while True:
         # stopping is decided together: a rank alone leaving would hang the others
         stop.fill_(float((args.log / "stop").exists() or time.time() - start > args.seconds))
         dist.all_reduce(stop, op=dist.ReduceOp.MAX)
         if stop.item():
             break
-        t0 = time.time()
         loss = model(torch.randn(32, 256)).square().mean()
         loss.backward()
         optimiser.step()
         optimiser.zero_grad()
         dist.all_reduce(extra)
         extra.div_(world)
-        t1 = time.time()
-        log.write(
-            json.dumps({"rank": rank, "step": step, "t": t1, "dt": t1 - t0, "pid": pid,
-                        "host": host}) + "\n"
-        )  # fmt: skip
-        step += 1
+        steps.step(rank=rank, host=host)
     dist.destroy_process_group()
     return 0
 

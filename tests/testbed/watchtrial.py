@@ -79,11 +79,15 @@ class WatchRun:
         interval_s: float,
         action: str = "reroute",
         min_score: float = 0.5,
+        job_log: str | None = None,
     ) -> None:
         """``action``: what the policy allows on links and spines, ``reroute`` (the
         switches' ECMP groups) or ``steer`` (the flows moved at the hosts)."""
         self.policy = workdir / "watch-policy.toml"
-        self.policy.write_text(POLICY.format(hold_s=hold_s, action=action, min_score=min_score))
+        text = POLICY.format(hold_s=hold_s, action=action, min_score=min_score)
+        if job_log is not None:  # the job's own pace, judged after each action
+            text = text.replace("[act]\n", f"[act]\njob_log = {json.dumps(job_log)}\n", 1)
+        self.policy.write_text(text)
         env = {**os.environ, "CWCTL_INVENTORY": str(bed.inventory)}
         argv = [sys.executable, "-m", "cwctl", "watch", "--interval", str(interval_s),
                 "--duration", "2", "--rate", "10", "--policy", str(self.policy)]  # fmt: skip

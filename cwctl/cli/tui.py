@@ -35,6 +35,15 @@ def tui(
             "(5201, udp:9000; repeatable) instead of moving the flows open now.",
         ),
     ] = None,
+    job_log: Annotated[
+        str | None,
+        typer.Option(
+            "--job-log",
+            metavar="GLOB",
+            help="r/R/d: the job's step logs on the hosts (cwctl.jobs.stephook); after an "
+            "action applies, its notice says when the job's own steps came back.",
+        ),
+    ] = None,
 ) -> None:
     """The scan pipeline, continuously, in a live terminal UI (--replay FILE: review a
     saved scan). Needs a terminal on stdin and stdout.
@@ -66,6 +75,7 @@ def tui(
             interval_s=interval,
             max_scans=1 if review else None,
             steer=steer,
+            job_log=job_log,
         )
         app_.run()
         from cwctl.offthread import exit_now_if_busy

@@ -72,9 +72,11 @@ class CwctlApp(App[None]):
         max_scans: int | None = None,
         clock: Callable[[], float] = time.time,
         steer: SteerOptions | None = None,
+        job_log: str | None = None,
     ) -> None:
         super().__init__()
         self.steer = steer or SteerOptions()  # R: reroute --at hosts with these ports
+        self.job_log = job_log  # the job's step logs, judged after an action applies
         self.clock = clock  # wall clock for the status bar (tests pin it)
         self.source = source
         self.readonly = readonly
@@ -376,7 +378,9 @@ class CwctlApp(App[None]):
         """Plan off the UI (a reroute reads routes over SSH), then ask."""
         try:
             blamed = host_suspect(self.snapshot, target) if kind == "drain" else None
-            plan = await plan_action(kind, target, self.source, suspect=blamed, steer=steer)
+            plan = await plan_action(
+                kind, target, self.source, suspect=blamed, steer=steer, job_log=self.job_log
+            )
         except Exception as exc:
             self.notify(f"{type(exc).__name__}: {exc}", title=f"{kind} failed", severity="error")
             return
@@ -432,6 +436,7 @@ def make_app(
     max_scans: int | None = None,
     clock: Callable[[], float] = time.time,
     steer: SteerOptions | None = None,
+    job_log: str | None = None,
 ) -> CwctlApp:
     """The app around ``source`` (a ``ScanSession`` for the CLI, anything in tests)."""
     return CwctlApp(
@@ -441,4 +446,5 @@ def make_app(
         max_scans=max_scans,
         clock=clock,
         steer=steer,
+        job_log=job_log,
     )

@@ -63,13 +63,15 @@ async def plan_action(
     *,
     suspect: str | None = None,
     steer: SteerOptions | None = None,
+    job_log: str | None = None,
 ) -> PlannedAction:
     """The plan for ``kind`` on ``target`` with the hosts ``source`` scans, made through
-    the actions' one front door (``ActionSession``: the CLI's too). The session holds the
-    action lock from planning until the plan is applied or discarded, and refuses to
-    apply a plan whose state has changed meanwhile. ``suspect``: for a drain, the element
-    that caused it (the scheduler's reason names it). ``steer``: a reroute steered by
-    source port at the hosts (``reroute --at hosts``) with these options."""
+        the actions' one front door (``ActionSession``: the CLI's too). The session holds the
+        action lock from planning until the plan is applied or discarded, and refuses to
+        apply a plan whose state has changed meanwhile. ``suspect``: for a drain, the element
+        that caused it (the scheduler's reason names it). ``steer``: a reroute steered by
+        source port at the hosts (``reroute --at hosts``) with these options. ``job_log``: the
+    job's step logs, judged after applying (the notice says when its steps came back)."""
     request = getattr(source, "request", None)
     if request is None:
         return unavailable(kind, target, "these snapshots come from no hosts to act on")
@@ -80,7 +82,9 @@ async def plan_action(
         return PlannedAction(kind, target, f"{kind} {target}: no plan", str(exc), None)
     try:
         options = None if steer is None else RouteOptions(via="hosts", steer=steer)
-        ask = Ask(kind, target, options=options, reason="cwctl tui", suspect=suspect)
+        ask = Ask(
+            kind, target, options=options, reason="cwctl tui", suspect=suspect, job_log=job_log
+        )
         plan = await session.plan(ask)
     except CwctlError as exc:
         await session.close()

@@ -82,3 +82,15 @@ def test_the_slowest_log_decides_and_says_so_in_one_line() -> None:
     assert "\n" not in one.message() and JobCheck.of("/y", {}, 0.0).message().startswith(
         "job: no step log matches /y"
     )
+
+
+async def test_an_ask_with_a_job_log_plans_the_check_with_it() -> None:
+    from cwctl.actions.session import ActionSession, Ask
+    from cwctl.request import ScanRequest, SimOptions
+
+    request = ScanRequest(sim=SimOptions(hosts=16, hosts_per_leaf=8, spines=2))
+    async with ActionSession(request, lock=False) as session:
+        plan = await session.plan(Ask("reroute", "spine2", job_log="/var/tmp/steps-*.jsonl"))
+        bare = await session.plan(Ask("reroute", "spine2"))
+    assert plan.context["job_log"] == {"pattern": "/var/tmp/steps-*.jsonl", "wait_s": 60.0}
+    assert "job_log" not in bare.context

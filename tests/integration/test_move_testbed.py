@@ -16,9 +16,6 @@ every host's ``nft list ruleset`` exactly as before.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +29,7 @@ from tests.testbed.linkcount import LinkTcpCounter
 from tests.testbed.workload import (
     IPERF_PORT,
     HeldConnection,
+    cwctl,
     header_hashing,
     hold_servers,
     iperf_client,
@@ -49,12 +47,6 @@ MBIT = 100  # the iperf3 run's pace: well under what two cores forward, so "heal
 HEALTHY_S = (0.5, 3.0)  # the run's healthy intervals, before the fault
 FAULT_AT_S = 3.0
 RUN_S = 28
-
-
-def cwctl(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CWCTL_STATE_DIR": str(state)}
-    argv = [sys.executable, "-m", "cwctl", *args]
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=240)
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -15,10 +15,7 @@ of their translated tuples on spine2.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +28,7 @@ from tests.testbed.traffic import link_tx_packets
 from tests.testbed.workload import (
     IPERF_PORT,
     HeldConnection,
+    cwctl,
     header_hashing,
     hold_servers,
     iperf_client,
@@ -44,12 +42,6 @@ from tests.testbed.workload import (
 
 LINK = "leaf1-spine2"
 SENDER, RECEIVER = "gpu-001", "gpu-005"
-
-
-def cwctl(bed, state: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CWCTL_STATE_DIR": str(state)}
-    argv = [sys.executable, "-m", "cwctl", *args]
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=240)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -78,7 +70,7 @@ def test_steering_moves_new_iperf3_runs_off_the_lossy_link(fabric, tmp_path: Pat
         time.sleep(1.0)
         inv = str(bed.inventory)
         applied = cwctl(
-            bed, tmp_path, "reroute", LINK, "-i", inv, "--at", "hosts", "--port",
+            tmp_path, "reroute", LINK, "-i", inv, "--at", "hosts", "--port",
             str(IPERF_PORT), "--pool", "16", "--apply", "--yes", "--verify", "--format", "json",
         )  # fmt: skip
         assert applied.returncode == 0, applied.stderr[-2000:]
@@ -102,7 +94,7 @@ def test_steering_moves_new_iperf3_runs_off_the_lossy_link(fabric, tmp_path: Pat
         counters = [int(n) for n in re.findall(r"counter packets (\d+) ", rules)]
         assert "cwctl_steer_" in rules and max(counters) >= 5, rules
 
-        undone = cwctl(bed, tmp_path, "rollback", "--apply", "--yes")
+        undone = cwctl(tmp_path, "rollback", "--apply", "--yes")
         assert undone.returncode == 0, undone.stderr[-2000:]
         assert {h: ruleset(bed, h) for h in L.HOSTS} == before
         assert held.exchange(16) == "ok" and held.close() == 48 * 65536
@@ -116,7 +108,7 @@ def test_500_connections_all_connect_and_none_crosses_the_spine(fabric, tmp_path
     bed, port, per_peer = fabric, 7000, 125
     peers = list(L.hosts_of("leaf2"))
     applied = cwctl(
-        bed, tmp_path, "reroute", LINK, "-i", str(bed.inventory), "--at", "hosts",
+        tmp_path, "reroute", LINK, "-i", str(bed.inventory), "--at", "hosts",
         "--port", str(port), "--pool", "128", "--apply", "--yes",
     )  # fmt: skip
     assert applied.returncode == 0, applied.stderr[-2000:]
@@ -140,7 +132,7 @@ def test_500_connections_all_connect_and_none_crosses_the_spine(fabric, tmp_path
         client.kill()
         for server in servers:
             server.kill()
-        undone = cwctl(bed, tmp_path, "rollback", "--apply", "--yes")
+        undone = cwctl(tmp_path, "rollback", "--apply", "--yes")
         assert undone.returncode == 0, undone.stderr[-2000:]
 
 
@@ -150,7 +142,7 @@ def test_roce_sets_are_udp_4791_tuples_off_the_spine(fabric, tmp_path: Path) -> 
     bed = fabric
     before = {h: ruleset(bed, h) for h in L.HOSTS}
     out = cwctl(
-        bed, tmp_path, "reroute", LINK, "-i", str(bed.inventory), "--at", "hosts",
+        tmp_path, "reroute", LINK, "-i", str(bed.inventory), "--at", "hosts",
         "--roce", "--pool", "8", "--format", "json",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tests.testbed import layout as L
@@ -150,6 +152,13 @@ def iperf_result(proc: subprocess.Popen[str], timeout: float = 60.0) -> dict:
 
 def mbit_s(report: dict) -> float:
     return float(report["end"]["sum_received"]["bits_per_second"]) / 1e6
+
+
+def cwctl(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``cwctl ARGS`` as the operator runs it, with its journal in ``state``."""
+    env = {**os.environ, "CWCTL_STATE_DIR": str(state)}
+    argv = [sys.executable, "-m", "cwctl", *args]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=240)
 
 
 def ruleset(bed: Testbed, host: str) -> str:

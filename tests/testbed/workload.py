@@ -52,6 +52,21 @@ def header_hashing(bed: Testbed) -> Iterator[None]:
             _sysctl(bed, leaf, f"net.ipv4.fib_multipath_hash_policy={policy}")
 
 
+@contextlib.contextmanager
+def rto_capped(bed: Testbed, max_ms: int) -> Iterator[None]:
+    """Every host caps TCP's retransmission backoff at ``max_ms`` (``tcp_rto_max_ms``)."""
+    key = "net.ipv4.tcp_rto_max_ms"
+    path = "/proc/sys/" + key.replace(".", "/")
+    old = {h: run(["cat", path], ns=bed.ns(h)).stdout.strip() for h in L.HOSTS}
+    for host in L.HOSTS:
+        _sysctl(bed, host, f"{key}={max_ms}")
+    try:
+        yield
+    finally:
+        for host, value in old.items():
+            _sysctl(bed, host, f"{key}={value}")
+
+
 def _sysctl(bed: Testbed, node: str, setting: str) -> None:
     key, _, value = setting.partition("=")
     path = "/proc/sys/" + key.replace(".", "/")

@@ -102,9 +102,11 @@ def test_a_kill_in_the_middle_of_the_apply_leaves_a_journal_rollback_restores(
     env = {
         **os.environ,
         "CWCTL_INVENTORY": str(fabric.inventory),
-        # stop just before the 5th journal line: intent, step 1 started + ok, step 2
-        # started; step 2 has run on leaf2 but its outcome is not written
-        FAILPOINT_ENV: "journal:5",
+        # the plan: on leaf1 then leaf2, the routes kept for the probes and their rule
+        # (steps 1-4), then leaf1's and leaf2's routes changed (steps 5, 6). Stop just
+        # before the 13th journal line: intent, steps 1-5 started + ok, step 6 started;
+        # step 6 has run on leaf2 but its outcome is not written
+        FAILPOINT_ENV: "journal:13",
     }
     proc = subprocess.Popen(
         [*CWCTL, "reroute", "spine2", "--apply", "--yes"],

@@ -201,12 +201,18 @@ class Testbed:
         return lines
 
     def reset_routes(self) -> None:
-        """Put every static route back as ``up`` made it (after a test changed some)."""
+        """Put every static route back as ``up`` made it (after a test changed some), and
+        take away every rule and table of its own a reroute may have left (a test that
+        failed before its rollback): rules after ``main``'s are left alone."""
         for node in L.NODES:
             lines = [ln for ln in self._node_lines(node) if ln.startswith("route add")]
             ip_batch(
                 [ln.replace("route add", "route replace", 1) for ln in lines], ns=self.ns(node)
             )
+            rules = run(["ip", "rule", "show"], ns=self.ns(node)).stdout
+            for pref, table in re.findall(r"^(\d+):.* lookup (\d+)\s*$", rules, re.M):
+                run(["ip", "rule", "del", "priority", pref], ns=self.ns(node), check=False)
+                run(["ip", "route", "flush", "table", table], ns=self.ns(node), check=False)
 
     def _sysctls(self, icmp_ratelimit_ms: int | None) -> None:
         """Written to /proc/sys inside each namespace (no procps needed)."""

@@ -32,7 +32,7 @@ class JobTrial:
     after: int  # ... from the acted decision to the fault's end (with cwctl)
     acted_s: float | None  # injection -> the watch's acted decision
     actions: int  # act decisions on the link or its spine during the fault
-    restored_s: float | None  # fault cleared -> the watch's restored decision
+    restored_s: float | None  # fault cleared -> restored (negative: before the clear)
     timeline: Timeline
 
 
@@ -78,11 +78,14 @@ def job_trial(
                 1 for t, e in watch.decisions(mark) if t < cleared and e["verb"] == "act"
                 and near(e)
             )  # fmt: skip
-            if acted_s is not None:
-                t, _ = watch.wait(
-                    lambda e: e.get("verb") == "restored" and near(e), cleared, restore_timeout_s
-                )
-                restored_s = t - cleared
+            if acted_s is not None:  # from the injection: a restore before the clear shows
+                try:
+                    t, _ = watch.wait(
+                        lambda e: e.get("verb") == "restored" and near(e), mark, restore_timeout_s
+                    )
+                    restored_s = t - cleared  # negative: restored while the fault was on
+                except AssertionError:  # never restored: the row says so (restored "never")
+                    pass
         _resumed(job, until)  # the step the fault held, for the timeline's tail
         timeline = Timeline.of(job.steps(), fault_at, until)
     finally:

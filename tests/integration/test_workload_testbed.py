@@ -84,7 +84,8 @@ def test_the_job_stalls_without_cwctl_and_rides_through_with_the_watch_steering(
     assert t.longest_stall_s <= 2.0, summary
     assert not t.restarted, summary
     assert steered.after == 0, summary
-    assert steered.actions == 1 and steered.restored_s is not None, summary
+    assert steered.actions == 1, summary
+    assert steered.restored_s is not None and steered.restored_s > 0, summary  # after the clear
     # the watch judged the action by the job's own steps too (its step logs, read back)
     assert "job: steps back within 10% of its pace" in acted[0]["why"], acted[0]["why"]
     assert code == 0, [e for _, e in watch.lines[-5:]]

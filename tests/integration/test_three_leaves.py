@@ -89,4 +89,9 @@ def test_a_congested_leaf_spine_direction_moves_no_clock(fabric: Testbed, tmp_pa
     }
     why = f"offsets {offsets}; mean per leaf {by_leaf}; records {records}"
     assert error.max() <= 1_000.0, why
-    assert np.percentile(error, 99) <= 100.0, why
+    # 2026-12-06, this test alone on this machine: 023aea3 (before this round's changes)
+    # and main each passed twice and failed twice at p99 ~200 ns (leaf means 0/71/162 ns:
+    # the per-leaf path asymmetry above), where 7-60 ns had been read alone before. The
+    # bound is where one kernel's CPU-time asymmetry leaves it, not the solver's figure
+    # (bench faultclocks, docs/sync.md, holds that)
+    assert np.percentile(error, 99) <= 250.0, why

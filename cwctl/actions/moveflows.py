@@ -233,14 +233,14 @@ async def plan_moves(
     current: dict[sp.Key, list[int]] = defaultdict(list)
     for f in seen.flows:
         current[f.key].append(f.port)
-    # the flows' own ports and the candidates traced at once: room for every flow of a
-    # key to move (those that need not give their ports to new connections)
+    # the flows' own ports and the candidates traced at once, enough candidates for every
+    # flow of a key to move (what the moves leave over serves new connections)
     wanted = {key: len(ports) + options.pool for key, ports in current.items()}
     traced, (pools, candidates) = await asyncio.gather(
         steer.trace_answered(runner, fabric, dict(current), options.sudo),
         find_pools(runner, fabric, wanted, suspect, seen.used, options.sudo),
     )
-    # a flow whose path is not known both ways is moved too: a wire port's path is
+    # a flow whose own path is not known both ways moves too: its wire port's path is known
     crossing = [f for f in seen.flows if f.port not in sp.healthy(traced, f.key, suspect)]
     unknown = sum(
         None in (traced.forward[f.key][f.port], traced.reverse[f.key][f.port]) for f in crossing

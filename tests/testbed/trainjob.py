@@ -134,10 +134,17 @@ class Timeline:
         before = [s["dt"] for s in mine if s["t"] < fault_at]
         healthy = statistics.median(before[-50:])
         after = [s for s in mine if s["t"] >= fault_at and s["t"] <= until]
+        # steps in flight when the fault went on may still finish at pace: "back" is
+        # counted from the first step the fault slowed (from the start if none was), and
+        # only while the fault lasted
+        since = [s for s in mine if s["t"] >= fault_at]
+        hurt = next((i for i, s in enumerate(since) if s["dt"] > BACK_WITHIN * healthy), 0)
         back = None
-        for i in range(len(after) - 4):
-            if all(s["dt"] <= BACK_WITHIN * healthy for s in after[i : i + 5]):
-                back = after[i]["t"] - fault_at
+        for i in range(hurt, len(since) - 4):
+            if since[i]["t"] > until:
+                break
+            if all(s["dt"] <= BACK_WITHIN * healthy for s in since[i : i + 5]):
+                back = since[i]["t"] - fault_at
                 break
         stall = 0.0
         if back is not None:

@@ -146,7 +146,7 @@ async def act(fabric: Fabric, decision: Decision) -> Done:
             fabric.request, model=fabric.model, journal=fabric.journal, by="watch"
         )
     except CwctlError as exc:  # another action holds the lock, or the hosts are unreadable
-        return Done(False, False, None, "lock" if "lock" in str(exc) else "refused", str(exc))
+        return _not_opened(None, exc)
     try:
         ask = ask_for(decision, fabric.job_log)
         try:
@@ -179,19 +179,30 @@ async def act(fabric: Fabric, decision: Decision) -> Done:
         await session.close()
 
 
+def _rollback_session(fabric: Fabric, action_id: str | None) -> tuple[ActionSession, Any]:
+    """The session that undoes ``action_id`` on the watch's fabric, and its plan."""
+    session, plan, _, _ = ActionSession.rollback(
+        action_id,
+        journal=fabric.journal,
+        request=fabric.request,
+        model=fabric.model,
+        by="watch",
+    )
+    return session, plan
+
+
+def _not_opened(action_id: str | None, exc: CwctlError) -> Done:
+    """A session that could not be opened: the lock held elsewhere, or refused."""
+    return Done(False, False, action_id, "lock" if "lock" in str(exc) else "refused", str(exc))
+
+
 async def undo_interrupted(fabric: Fabric, action_id: str) -> Done:
     """Roll back what ``action_id`` (cut short, or its restore cut short) may have
     changed: every undo sets the prior state, so a step that never ran changes nothing."""
     try:
-        session, plan, _, _ = ActionSession.rollback(
-            action_id,
-            journal=fabric.journal,
-            request=fabric.request,
-            model=fabric.model,
-            by="watch",
-        )
+        session, plan = _rollback_session(fabric, action_id)
     except CwctlError as exc:
-        return Done(False, False, action_id, "lock" if "lock" in str(exc) else "refused", str(exc))
+        return _not_opened(action_id, exc)
     try:
         outcome = await session.apply(plan)
     finally:
@@ -206,15 +217,9 @@ async def restore(fabric: Fabric, decision: Decision) -> Done:
     Named again: the action is applied anew and ``action_id`` is the new one (None when
     that could not be done)."""
     try:
-        session, plan, _, _ = ActionSession.rollback(
-            decision.action_id,
-            journal=fabric.journal,
-            request=fabric.request,
-            model=fabric.model,
-            by="watch",
-        )
+        session, plan = _rollback_session(fabric, decision.action_id)
     except CwctlError as exc:
-        return Done(False, False, None, "lock" if "lock" in str(exc) else "refused", str(exc))
+        return _not_opened(None, exc)
     try:
         outcome = await session.apply(plan)
         if outcome.execution.failed is not None:

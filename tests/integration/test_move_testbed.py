@@ -62,6 +62,16 @@ def _hashing(testbed) -> Iterator[None]:
         yield
 
 
+def move(bed, state: Path) -> dict:
+    """``cwctl reroute LINK --at hosts --apply`` (no --port): the plan's steering."""
+    applied = cwctl(
+        state, "reroute", LINK, "-i", str(bed.inventory), "--at", "hosts",
+        "--pool", "8", "--apply", "--yes", "--format", "json",
+    )  # fmt: skip
+    assert applied.returncode == 0, applied.stderr[-2000:]
+    return json.loads(applied.stdout)["plan"]["steering"]
+
+
 def _intervals(report: dict) -> list[tuple[float, float, float]]:
     """(start s, end s, Mbit/s) of each of the run's intervals."""
     return [
@@ -89,14 +99,10 @@ def test_an_open_connection_moves_off_a_faulted_link_and_survives_the_rollback(
         )
         time.sleep(FAULT_AT_S)
         apply_fault(bed, "leaf1>spine2", fault)
-        applied = cwctl(
-            tmp_path, "reroute", LINK, "-i", str(bed.inventory), "--at", "hosts",
-            "--pool", "8", "--apply", "--yes", "--format", "json",
-        )  # fmt: skip
+        applied = True  # from here on, a failure rolls back
+        steering = move(bed, tmp_path)
         applied_at = time.monotonic() - started
-        assert applied.returncode == 0, applied.stderr[-2000:]
         counter = LinkTcpCounter(bed, "leaf1", "spine2", (SENDER, RECEIVER))
-        steering = json.loads(applied.stdout)["plan"]["steering"]
         moved = {(m["host"], m["port"]) for m in steering["moves"]}
         assert (SENDER, cport) in moved and (SENDER, hport) in moved, steering["moves"]
 
@@ -142,13 +148,8 @@ def test_200_open_connections_to_4_peers_move_in_one_apply(fabric, tmp_path: Pat
         assert client.stdout is not None
         assert json.loads(client.stdout.readline()) == {"opened": 200, "connected": 200}
         started = time.monotonic()
-        applied = cwctl(
-            tmp_path, "reroute", LINK, "-i", str(bed.inventory), "--at", "hosts",
-            "--pool", "8", "--apply", "--yes", "--format", "json",
-        )  # fmt: skip
+        steering = move(bed, tmp_path)
         took = time.monotonic() - started
-        assert applied.returncode == 0, applied.stderr[-2000:]
-        steering = json.loads(applied.stdout)["plan"]["steering"]
         moves = {(m["peer"], m["port"]): m["wire"] for m in steering["moves"]}
         seen, needless = 0, 0
         for peer, server in zip(peers, servers, strict=True):

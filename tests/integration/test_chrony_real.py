@@ -30,6 +30,11 @@ from tests.integration.realsshd import Sshd, needs_sshd, sshd
 ROOT = Path(__file__).resolve().parents[2]
 __all__ = ["sshd"]  # the fixture
 
+# The error-bar gate these feeds pass: wide, because what is tested here is the feed. The
+# gate itself is test_chrony_rules'; a 1 s loopback scan on a 2-core CI machine beside
+# the namespace-fabric tests read an error bar of 779 us once, and was (rightly) not fed.
+GATE = "20ms"
+
 
 @pytest.fixture
 def chronyds() -> Iterator[ChronydSet]:
@@ -127,7 +132,7 @@ def test_sync_apply_feeds_each_hosts_chronyd_and_leaves_nothing_behind(chronyds,
         chronyds.start(host)
     state = tmp_path / "state"
     args = ["sync", "--apply", "--local", "3", "--duration", "1", "--interval", "4",
-            "--count", "3", "--max-uncertainty", "100us", "--format", "json",
+            "--count", "3", "--max-uncertainty", GATE, "--format", "json",
             *sockets(chronyds)]  # fmt: skip
     result = cwctl(args, state)
     assert result.returncode == 0, result.stderr
@@ -195,7 +200,7 @@ def test_a_dry_run_shows_what_it_would_feed_and_feeds_nothing(chronyds, tmp_path
         chronyds.start(host)
     state = tmp_path / "state"
     args = ["sync", "--local", "3", "--duration", "1", "--interval", "1", "--count", "2",
-            "--max-uncertainty", "100us", "--format", "json",
+            "--max-uncertainty", GATE, "--format", "json",
             *sockets(chronyds)]  # fmt: skip
     result = cwctl(args, state)
     assert result.returncode == 0, result.stderr
@@ -268,7 +273,7 @@ def test_over_real_sshd_check_then_feed_and_no_feeder_left(chronyds, sshd, tmp_p
     hosts = {h["host"]: h for h in json.loads(check.stdout)["hosts"]}
     assert hosts["sshd-2"]["ready"] and not hosts["sshd-3"]["refclock"]
     args = ["sync", "--apply", "-i", str(inventory), "--interval", "3", "--count", "2",
-            "--max-uncertainty", "100us", "--format", "json", *sockets(chronyds)]  # fmt: skip
+            "--max-uncertainty", GATE, "--format", "json", *sockets(chronyds)]  # fmt: skip
     result = cwctl(args, state)
     assert result.returncode == 3, result.stderr  # sshd-3 has no socket: not fed
     fed = 0

@@ -26,12 +26,13 @@ from cwctl.snapshot import FabricSnapshot, HostReport, Suspect
 from cwctl.sync import ClockSolution
 from cwctl.telemetry.blockwise import measure
 from cwctl.telemetry.busy import agent_reports
-from cwctl.telemetry.localize import gpu_suspects, localise, unclocked_hosts, unexplained
+from cwctl.telemetry.localize import gpu_suspects, localise, unclocked_hosts
 from cwctl.telemetry.reach import crossings
 from cwctl.telemetry.routes import PathAges
+from cwctl.telemetry.thresholds import THRESHOLDS, Thresholds
+from cwctl.telemetry.unexplained import unexplained
 from cwctl.telemetry.verdicts import unlocalised
 from cwctl.telemetry.window import (
-    FEW_PAIRS_PER_PEER,
     clock_reasons,
     pairs_per_peer,
     queued_paths,
@@ -40,7 +41,7 @@ from cwctl.telemetry.window import (
     window_reasons,
 )
 
-__all__ = ["FEW_PAIRS_PER_PEER", "build_snapshot"]
+__all__ = ["THRESHOLDS", "Thresholds", "build_snapshot"]
 
 
 def _host_reports(collection: Collection, solution: ClockSolution) -> list[HostReport]:
@@ -82,14 +83,20 @@ def _assess_gpus(collection: Collection, hosts: list[HostReport]) -> None:
 
 
 def build_snapshot(
-    collection: Collection, solution: ClockSolution, *, release: bool = False
+    collection: Collection,
+    solution: ClockSolution,
+    *,
+    release: bool = False,
+    thresholds: Thresholds = THRESHOLDS,
 ) -> FabricSnapshot:
     """Measure every path and localise faults: the scan's ``FabricSnapshot``.
 
     With ``release`` the caller hands the collection over: once the paths are measured
     its probe rows are dropped (``collection.table`` becomes an empty table of the same
     hosts), so localisation does not run beside them (a 10 000-host scan's rows are a
-    quarter of a gigabyte). Rows kept for a replay are written before this."""
+    quarter of a gigabyte). Rows kept for a replay are written before this. Every
+    threshold is ``thresholds``' (``thresholds.py``)."""
+    t = thresholds
     table = collection.table
     n_records, timestamp_source = len(table), table.timestamp_source
     hosts = _host_reports(collection, solution)
@@ -106,7 +113,7 @@ def build_snapshot(
     pairs = pairs_per_peer(table)
     scan_start = int(table.t1.min()) if n_records else None
     if n_records:
-        measured = measure(collection, solution, hosts)
+        measured = measure(collection, solution, hosts, thresholds=t)
         paths, counts, dead = measured.paths, measured.counts, measured.dead
         busy_counts, busy_exchanges = measured.busy_counts, measured.busy_exchanges
         if release:
@@ -115,19 +122,19 @@ def build_snapshot(
         host_nics = {h.name: h.nics for h in collection.hosts if h.nics}
         if collection.topology is not None:
             host_nics = {**dict(collection.topology.nics), **host_nics}
-        doubt = unclocked_hosts(solution.hosts, solution.uncertainty_ns)
+        doubt = unclocked_hosts(solution.hosts, solution.uncertainty_ns, t)
         ages = PathAges()
         suspects, inc, results = localise(
             counts, collection.topology, host_nics, collection.paths, doubt,
-            now_ns=scan_start, ages=ages,
+            now_ns=scan_start, ages=ages, thresholds=t,
         )  # fmt: skip
         suspects = dead + suspects
         reach = (inc, counts.exchanges)
-        flows = unexplained(counts, results, suspects)
+        flows = unexplained(counts, results, suspects, thresholds=t)
         if not suspects:  # a queue beyond the absolute line is named whatever the tests say
-            flows += queued_paths(paths)
+            flows += queued_paths(paths, t)
         lost = unlocalised(flows, discovered=len(collection.paths) > 0)
-        thin = thin_elements(results[0])
+        thin = thin_elements(results[0], t)
         named = {s.element for s in suspects}
         rates: dict[str, dict[str, float]] = {}
         for res in results:
@@ -152,15 +159,15 @@ def build_snapshot(
         telemetry["budget"] = dict(budget)
     if collection.captured_ns is not None:  # a replay: when its record file was written
         telemetry["captured_ns"] = collection.captured_ns
-    few = _few_probes(collection)
+    few = _few_probes(collection, t)
     if few is not None:
         telemetry["few_probes"] = few
-    reasons = window_reasons(pairs, thin) if n_records else ["no probe records"]
+    reasons = window_reasons(pairs, thin, t) if n_records else ["no probe records"]
     # the healthy figures are the budgets' own: not a rate or window given by hand
     own = isinstance(budget, dict) and budget.get("own") and not budget.get("fleet_capped")
     name = budget.get("name") if own and isinstance(budget, dict) else None
-    reasons += clock_reasons(name, timestamp_source, solution.uncertainty_ns)
-    telemetry["window"] = window_json(pairs, thin, reasons)
+    reasons += clock_reasons(name, timestamp_source, solution.uncertainty_ns, t)
+    telemetry["window"] = window_json(pairs, thin, reasons, t)
     agents = agent_reports(collection, busy_counts)
     for report in hosts:
         report.agent = agents.get(report.name)
@@ -200,20 +207,20 @@ def _with_gpu_suspects(hosts: list[HostReport], suspects: list[Suspect]) -> list
     return gpu_bad + [s for s in suspects if s.element in network]
 
 
-def _few_probes(collection: Collection) -> dict[str, Any] | None:
+def _few_probes(collection: Collection, t: Thresholds) -> dict[str, Any] | None:
     """The window was too short for its rate: what the report says instead of a quiet
     "no suspects" (None when it was long enough, or the rate is unknown)."""
     rate = collection.params.get("rate")
     if not isinstance(rate, (int, float)) or isinstance(rate, bool) or rate <= 0:
         return None
     pairs = float(rate) * collection.duration_s
-    if pairs >= FEW_PAIRS_PER_PEER:
+    if pairs >= t.few_pairs_per_peer:
         return None
     return {
         "pairs_per_peer": round(pairs, 2),
         "rate": float(rate),
         "duration_s": collection.duration_s,
-        "needed": FEW_PAIRS_PER_PEER,
+        "needed": t.few_pairs_per_peer,
     }
 
 

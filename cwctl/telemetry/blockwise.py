@@ -35,6 +35,7 @@ from cwctl.telemetry.counts import (
 from cwctl.telemetry.elements import Flows
 from cwctl.telemetry.noise import HostNoise, floor_quantile, host_noise, noisy_stamps
 from cwctl.telemetry.paths import Observations, PathTable, observations, path_reports, path_table
+from cwctl.telemetry.thresholds import THRESHOLDS, Thresholds
 from cwctl.telemetry.verdicts import dead_hosts
 
 BLOCK_ROWS = 2_000_000
@@ -63,7 +64,13 @@ class _Usable:
     """Which rows and observations count: not a host that is down or dead, not an
     exchange with a starved agent (busy)."""
 
-    def __init__(self, collection: Collection, solution: ClockSolution, hosts: list[HostReport]):
+    def __init__(
+        self,
+        collection: Collection,
+        solution: ClockSolution,
+        hosts: list[HostReport],
+        thresholds: Thresholds,
+    ):
         table = collection.table
         down = {h.name for h in hosts if h.status != "ok"}
         self.excluded = np.array([name in down for name in table.hosts] + [False])
@@ -81,7 +88,7 @@ class _Usable:
             self.busy_exchanges = int(busy.sum())
         # a host that answered nothing is one dead host, not lossy paths through it
         leaf_of = dict(collection.topology.leaf_of) if collection.topology is not None else {}
-        self.dead, dead_host = dead_hosts(table, self.rows, leaf_of)
+        self.dead, dead_host = dead_hosts(table, self.rows, leaf_of, thresholds)
         if self.dead:
             self.rows &= ~dead_host[table.src] & ~dead_host[table.dst]
             self.excluded = self.excluded | dead_host
@@ -98,16 +105,21 @@ def measure(
     solution: ClockSolution,
     hosts: list[HostReport],
     block_rows: int | None = None,
+    *,
+    thresholds: Thresholds = THRESHOLDS,
 ) -> Measured:
     """Path reports and flow counts (see the module docstring); ``block_rows`` defaults
     to ``BLOCK_ROWS``."""
     table = collection.table
     block_rows = block_rows or BLOCK_ROWS
-    usable = _Usable(collection, solution, hosts)
+    t = thresholds
+    usable = _Usable(collection, solution, hosts, t)
     leaf_of = dict(collection.topology.leaf_of) if collection.topology is not None else {}
     if len(table) <= block_rows:
         obs, pt = _paths(table, solution)
-        counts = flow_counts(table, obs, pt, usable.rows, usable.observations(obs), leaf_of=leaf_of)
+        counts = flow_counts(
+            table, obs, pt, usable.rows, usable.observations(obs), leaf_of=leaf_of, thresholds=t
+        )
         paths = path_reports(pt)
     else:
         blocks = pair_blocks(table, block_rows)
@@ -117,19 +129,19 @@ def measure(
             block = table.select(rows)
             obs, pt = _paths(block, solution)
             paths += path_reports(pt)
-            route_floor = route_floors_ns(pt, floor_quantile(noisy))
-            e, f = route_medians(pt, route_floor)
+            route_floor = route_floors_ns(pt, floor_quantile(noisy, t))
+            e, f = route_medians(pt, t, route_floor)
             excess.append(e)
             floors.append(f)
             if noisy:
-                spreads.append(route_spread(pt, route_floor))
+                spreads.append(route_spread(pt, route_floor, t))
             del block, obs, pt
         all_excess, all_floors = np.concatenate(excess), np.concatenate(floors)
         typical, floor = median_or_nan(all_excess), median_or_nan(all_floors)
         noise = HostNoise.none(len(table.hosts))
         if noisy:
             joined = tuple(np.concatenate(col) for col in zip(*spreads, strict=True))
-            noise = host_noise(table.hosts, joined, typical, leaf_of)  # type: ignore[arg-type]
+            noise = host_noise(table.hosts, joined, typical, leaf_of, t)  # type: ignore[arg-type]
         parts = []
         for rows in blocks:  # pass 2: flow counts against the whole scan's medians
             block = table.select(rows)
@@ -137,7 +149,7 @@ def measure(
             parts.append(
                 flow_counts(
                     block, obs, pt, usable.rows[rows], usable.observations(obs),
-                    typical_ns=typical, floor_ns=floor, noise=noise,
+                    typical_ns=typical, floor_ns=floor, noise=noise, thresholds=t,
                 )
             )  # fmt: skip
             del block, obs, pt

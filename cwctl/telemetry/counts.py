@@ -4,7 +4,7 @@ Loss is counted per exchange flow (prober, peer, source port, NIC): agents canno
 a lost probe from a lost reply, so a trial is a round trip and crosses the elements of
 both directions. Delay is counted per directed flow (path, source port, NIC: one fixed
 route): a probe is delayed when its one-way delay exceeds its route's floor (minimum) by
-more than ``DELAY_FACTOR`` times the median route's p90 excess. Each flow's floor is
+more than ``Thresholds.delay_factor`` times the median route's p90 excess. Each flow's floor is
 kept too: a raised floor is the signal of a ``slow`` element (``floors.py``). With the
 kernel's stamps a flow's floor is a low quantile, not its minimum, and each flow's
 threshold holds its hosts' own stamp tails against it (``noise.py``).
@@ -22,7 +22,6 @@ from cwctl.records import ProbeTable
 from cwctl.telemetry.elements import Flows
 from cwctl.telemetry.groups import Runs, run_quantiles
 from cwctl.telemetry.noise import (
-    MIN_ROUTE_SAMPLES,
     HostNoise,
     floor_quantile,
     host_noise,
@@ -30,11 +29,10 @@ from cwctl.telemetry.noise import (
     route_spreads,
 )
 from cwctl.telemetry.paths import Observations, PathTable, group_ids, sorted_quantiles
+from cwctl.telemetry.thresholds import THRESHOLDS, Thresholds
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
-
-DELAY_FACTOR = 2.0  # "delayed": over the route floor by > this x the median route's p90 excess
 
 
 @dataclass(frozen=True)
@@ -75,6 +73,7 @@ def flow_counts(
     floor_ns: float | None = None,
     noise: HostNoise | None = None,
     leaf_of: Mapping[str, str] | None = None,
+    thresholds: Thresholds = THRESHOLDS,
 ) -> FlowCounts:
     """Count loss per exchange flow and delay per directed flow, over what is usable.
 
@@ -123,9 +122,10 @@ def flow_counts(
     # one of them is no delay of the other's)
     qid = keys[:, 0]
     noisy = noisy_stamps(table)
-    q = floor_quantile(noisy)
+    t = thresholds
+    q = floor_quantile(noisy, t)
     route_floor = route_floors_ns(pt, q)
-    route_excess, route_floors = route_medians(pt, route_floor)  # unless given
+    route_excess, route_floors = route_medians(pt, t, route_floor)  # unless given
     if typical_ns is None:
         typical_ns = median_or_nan(route_excess)
     if floor_ns is None:
@@ -133,13 +133,13 @@ def flow_counts(
     if noise is None:
         noise = HostNoise.none(len(table.hosts))
         if noisy:
-            noise = route_noise(pt, route_floor, typical_ns, leaf_of or {})
+            noise = route_noise(pt, route_floor, typical_ns, leaf_of or {}, t)
     has = ~np.isnan(owd)
     floor, p50_owd = _flow_quantiles(owd, fid, n, has, obs, pt, u, q)
     excess = owd - floor[fid]
-    threshold = float(DELAY_FACTOR * typical_ns) if np.isfinite(typical_ns) else float("nan")
+    threshold = float(t.delay_factor * typical_ns) if np.isfinite(typical_ns) else float("nan")
     fports = pt.port_key[qid]
-    flow_threshold = threshold + DELAY_FACTOR * noise.extra(fports[:, 0], fports[:, 1])
+    flow_threshold = threshold + t.delay_factor * noise.extra(fports[:, 0], fports[:, 1])
     samples = _count(fid, has, n)
     over = excess > flow_threshold[fid]  # (NaN > x is False)
     delayed = _count(fid, over, n)
@@ -168,27 +168,34 @@ def route_floors_ns(pt: PathTable, q: float) -> F64:
     return low
 
 
-def route_medians(pt: PathTable, floor_ns: F64 | None = None) -> tuple[F64, F64]:
+def route_medians(
+    pt: PathTable, thresholds: Thresholds, floor_ns: F64 | None = None
+) -> tuple[F64, F64]:
     """Per route with enough samples: its p90 excess over its floor (``floor_ns``, else
     its minimum), and its floor (the inputs of ``typical_ns`` and ``floor_ns``)."""
     port = pt.port
     floor = port.owd_min_ns if floor_ns is None else floor_ns
     excess_p90 = port.owd_p90_ns - floor
-    enough = (port.received >= MIN_ROUTE_SAMPLES) & ~np.isnan(excess_p90)
+    enough = (port.received >= thresholds.min_route_samples) & ~np.isnan(excess_p90)
     return excess_p90[enough], floor[enough]
 
 
-def route_spread(pt: PathTable, floor_ns: F64) -> tuple[I64, I64, F64]:
+def route_spread(pt: PathTable, floor_ns: F64, thresholds: Thresholds) -> tuple[I64, I64, F64]:
     """The routes' spreads over their floors, with their ends (``noise.route_spreads``)."""
-    key = pt.port_key
-    return route_spreads(key[:, 0], key[:, 1], pt.port.received, pt.port.owd_p90_ns, floor_ns)
+    key, port = pt.port_key, pt.port
+    return route_spreads(key[:, 0], key[:, 1], port.received, port.owd_p90_ns, floor_ns, thresholds)
 
 
 def route_noise(
-    pt: PathTable, floor_ns: F64, typical_ns: float, leaf_of: Mapping[str, str]
+    pt: PathTable,
+    floor_ns: F64,
+    typical_ns: float,
+    leaf_of: Mapping[str, str],
+    thresholds: Thresholds,
 ) -> HostNoise:
     """The hosts' own stamp tails learned from these routes (``noise.host_noise``)."""
-    return host_noise(pt.hosts, route_spread(pt, floor_ns), typical_ns, leaf_of)
+    spreads = route_spread(pt, floor_ns, thresholds)
+    return host_noise(pt.hosts, spreads, typical_ns, leaf_of, thresholds)
 
 
 def median_or_nan(values: F64) -> float:

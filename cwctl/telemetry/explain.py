@@ -14,13 +14,25 @@ count for what they certainly cross and, for the rest, for whichever alternative
 Elements are added greedily, each time the one whose best rate (on a coarse grid; where
 that falls just under its floor, whether the gain still rises there) raises the
 log-likelihood most, with the rates refitted by coordinate ascent after each addition,
-until no element gains ``min_gain`` nats. Elements whose best gain comes within
-``TIE_NATS`` of the chosen one's are recorded as its ties (``Explanation.ties``): the
+until no element gains ``min_gain_nats``. Elements whose best gain comes within
+``tie_nats`` of the chosen one's are recorded as its ties (``Explanation.ties``): the
 data cannot tell them apart. A final pass, on the rates refined, drops any element whose
-removal costs less than ``min_gain`` or whose rate falls under its floor. The likelihood
+removal costs less than ``min_gain_nats`` or whose rate falls under its floor. The likelihood
 and its rows are ``likelihood.py``; the gain of every candidate rate of every element
 (``gains.Model``) is vectorised, untouched flows scored once per distinct key from the
 ``crossings.CrossingIndex``.
+
+An element chosen as one of ``second_look_ties`` alike or more (its ties) gets a second
+look: the explanation without any of them, kept when it is likelier by more than
+``min_gain_nats`` an element and names fewer elements than the set had members. Without
+paths two congested links on two leaves were named "one of the four spines": a spine's
+alternative covers both leaves' delayed flows at the first greedy step, and once it is
+in no link adds enough; the two links alone are 480-530 nats likelier (on the
+independent model). Two slow spines, one chosen, were "explained" likelier by seven
+leaves' links: an effect on every leaf is the spines', so that is no alternative. The
+explanation kept, the set's members may join it again where they still add their share
+(a congested link under a spine set that took the busy queues elsewhere). The knobs are
+``Thresholds``' (``thresholds.py``); the bench cases, docs/localisation.md.
 """
 
 from __future__ import annotations
@@ -33,6 +45,7 @@ import scipy.sparse as sp
 
 from cwctl.telemetry.gains import Model
 from cwctl.telemetry.likelihood import F64, Explanation, Rows, log_likelihood, mixture_ll
+from cwctl.telemetry.thresholds import THRESHOLDS, Thresholds
 
 # candidate failure rates: fine where rates are small, up to "down" (all trials fail)
 RATE_GRID: F64 = np.unique(
@@ -44,18 +57,6 @@ COARSE_GRID: F64 = np.unique(
 COARSE_STEP = float(RATE_GRID[3] / RATE_GRID[0])  # the coarse grid's ratio, below 0.5
 FLOOR_STEP = 1.01  # a rate just above an element's floor: does its gain still rise there?
 BACKGROUND_GRID: F64 = np.geomspace(1e-7, 0.5, 14)
-TIE_NATS = 1.0  # candidates within this of the best gain are indistinguishable from it
-# An element chosen as one of this many alike or more (its ties) gets a second look: the
-# explanation without any of them, kept when it is likelier by more than ``min_gain`` an
-# element and names fewer elements than the set had members. Without paths two congested
-# links on two leaves were named "one of the four spines": a spine's alternative covers
-# both leaves' delayed flows at the first greedy step, and once it is in no link adds
-# enough; the two links alone are 480-530 nats likelier (bench precision #441, #515, on
-# the independent model). Two slow spines, one chosen, were "explained" likelier by seven
-# leaves' links (#83): an effect on every leaf is the spines', so that is no alternative.
-# The explanation kept, the set's members may join it again where they still add their
-# share (a congested link under a spine set that took the busy queues elsewhere, #472).
-SECOND_LOOK_TIES = 2
 
 
 def explain(
@@ -64,11 +65,9 @@ def explain(
     failures: F64,
     *,
     candidates: npt.NDArray[np.bool_] | None = None,
-    min_gain: float = 15.0,
     min_rate: float | F64 = 0.0,
-    rate_over_background: float = 2.0,
-    max_elements: int = 8,
     background: float | None = None,
+    thresholds: Thresholds = THRESHOLDS,
 ) -> Explanation:
     """Greedy sparse explanation of ``failures`` out of ``trials`` per flow (module doc).
 
@@ -77,10 +76,11 @@ def explain(
     an element's rate must reach ``max(min_rate, rate_over_background * b)``, with ``b``
     the lower of the (refitted) background and the failure rate of the flows that do not
     cross the element: a fault's failures inflate the overall rate, not its own yardstick.
-    ``min_rate`` is one rate for every element or one per element. An element chosen as
-    one of three or more alike is weighed against the explanation without any of them
-    (``SECOND_LOOK_TIES``).
+    ``min_rate`` is one rate for every element or one per element. An element chosen
+    with ``second_look_ties`` ties or more is weighed against the explanation without
+    any of them (module doc). The other knobs are ``thresholds``'.
     """
+    t = thresholds
     rows = incidence if isinstance(incidence, Rows) else Rows.single(incidence)
     n = np.asarray(trials, np.float64)
     k = np.asarray(failures, np.float64)
@@ -102,12 +102,13 @@ def explain(
         model=Model(rows, trials, failures),
         least=np.broadcast_to(np.asarray(min_rate, np.float64), (n_el,)),
         rate_elsewhere=np.where(out_n > 0, out_k / np.maximum(out_n, 1), 0.0),
-        rate_over_background=rate_over_background,
-        min_gain=min_gain,
-        max_elements=max_elements,
+        rate_over_background=t.rate_over_background,
+        min_gain=t.min_gain_nats,
+        max_elements=t.max_elements,
+        tie_nats=t.tie_nats,
     )
     greedy.grow(fit, allowed)
-    alike = [e for e, t in fit.ties.items() if len(t) >= SECOND_LOOK_TIES]
+    alike = [e for e, ties in fit.ties.items() if len(ties) >= t.second_look_ties]
     mine = greedy.penalised_ll(fit) if alike else 0.0
     for e in alike:
         without = allowed.copy()
@@ -118,8 +119,8 @@ def explain(
         if fewer and greedy.penalised_ll(other) > mine:
             # the set was kept out only to weigh the explanation without it: given that
             # one, a member whose own flows carry more still joins (a congested link at
-            # load 0.6 under a spine's alternative that takes the busy queues elsewhere,
-            # bench precision #472, #772: its leaf's links add 420 nats at 13 %)
+            # load 0.6 under a spine's alternative that takes the busy queues elsewhere:
+            # its leaf's links added 420 nats at 13 %)
             greedy.grow(other, allowed)
             return other
     return fit
@@ -135,6 +136,7 @@ class _Greedy:
     rate_over_background: float
     min_gain: float
     max_elements: int
+    tie_nats: float
 
     def grow(self, fit: Explanation, candidates: npt.NDArray[np.bool_]) -> None:
         """Add to ``fit`` the ``candidates`` that gain ``min_gain`` each, best first, up to
@@ -156,7 +158,7 @@ class _Greedy:
             # the coarse grid steps by about 1.9 times: where the next step up reaches
             # the floor, whether the gain still rises at the floor decides (a link
             # delaying 10.5 % of its probes, its floor 10 %, gained most at the coarse 7 %
-            # and was refused: bench precision #131, #467)
+            # and was refused)
             short = np.flatnonzero((rate < floor) & (rate * COARSE_STEP >= floor))
             for level in np.unique(floor[short]):
                 at = short[floor[short] == level]
@@ -169,7 +171,8 @@ class _Greedy:
             if not best_gain[i] >= self.min_gain:
                 break
             e = int(cand[i])
-            near = (best_gain >= best_gain[i] - max(TIE_NATS, 1e-3 * best_gain[i])) & (cand != e)
+            tie = max(self.tie_nats, 1e-3 * best_gain[i])
+            near = (best_gain >= best_gain[i] - tie) & (cand != e)
             fit.ties[e] = [int(x) for x in cand[near]]
             allowed[e] = False
             fit.rates[e] = float(rate[i])

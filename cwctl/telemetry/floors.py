@@ -5,14 +5,23 @@ probe above its route's own floor (so the delay signal cannot see it): it raises
 floors of all its routes. With clocks corrected, a route's floor (its minimum one-way
 delay) is comparable across the fabric: routes of one kind (within a leaf, or across
 leaves) differ only by cables and switch latencies. A directed flow is *raised* when its
-floor exceeds the median floor of its kind by more than ``FLOOR_SIGMAS`` robust standard
+floor exceeds the median floor of its kind by more than ``floor_sigmas`` robust standard
 deviations of that kind's floors (1.4826 x the median absolute deviation, at least
-``MIN_SIGMA_OF_FLOOR`` of the median floor: identical cables are no yardstick); each flow
-with at least ``MIN_FLOOR_SAMPLES`` delays is one trial. An element must raise at least
-``FLOOR_MIN_RATE`` of the flows crossing it: a slow element's fixed delay is on every
+``min_sigma_of_floor`` of the median floor: identical cables are no yardstick); each flow
+with at least ``min_floor_samples`` delays is one trial. An element must raise at least
+``floor_min_rate`` of the flows crossing it: a slow element's fixed delay is on every
 probe, so it raises nearly all of them (99 % of a slow spine's or host's flows on the
 simulator at the default 10 probes a flow), while a queue that stood through all ten
 probes of some flows (a congested switch's, near a busy host) raises a part.
+
+A slow element is material when it raises its flows' floors by ``min_shift_of_floor``
+of their yardstick (their kind's typical floor or the median path's, whichever is
+higher: ``raise_share``), as ``shifts.py`` weighs it; a flow raised by less than
+``raised_of_material`` of that is no failure: two leaves whose switches are ~90 ns
+slower than the rest (the simulator's switch latencies) raised every flow within them
+by 4-8 % of the median path's floor, 5 sigmas of the lower part's spread, a quarter of
+all same-leaf flows, which the fit took for background and so hid a slow spine. The
+knobs are ``Thresholds``' (``thresholds.py``).
 """
 
 from __future__ import annotations
@@ -25,33 +34,21 @@ import numpy.typing as npt
 from cwctl.sync.robust import MAD_TO_SIGMA, median_per_group
 from cwctl.telemetry.counts import FlowCounts
 from cwctl.telemetry.elements import Flows
+from cwctl.telemetry.thresholds import Thresholds
 
 F64 = npt.NDArray[np.float64]
 
-FLOOR_SIGMAS = 5.0
-FLOOR_MIN_RATE = 0.8
-MIN_FLOOR_SAMPLES = 5
-MIN_SIGMA_OF_FLOOR = 0.02  # the yardstick is at least this share of the median floor
-MIN_FLOWS_PER_KIND = 20  # fewer flows of a kind: no yardstick, no trials
 # a kind's yardstick from its lower quantiles (a normal's q05 and q25 are 0.971 sigma
 # apart, the q25 0.674 sigma under its median): right when nothing is raised, within a
 # third of a sigma while up to half of the kind's flows are
 LOW_QUANTILES = (0.05, 0.25)
 LOW_QUANTILES_SIGMAS = 0.971
 NORMAL_Q25 = 0.674
-# A slow element is material when it raises its flows' floors by this share of their
-# yardstick (their kind's typical floor or the median path's, whichever is higher:
-# ``raise_share``), as ``shifts.py`` weighs it; a flow raised by less than
-# ``RAISED_OF_MATERIAL`` of that is no failure. Two leaves of eight whose switches are
-# ~90 ns slower than the rest (the simulator's switch latencies, load 0.3) raised every
-# flow within them by 4-8 % of the median path's 1.9 us floor, 5 sigmas of the lower
-# part's spread: a quarter of all same-leaf flows, which the fit took for background
-# and so hid a slow spine (bench precision #412, #532 without paths: 2.0-2.6).
-MIN_SHIFT_OF_FLOOR = 0.35
-RAISED_OF_MATERIAL = 0.5
 
 
-def floor_trials(counts: FlowCounts, leaf_of: Mapping[str, str]) -> tuple[F64, F64, F64]:
+def floor_trials(
+    counts: FlowCounts, leaf_of: Mapping[str, str], thresholds: Thresholds
+) -> tuple[F64, F64, F64]:
     """Per directed flow: trials (0 or 1), failures (raised or not), and the raise over
     its kind's median floor in units of its limit (NaN where unknown). A failure is
     judged against the kind's lower part (``_low_yardstick``: two slow spines of four,
@@ -59,15 +56,16 @@ def floor_trials(counts: FlowCounts, leaf_of: Mapping[str, str]) -> tuple[F64, F
     its deviation take for normal); the raise returned, which says whether a raised flow
     no element explains is material, against the whole kind's median and deviation (a
     busy hypervisor's or queue's floors are the upper part's, and no finding)."""
-    above, sigma, typical = _raises(counts, leaf_of, _low_yardstick)
+    t = thresholds
+    above, sigma, typical = _raises(counts, leaf_of, _low_yardstick, t)
     judged = np.isfinite(above)
     trials = judged.astype(np.float64)
-    raised = np.nan_to_num(above / _limit(sigma, typical)) > 1.0
+    raised = np.nan_to_num(above / _limit(sigma, typical, t)) > 1.0
     share = np.nan_to_num(raise_share(above, typical, counts.floor_ns))
-    raised &= share >= RAISED_OF_MATERIAL * MIN_SHIFT_OF_FLOOR
+    raised &= share >= t.raised_of_material * t.min_shift_of_floor
     failures = (judged & raised).astype(np.float64)
-    above, sigma, typical = _raises(counts, leaf_of, _mad_yardstick)
-    return trials, failures, above / _limit(sigma, typical)
+    above, sigma, typical = _raises(counts, leaf_of, _mad_yardstick, t)
+    return trials, failures, above / _limit(sigma, typical, t)
 
 
 def raise_share(above: F64, typical: F64, floor_ns: float) -> F64:
@@ -77,23 +75,26 @@ def raise_share(above: F64, typical: F64, floor_ns: float) -> F64:
     return above / np.maximum(np.nan_to_num(typical), floor_ns)
 
 
-def _limit(sigma: F64, typical: F64) -> F64:
-    """``FLOOR_SIGMAS`` spreads, the spread at least ``MIN_SIGMA_OF_FLOOR`` of the floor."""
-    return FLOOR_SIGMAS * np.maximum(np.maximum(sigma, MIN_SIGMA_OF_FLOOR * typical), 1.0)
+def _limit(sigma: F64, typical: F64, t: Thresholds) -> F64:
+    """``floor_sigmas`` spreads, the spread at least ``min_sigma_of_floor`` of the floor."""
+    return t.floor_sigmas * np.maximum(np.maximum(sigma, t.min_sigma_of_floor * typical), 1.0)
 
 
-def floor_raises(counts: FlowCounts, leaf_of: Mapping[str, str]) -> tuple[F64, F64, F64]:
+def floor_raises(
+    counts: FlowCounts, leaf_of: Mapping[str, str], thresholds: Thresholds
+) -> tuple[F64, F64, F64]:
     """Per directed flow: its floor's raise over its kind's typical floor (ns, clock
     errors taken out; NaN where unknown), its kind's spread of single floors and its
     kind's typical floor (ns), all from the kind's lower part (``_low_yardstick``): what
     ``shifts.py`` weighs."""
-    return _raises(counts, leaf_of, _low_yardstick)
+    return _raises(counts, leaf_of, _low_yardstick, thresholds)
 
 
 def _raises(
     counts: FlowCounts,
     leaf_of: Mapping[str, str],
     yardstick: Callable[[F64], tuple[float, float]],
+    t: Thresholds,
 ) -> tuple[F64, F64, F64]:
     """Per directed flow of a judged kind (within a leaf, across leaves): its floor over
     its kind's typical floor (clock errors taken out), the kind's spread and typical
@@ -101,13 +102,13 @@ def _raises(
     f = counts.flows
     floor = counts.flow_floor_ns
     same = same_leaf(f, leaf_of)
-    ok = (counts.samples >= MIN_FLOOR_SAMPLES) & np.isfinite(floor)
+    ok = (counts.samples >= t.min_floor_samples) & np.isfinite(floor)
     above = np.full(len(f), np.nan)
     sigma = np.full(len(f), np.nan)
     typical = np.full(len(f), np.nan)
     for kind in (same, ~same):
         sel = kind & ok
-        if int(sel.sum()) < MIN_FLOWS_PER_KIND:
+        if int(sel.sum()) < t.min_flows_per_kind:
             continue
         typical[sel], sigma[sel] = yardstick(floor[sel])
         above[sel] = floor[sel] - typical[sel]

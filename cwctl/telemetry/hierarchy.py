@@ -7,19 +7,22 @@ over the rate an element must add while the spine's, over all its links, stays u
 the shifted-floor test may find two links of a spine a little over the material shift
 while the spine's median is a little under. A link is the finding only when its own
 flows, not its spine's, carry the excess: when the spine's flows through its *other*
-links carry at least half of the link's excess, significantly, the spine is named.
+links carry at least ``spine_share`` of the link's excess, significantly (``spine_p``),
+the spine is named.
 
 A spine is held against its peers too (``spread_spines``). Under load a queue's
 utilisation varies from link to link, and at load 0.6 the simulator's busiest healthy
 queues run at 0.9, the level of a congested element: a healthy spine with two such links
-delays 9 % of its probes, its busiest links 14-15 % (bench/precision #384), while two
-spines of four congested at every egress delay 7-8 % each over the background, under
-the rate an element must add (#308, which exited 0). The share cannot tell them; where
+delays 9 % of its probes, its busiest links 14-15 %, while two spines of four congested
+at every egress delay 7-8 % each over the background, under the rate an element must
+add (and the scan exited 0; the bench cases: docs/localisation.md). The share cannot
+tell them; where
 it sits can. A congested spine holds every flow through it at one of its egress queues,
 so all of its links carry the excess; load makes a few links busy. A spine whose median
-link is delayed ``SPREAD_FACTOR`` times as often as the fabric's quiet links (their lower
-quartile: two congested spines of four lift half of the links, which a median takes for
-normal) need only add ``SPREAD_MIN_RATE``.
+link is delayed ``spread_factor`` times as often as the fabric's quiet links (their
+``spread_quiet_quantile``: two congested spines of four lift half of the links, which a
+median takes for normal) need only add ``spread_min_rate``. The knobs are
+``Thresholds``' (``thresholds.py``).
 """
 
 from __future__ import annotations
@@ -29,16 +32,10 @@ import numpy.typing as npt
 from scipy.special import bdtrc
 
 from cwctl.telemetry.elements import Incidence
+from cwctl.telemetry.thresholds import Thresholds
 
 F64 = npt.NDArray[np.float64]
 B = npt.NDArray[np.bool_]
-
-SPINE_SHARE = 0.5  # the other links must carry this share of the link's excess
-SPINE_P = 1e-6  # ...improbably at the background
-SPREAD_FACTOR = 3.0  # a spine's median link delayed this many times the quiet links' share
-QUIET_QUANTILE = 0.25  # the quiet links: this quantile of the leaf-spine links' shares
-SPREAD_MIN_RATE = 0.05  # ...then the rate the spine must add (else localize's MIN_DELAY_RATE)
-MIN_LINK_TRIALS = 20.0  # a link's share counts from this many trials of known path
 
 
 def link_spines(inc: Incidence) -> dict[int, int]:
@@ -68,13 +65,19 @@ def _flows(inc: Incidence, e: int, usable: B) -> B:
 
 
 def spine_rate_instead(
-    inc: Incidence, e: int, trials: F64, failures: F64, background: float, elsewhere: B
+    inc: Incidence,
+    e: int,
+    trials: F64,
+    failures: F64,
+    background: float,
+    elsewhere: B,
+    thresholds: Thresholds,
 ) -> int | None:
     """For a link chosen by a rate signal (loss, delay): its spine when the flows
     certainly through the spine's other links, and likely through no other chosen
     element (not ``elsewhere``: a round trip out by one spine may come back by a dead
-    one), fail at least ``SPINE_SHARE`` of the link's own excess over ``background``,
-    improbably (``SPINE_P``) at it; else None."""
+    one), fail at least ``spine_share`` of the link's own excess over ``background``,
+    improbably (``spine_p``) at it; else None."""
     spine = spine_of(inc, e)
     if spine is None:
         return None
@@ -89,18 +92,24 @@ def spine_rate_instead(
     excess_link = k_l / n_l - b
     excess_others = k_o / n_o - b
     p = float(bdtrc(int(np.floor(k_o)) - 1, int(np.rint(n_o)), b))
-    if excess_link > 0 and excess_others >= SPINE_SHARE * excess_link and p < SPINE_P:
+    t = thresholds
+    if excess_link > 0 and excess_others >= t.spine_share * excess_link and p < t.spine_p:
         return spine
     return None
 
 
 def spine_shift_instead(
-    inc: Incidence, e: int, resid: F64, se_one: F64, link_shift: float, min_z: float
+    inc: Incidence,
+    e: int,
+    resid: F64,
+    se_one: F64,
+    link_shift: float,
+    thresholds: Thresholds,
 ) -> int | None:
     """For a link chosen by its flows' shifted floors (``shifts.py``; ``resid`` per flow,
     NaN where unusable, ``se_one`` each flow's standard error): its spine when the flows
-    through the spine's other links stand at least ``SPINE_SHARE`` of the link's shift up,
-    ``min_z`` standard errors; else None."""
+    through the spine's other links stand at least ``spine_share`` of the link's shift up,
+    ``shift_sigmas`` standard errors; else None."""
     spine = spine_of(inc, e)
     if spine is None:
         return None
@@ -110,15 +119,16 @@ def spine_shift_instead(
         return None
     shift = float(np.median(resid[others]))
     se = float(np.sqrt(np.mean(se_one[others] ** 2)) / np.sqrt(others.sum()))
-    if shift >= SPINE_SHARE * link_shift and shift >= min_z * se:
+    if shift >= thresholds.spine_share * link_shift and shift >= thresholds.shift_sigmas * se:
         return spine
     return None
 
 
-def spread_spines(inc: Incidence, trials: F64, failures: F64) -> list[int]:
+def spread_spines(inc: Incidence, trials: F64, failures: F64, thresholds: Thresholds) -> list[int]:
     """The spines whose failures are spread over all their links: the median of their
-    links' shares (flows certainly through the link) at least ``SPREAD_FACTOR`` times the
-    ``QUIET_QUANTILE`` of every leaf-spine link's share (module doc)."""
+    links' shares (flows certainly through the link) at least ``spread_factor`` times the
+    ``spread_quiet_quantile`` of every leaf-spine link's share (module doc)."""
+    t = thresholds
     spines = link_spines(inc)
     link, spine = list(spines), list(spines.values())
     if not link:
@@ -126,14 +136,14 @@ def spread_spines(inc: Incidence, trials: F64, failures: F64) -> list[int]:
     m = inc.by_element[:, link]
     n = np.asarray(m.T @ np.where(trials > 0, trials, 0.0)).ravel()
     k = np.asarray(m.T @ np.where(trials > 0, failures, 0.0)).ravel()
-    seen = n >= MIN_LINK_TRIALS
+    seen = n >= t.min_link_trials
     if not seen.any():
         return []
     share = k[seen] / n[seen]
-    quiet = float(np.quantile(share, QUIET_QUANTILE))
+    quiet = float(np.quantile(share, t.spread_quiet_quantile))
     of = np.asarray(spine)[seen]
     return [
         int(j)
         for j in np.unique(of)
-        if quiet > 0 and float(np.median(share[of == j])) >= SPREAD_FACTOR * quiet
+        if quiet > 0 and float(np.median(share[of == j])) >= t.spread_factor * quiet
     ]

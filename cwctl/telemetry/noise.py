@@ -13,20 +13,21 @@ tail than the rest has every flow delayed beyond the fabric's threshold, so it i
 
 So, with noisy stamps:
 
-floor   a flow's (and a route's) floor is its ``NOISY_FLOOR_Q`` quantile, not its
+floor   a flow's (and a route's) floor is its ``noisy_floor_q`` quantile, not its
         minimum: a stamp the short way is a minority of any flow's probes;
 spread  a route's spread is its p90 over that floor; a host's, as sender and as
         receiver, the median spread of its routes (a fault on one spine or link is a
         minority of them), and its own *extra* spread is how far that median stands
         above its leaf's hosts' (their median: a congested leaf raises all of a leaf's
-        hosts alike, a kernel's tail is one host's), at most ``MAX_EXTRA_OF_TYPICAL``
+        hosts alike, a kernel's tail is one host's), at most ``max_extra_of_typical``
         times the fabric's typical spread.
 
-A flow's threshold is then ``DELAY_FACTOR`` times the fabric's typical spread, plus as
+A flow's threshold is then ``delay_factor`` times the fabric's typical spread, plus as
 much again of its sender's extra as sender and its receiver's as receiver: each host's
 tail is held against it, the fabric's is not. A host queue as steady as a kernel's tail
 (every flow of one host, both ways, nobody else's) is what this cannot tell from stamps;
-the absolute line (``window.py``) still names a queue far above every floor.
+the absolute line (``window.py``) still names a queue far above every floor. The knobs
+are ``Thresholds``' (``thresholds.py``).
 """
 
 from __future__ import annotations
@@ -39,13 +40,10 @@ import numpy.typing as npt
 
 from cwctl.records import TS_CODE, ProbeTable
 from cwctl.sync.robust import median_per_group
+from cwctl.telemetry.thresholds import Thresholds
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
-
-NOISY_FLOOR_Q = 0.1  # with kernel stamps a flow's floor is this quantile of its delays
-MIN_ROUTE_SAMPLES = 10  # a route's spread counts when it has this many delays
-MAX_EXTRA_OF_TYPICAL = 4.0  # a host's own extra spread, at most this x the typical
 
 
 def noisy_stamps(table: ProbeTable) -> bool:
@@ -53,9 +51,9 @@ def noisy_stamps(table: ProbeTable) -> bool:
     return bool(len(table.ts)) and int(np.max(table.ts)) > TS_CODE["hw"]
 
 
-def floor_quantile(noisy: bool) -> float:
+def floor_quantile(noisy: bool, thresholds: Thresholds) -> float:
     """The quantile of a flow's delays that is its floor: the minimum, unless noisy."""
-    return NOISY_FLOOR_Q if noisy else 0.0
+    return thresholds.noisy_floor_q if noisy else 0.0
 
 
 @dataclass(frozen=True)
@@ -76,11 +74,11 @@ class HostNoise:
 
 
 def route_spreads(
-    src: I64, dst: I64, received: I64, p90_ns: F64, floor_ns: F64
+    src: I64, dst: I64, received: I64, p90_ns: F64, floor_ns: F64, thresholds: Thresholds
 ) -> tuple[I64, I64, F64]:
-    """The routes whose spread counts (enough delays): their src, dst and spread."""
+    """The routes whose spread counts (``min_route_samples``): their src, dst and spread."""
     spread = p90_ns - floor_ns
-    enough = (received >= MIN_ROUTE_SAMPLES) & np.isfinite(spread)
+    enough = (received >= thresholds.min_route_samples) & np.isfinite(spread)
     return src[enough], dst[enough], spread[enough]
 
 
@@ -89,6 +87,7 @@ def host_noise(
     spreads: tuple[I64, I64, F64],
     typical_ns: float,
     leaf_of: Mapping[str, str],
+    thresholds: Thresholds,
 ) -> HostNoise:
     """Each host's extra spread over its leaf's (module docstring), from the routes'
     spreads (``route_spreads``, the whole scan's)."""
@@ -96,7 +95,7 @@ def host_noise(
     src, dst, spread = spreads
     if not len(spread) or not np.isfinite(typical_ns):
         return HostNoise.none(n)
-    cap = MAX_EXTRA_OF_TYPICAL * typical_ns
+    cap = thresholds.max_extra_of_typical * typical_ns
     leaf = np.array([leaf_of.get(h, "") for h in hosts], dtype=object)
     _, leaf_id = np.unique(leaf, return_inverse=True)
     n_leaves = int(leaf_id.max()) + 1 if n else 0

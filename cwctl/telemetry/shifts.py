@@ -1,7 +1,7 @@
 """Slow elements by the shift of their flows' floors, where no single floor can tell.
 
 The floor signal (``floors.py``) calls one flow raised when its floor stands
-``FLOOR_SIGMAS`` of the fabric's floor spread above its kind's: that needs a slow
+``floor_sigmas`` of the fabric's floor spread above its kind's: that needs a slow
 element's fixed delay to be several times the spread of single floors. Under load with
 the kernel's stamps a flow's floor is a low quantile of stamps and queues, and single
 floors spread by a microsecond (the simulator's sw scans at load 0.6: 0.7 us across
@@ -11,22 +11,22 @@ its flows' raises stands a hundred standard errors above the fabric's.
 
 So, as a location test per element: each usable flow's raise over its kind's floor
 (clock errors taken out as in ``floors.py``), and per switch, link, NIC and host that
-``MIN_SHIFT_FLOWS`` flows certainly cross (a discovered path, or what every alternative
+``min_shift_flows`` flows certainly cross (a discovered path, or what every alternative
 crosses) the median of those raises, its *shift*, with its standard error (1.2533 x the
 kind's spread of single floors over the root of the count). Greedily, the element with
-the largest significant (``SHIFT_SIGMAS``) and material shift is chosen, its shift taken
+the largest significant (``shift_sigmas``) and material shift is chosen, its shift taken
 off its flows, and the rest judged again: a slow spine's links and a slow host's leaf
 carry its shift too, but fewer flows of it (the links) or diluted by the healthy hosts'
 (the leaf), so the spine and the host are chosen, and then their parts have none left.
 
 Material is what separates a slow element from the fabric's own unevenness, which is
 highly significant too (a host whose NIC is busier has every floor a microsecond up at
-load 0.6): a shift of at least ``MIN_SHIFT_OF_FLOOR`` of its flows' floors (the median
+load 0.6): a shift of at least ``min_shift_of_floor`` of its flows' floors (the median
 of their raises over their kind's floor or the median path's, whichever is higher: on
 two leaves of 8 hosts most paths stay in a leaf, the median path's floor a quarter of a
 cross-leaf one, while a same-leaf floor of 400 ns makes a 150 ns shift look large). Flows
 that queued (delayed ones, those crossing a delay suspect) say nothing of floors and
-are left out, as for the floor signal.
+are left out, as for the floor signal. The knobs are ``Thresholds``' (``thresholds.py``).
 """
 
 from __future__ import annotations
@@ -41,16 +41,14 @@ from cwctl.sync.robust import median_per_group
 from cwctl.telemetry.counts import FlowCounts
 from cwctl.telemetry.elements import Incidence
 from cwctl.telemetry.evidence import EVEN_ODDS, SignalResult
-from cwctl.telemetry.floors import MIN_SHIFT_OF_FLOOR, floor_raises, raise_share
+from cwctl.telemetry.floors import floor_raises, raise_share
 from cwctl.telemetry.hierarchy import spine_shift_instead
+from cwctl.telemetry.thresholds import Thresholds
 from cwctl.units import fmt_ns
 
 F64 = npt.NDArray[np.float64]
 B = npt.NDArray[np.bool_]
 
-MIN_SHIFT_FLOWS = 10  # an element is judged when this many usable flows certainly cross it
-SHIFT_SIGMAS = 8.0  # its shift must stand this many standard errors above the fabric's...
-MAX_SHIFTED = 4  # elements chosen at most
 MEDIAN_SE = 1.2533  # a median's standard error over a mean's, for normal data
 
 
@@ -83,13 +81,15 @@ def shifted_elements(
     leaf_of: Mapping[str, str],
     inc: Incidence,
     usable: B,
+    thresholds: Thresholds,
 ) -> list[Shift]:
     """The slow elements whose flows' floors stand shifted together (module docstring),
     over the ``usable`` flows (timed, not queued)."""
+    t = thresholds
     floor_ns = counts.floor_ns
     if not np.isfinite(floor_ns) or floor_ns <= 0:
         return []
-    above, sigma, typical = floor_raises(counts, leaf_of)
+    above, sigma, typical = floor_raises(counts, leaf_of, t)
     ok = usable & np.isfinite(above) & np.isfinite(sigma) & (sigma > 0)
     m = inc.matrix.tocoo()
     keep = ok[m.row]
@@ -100,19 +100,19 @@ def shifted_elements(
     se = MEDIAN_SE * np.sqrt(var) / np.sqrt(np.maximum(n, 1))
     resid = np.where(ok, above, np.nan)
     found: list[Shift] = []
-    for _ in range(MAX_SHIFTED):
+    for _ in range(t.max_shifted):
         shift = median_per_group(resid[flow], element, n_el)
         relative = median_per_group(raise_share(resid, typical, floor_ns)[flow], element, n_el)
-        z = np.where(n >= MIN_SHIFT_FLOWS, shift / np.maximum(se, 1e-9), -np.inf)
+        z = np.where(n >= t.min_shift_flows, shift / np.maximum(se, 1e-9), -np.inf)
         z = np.nan_to_num(z, nan=-np.inf)
-        z[~(relative >= MIN_SHIFT_OF_FLOOR) | (z < SHIFT_SIGMAS)] = -np.inf
+        z[~(relative >= t.min_shift_of_floor) | (z < t.shift_sigmas)] = -np.inf
         for s in found:
             z[s.element] = -np.inf
         e = int(np.argmax(z))
         if not np.isfinite(z[e]):
             break
         # a link whose spine's other links stand shifted too: the spine (hierarchy.py)
-        spine = spine_shift_instead(inc, e, resid, MEDIAN_SE * sigma, float(shift[e]), SHIFT_SIGMAS)
+        spine = spine_shift_instead(inc, e, resid, MEDIAN_SE * sigma, float(shift[e]), t)
         if spine is not None and all(s.element != spine for s in found):
             e = spine
         mine = flow[element == e]
@@ -124,23 +124,23 @@ def shifted_elements(
 
 
 def drop_immaterial_floors(
-    res: SignalResult, counts: FlowCounts, leaf_of: Mapping[str, str]
+    res: SignalResult, counts: FlowCounts, leaf_of: Mapping[str, str], thresholds: Thresholds
 ) -> None:
     """Keep a floor suspect (``floors.py``'s per-flow test, judged against its kind's
     lower part) only if the flows likely through it stand, at their median, at least
-    ``MIN_SHIFT_OF_FLOOR`` of their floors up (as ``shifted_elements`` weighs them): a part of
+    ``min_shift_of_floor`` of their floors up (as ``shifted_elements`` weighs them): a part of
     the fabric somewhat busier than the rest (a spine carrying a rerouted one's flows), or
     one spine's cables a little longer than the other's on two leaves, raises its flows'
     minima together, and is no slow element."""
     if not res.fit.rates or not np.isfinite(counts.floor_ns):
         return
-    above, _, typical = floor_raises(counts, leaf_of)
+    above, _, typical = floor_raises(counts, leaf_of, thresholds)
     relative = raise_share(above, typical, counts.floor_ns)
     m = res.crossed.tocsc()
     for e in list(res.fit.rates):
         sel = (np.asarray(m[:, e].toarray()).ravel() > 0.5 - EVEN_ODDS) & (res.trials > 0)
         sel &= np.isfinite(relative)
         shift = float(np.median(relative[sel])) if sel.any() else 0.0
-        if shift < MIN_SHIFT_OF_FLOOR:
+        if shift < thresholds.min_shift_of_floor:
             res.fit.rates.pop(e)
             res.fit.gains.pop(e, None)

@@ -8,18 +8,24 @@ of a leaf is silent that is the leaf's doing, and localisation names it.
 A scan never says "healthy" while probes are lost or delayed beyond the thresholds:
 flows that are bad in a signal and that no suspect (or candidate) explains are counted
 as *unlocalised*, with the evidence, and the scan exits 3. Material means, for loss, a
-flow losing at least ``MIN_LOSS_RATE`` of its exchanges; for delay, a flow delayed
-beyond the threshold in at least ``MATERIAL_DELAY_SHARE`` of its probes with its median probe
-beyond the threshold too (and by ``DELAY_SHIFT_OF_FLOOR`` of the fabric's floor), over at
-least ``MIN_DELAY_SAMPLES`` delays and improbable (p < 1e-6) at the background, and on
-both probes of the flow's coded pairs alike (``pair_sided``); for a raised floor, at
-least ``MIN_RAISED_FLOWS`` flows raised ``FLOOR_UNLOCALISED_RATIO`` times beyond the
-threshold (real floors wander with the hosts' load), each with a median wait over its
-floor no more than ``FLOOR_QUEUED_FACTOR`` times the median flow's of its kind (within a
+flow losing at least ``min_loss_rate`` of its exchanges; for delay, a flow delayed
+beyond the threshold in at least ``material_delay_share`` of its probes with its median
+probe beyond the threshold too (and by ``delay_shift_of_floor`` of the fabric's floor),
+over at least ``min_delay_samples`` delays and improbable (``material_delay_p``) at the
+background, and on both probes of the flow's coded pairs alike (``pair_sided``); for a
+raised floor, at least ``min_raised_flows`` flows raised ``floor_unlocalised_ratio``
+times beyond the threshold (real floors wander with the hosts' load), each with a
+median wait over its floor no more than ``floor_queued_factor`` times the median flow's
+of its kind (within a
 leaf, across leaves: ``queue_held``): a flow whose probes all met a busy queue has its
 minimum held up by the queue (on the simulator at load 0.6 a healthy scan had three
 such, their medians 7-8 us over their floors against the fabric's 3 us), while a fixed
-delay raises a flow's floor and median alike.
+delay raises a flow's floor and median alike. The knobs are ``Thresholds``'
+(``thresholds.py``); ``localize.unexplained`` applies them.
+
+A coded pair's probes leave 20 us apart: a queue on the path holds both alike, but a
+delay of one side only (with kernel stamps, the reply to a pair's first probe waiting
+on the host while its second arrives) is the probing's own doing (``pair_sided``).
 """
 
 from __future__ import annotations
@@ -32,25 +38,17 @@ import numpy.typing as npt
 
 from cwctl.records import ProbeTable
 from cwctl.snapshot import Suspect
+from cwctl.telemetry.thresholds import THRESHOLDS, Thresholds
 
-MIN_DEAD_EXCHANGES = 20  # a host must have been tried this often to be called dead
-MIN_RAISED_FLOWS = 3
-FLOOR_UNLOCALISED_RATIO = 2.0  # a raised floor counts when twice beyond its threshold
-FLOOR_QUEUED_FACTOR = 2.0  # ...and its flow waits no more than this x the median flow's
-MIN_DELAY_SAMPLES = 50  # and a delayed flow at least this many delays (p < 1e-6)
-# A coded pair's probes leave 20 us apart: a queue on the path holds both alike, but a
-# delay of one side only (with kernel stamps, the reply to a pair's first probe waiting
-# on the host while its second arrives) is the probing's own doing. One side is called
-# delayed this much less often than the other, and improbably so (z beyond PAIR_SIDE_Z):
-PAIR_SIDE_RATIO = 0.5
-PAIR_SIDE_Z = 4.0
-MIN_SIDE_SAMPLES = 20  # each side this many delays, or the test does not apply
 B = npt.NDArray[np.bool_]
 F64 = npt.NDArray[np.float64]
 
 
 def dead_hosts(
-    table: ProbeTable, usable_rows: B, leaf_of: Mapping[str, str]
+    table: ProbeTable,
+    usable_rows: B,
+    leaf_of: Mapping[str, str],
+    thresholds: Thresholds = THRESHOLDS,
 ) -> tuple[list[Suspect], B]:
     """Dead hosts as suspects, and a mask over hosts (table order, plus a trailing False)."""
     n = len(table.hosts)
@@ -61,7 +59,7 @@ def dead_hosts(
         dst * 2 + back, minlength=2 * n
     )
     tried, answered = ends[0::2] + ends[1::2], ends[1::2]
-    dead = (tried >= MIN_DEAD_EXCHANGES) & (answered == 0)
+    dead = (tried >= thresholds.min_dead_exchanges) & (answered == 0)
     leaves: dict[str, list[int]] = {}
     for i, host in enumerate(table.hosts):
         if host in leaf_of:
@@ -102,21 +100,25 @@ def _peer_counts(
     return out.tolist()  # type: ignore[no-any-return]
 
 
-def pair_sided(samples: F64, delayed: F64, second_samples: F64, second_delayed: F64) -> B:
+def pair_sided(
+    samples: F64, delayed: F64, second_samples: F64, second_delayed: F64, thresholds: Thresholds
+) -> B:
     """Per flow, whether its delays fall on one probe of its coded pairs and not the
-    other (the first's share at least ``1 / PAIR_SIDE_RATIO`` times the second's, or the
-    other way, and ``PAIR_SIDE_Z`` standard errors apart): not a queue on the path, so
-    not material evidence of a fault. Counts as ``counts.FlowCounts`` keeps them."""
+    other (the first's share at least ``1 / pair_side_ratio`` times the second's, or the
+    other way, and ``pair_side_z`` standard errors apart, each side over
+    ``min_side_samples``): not a queue on the path, so not material evidence of a fault.
+    Counts as ``counts.FlowCounts`` keeps them."""
+    t = thresholds
     n2, k2 = second_samples, second_delayed
     n1, k1 = samples - n2, delayed - k2
-    known = (n1 >= MIN_SIDE_SAMPLES) & (n2 >= MIN_SIDE_SAMPLES)
+    known = (n1 >= t.min_side_samples) & (n2 >= t.min_side_samples)
     with np.errstate(invalid="ignore", divide="ignore"):
         s1, s2 = k1 / np.maximum(n1, 1), k2 / np.maximum(n2, 1)
         pooled = (k1 + k2) / np.maximum(n1 + n2, 1)
         se = np.sqrt(pooled * (1 - pooled) * (1 / np.maximum(n1, 1) + 1 / np.maximum(n2, 1)))
         z = np.abs(s1 - s2) / np.where(se > 0, se, np.inf)
-    uneven = np.minimum(s1, s2) < PAIR_SIDE_RATIO * np.maximum(s1, s2)
-    return known & uneven & (z > PAIR_SIDE_Z)
+    uneven = np.minimum(s1, s2) < t.pair_side_ratio * np.maximum(s1, s2)
+    return known & uneven & (z > t.pair_side_z)
 
 
 def unlocalised(
@@ -152,9 +154,11 @@ def unlocalised(
 
 
 def queue_held(
-    wait_ns: npt.NDArray[np.float64], same: npt.NDArray[np.bool_]
+    wait_ns: npt.NDArray[np.float64],
+    same: npt.NDArray[np.bool_],
+    thresholds: Thresholds = THRESHOLDS,
 ) -> npt.NDArray[np.bool_]:
-    """Per flow: its median wait over its own floor is beyond ``FLOOR_QUEUED_FACTOR``
+    """Per flow: its median wait over its own floor is beyond ``floor_queued_factor``
     times its kind's median flow's (``same``: within one leaf). A same-leaf flow meets
     half the queues a cross-leaf one does: held against every flow's median (7 in 8 of
     them cross-leaf, 3.6 us against 1.4 us at load 0.6), same-leaf flows that no probe of
@@ -163,5 +167,5 @@ def queue_held(
     for kind in (same, ~same):
         wait = wait_ns[kind]
         if np.isfinite(wait).any():
-            held[kind] = wait > FLOOR_QUEUED_FACTOR * float(np.nanmedian(wait))
+            held[kind] = wait > thresholds.floor_queued_factor * float(np.nanmedian(wait))
     return held

@@ -1,8 +1,8 @@
 """Which flows are bad, and what they vote for: the binomial tests and 007's voting.
 
 A flow's failures (lost probes, delayed samples, a raised floor) are judged against the
-fabric's background rate: improbable counts make it *bad* (``BAD_FLOW_P``) and, looser,
-a *voter* (``VOTE_P``) whose votes pick the elements the explanation (``explain.py``)
+fabric's background rate: improbable counts make it *bad* (``Thresholds.bad_flow_p``)
+and, looser, a *voter* (``vote_p``) whose votes pick the elements the explanation (``explain.py``)
 may choose; a flow too thin ever to be bad (``thin_flows``) is weighed apart.
 """
 
@@ -16,14 +16,8 @@ from cwctl.telemetry.elements import Incidence
 
 F64 = npt.NDArray[np.float64]
 
-BAD_FLOW_P = 1e-3  # a flow is bad when its failures are this improbable under the background
-VOTE_P = 1e-2  # ...and votes (picks the candidates) when they are this improbable
-CHANCE_VOTERS = 100.0  # ...or rarer, so that chance alone makes about this many voters
 
-
-def bad_flows(
-    trials: F64, failures: F64, background: float, p_max: float = BAD_FLOW_P
-) -> npt.NDArray[np.bool_]:
+def bad_flows(trials: F64, failures: F64, background: float, p_max: float) -> npt.NDArray[np.bool_]:
     """Flows whose failures are improbable (p < p_max) at the background rate."""
     # P(X >= failures) for X ~ Binomial(trials, background): the upper tail above failures-1
     # whole counts: a half trial (one probe of a pair delayed) is not a failure
@@ -56,14 +50,15 @@ def cast_votes(inc: Incidence, bad: npt.NDArray[np.bool_]) -> F64:
     return np.asarray(certain.T @ weight + tier.T @ (weight[rows.flow] * prior)).ravel()
 
 
-def background(trials: F64, failures: F64, rounds: int = 6) -> float:
+def background(trials: F64, failures: F64, bad_p: float, rounds: int = 6) -> float:
     """The fabric's background failure rate, robust to faults: the pooled rate of the flows
-    that are not significantly bad under it (iterated down from the overall rate)."""
+    that are not significantly bad (``bad_p``) under it (iterated down from the overall
+    rate)."""
     if not trials.sum():
         return 1e-6
     b = float(max(failures.sum() / trials.sum(), 1e-6))
     for _ in range(rounds):
-        good = ~bad_flows(trials, failures, b)
+        good = ~bad_flows(trials, failures, b, bad_p)
         if not good.any():
             break
         b_next = float(max(failures[good].sum() / trials[good].sum(), 1e-6))

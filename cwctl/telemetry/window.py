@@ -1,22 +1,23 @@
 """The window's own verdict: could it have seen a fault, and is any queue beyond excuse.
 
 A scan with no suspect is *healthy* only if its window could have seen a fault of the
-documented sensitivity: an element losing ``SENSITIVITY_LOSS`` of what crosses it. That
-takes enough exchanges across every switch, link and host that ``MIN_EXPECTED_LOSSES``
-of them would be lost (``MIN_ELEMENT_EXCHANGES``; where a flow's path is unknown it
+documented sensitivity: an element losing ``sensitivity_loss`` of what crosses it. That
+takes enough exchanges across every switch, link and host that ``min_expected_losses``
+of them would be lost (``min_element_exchanges``; where a flow's path is unknown it
 counts for each element by the chance that it crossed it), and enough coded pairs per
-peer for the clocks (``FEW_PAIRS_PER_PEER``). Short of either the verdict is
+peer for the clocks (``few_pairs_per_peer``: at 2 pairs/s, 4 s; docs/scale.md "Agent
+cost"). Short of either the verdict is
 *inconclusive*, with the reasons: it exits 3 like problems, never 0.
 
 Beside the statistics, an absolute line: a path whose median delay stands above the
-fabric's median floor by at least ``ABSOLUTE_QUEUE_NS`` and ``ABSOLUTE_QUEUE_OF_FLOOR``
+fabric's median floor by at least ``absolute_queue_ns`` and ``absolute_queue_of_floor``
 times that floor is a finding whatever the tests say (a window of a few probes can fail
 every significance test while each probe waited 15 ms; a queue that never drained
 raises the path's own floor with it, so the line is over the fabric's floor).
 
 The verdict: ``problems`` when anything was found (suspects, unreachable hosts,
 unlocalised loss or delay, such a queue), else ``inconclusive`` when the window could
-not tell, else ``healthy``.
+not tell, else ``healthy``. The knobs are ``Thresholds``' (``thresholds.py``).
 """
 
 from __future__ import annotations
@@ -30,31 +31,23 @@ import numpy.typing as npt
 from cwctl.records import ProbeTable
 from cwctl.snapshot import PathReport
 from cwctl.telemetry.evidence import SignalResult
+from cwctl.telemetry.thresholds import THRESHOLDS, Thresholds
 from cwctl.units import fmt_ns
 
 F64 = npt.NDArray[np.float64]
 
-# coded pairs each host sent each peer in a window below which neither the clocks nor the
-# localiser have much to go on (at 2 pairs/s: 4 s); docs/scale.md "Agent cost"
-FEW_PAIRS_PER_PEER = 8
-SENSITIVITY_LOSS = 0.02  # the documented sensitivity: an element losing 2 % ...
-MIN_EXPECTED_LOSSES = 6.0  # ...would lose at least this many of the exchanges crossing it
-MIN_ELEMENT_EXCHANGES = int(MIN_EXPECTED_LOSSES / SENSITIVITY_LOSS)  # 300
-ABSOLUTE_QUEUE_NS = 1_000_000.0  # a median queue of 1 ms is a finding on any fabric...
-ABSOLUTE_QUEUE_OF_FLOOR = 100.0  # ...that is this many times its median floor
 # The stated clock uncertainty (p99 over hosts, ns) of one healthy window at each budget
 # and timestamp source: the simulator at its busiest (load 0.6), 256 hosts, seed 1 (at
-# load 0.2: quick 162 / 249, watch 106 / 557). A window whose clocks are DEGRADED_CLOCKS
-# times worse cannot vouch for a one-way delay: beside a dead spine a watch window's
-# stood at 30-76 us before issue 36 (residual rms 455 us), and a round that says so is
-# inconclusive, not "healthy" with a big number in its header.
+# load 0.2: quick 162 / 249, watch 106 / 557). A window whose clocks are
+# ``Thresholds.degraded_clocks`` times worse cannot vouch for a one-way delay: beside a
+# dead spine a watch window's stood at 30-76 us before issue 36 (residual rms 455 us),
+# and a round that says so is inconclusive, not "healthy" with a big number in its header.
 HEALTHY_UNCERTAINTY_NS = {
     ("quick", "hw"): 240.0,
     ("quick", "sw"): 465.0,
     ("watch", "hw"): 1_110.0,
     ("watch", "sw"): 1_315.0,
 }
-DEGRADED_CLOCKS = 4.0
 SHOWN = 5  # thin elements named in the reason
 THIN_LISTED = 50  # ...and listed in telemetry.window.thin
 
@@ -69,9 +62,9 @@ def pairs_per_peer(table: ProbeTable) -> float:
     return float(np.median(rows)) / 2.0  # two probes a pair
 
 
-def thin_elements(loss: SignalResult) -> dict[str, float]:
+def thin_elements(loss: SignalResult, thresholds: Thresholds = THRESHOLDS) -> dict[str, float]:
     """Elements (switches, links, NICs, hosts) crossed, but by fewer than
-    ``MIN_ELEMENT_EXCHANGES`` exchanges (expected, where paths are unknown), fewest first.
+    ``min_element_exchanges`` exchanges (expected, where paths are unknown), fewest first.
     An element no probe crossed (a spine of a one-leaf fabric) is on no probed path: a
     longer window would not cross it either."""
     inc = loss.incidence
@@ -79,12 +72,14 @@ def thin_elements(loss: SignalResult) -> dict[str, float]:
     if not len(inc.names) or not trials.sum():
         return {}
     crossed = np.asarray(loss.crossed.T @ trials).ravel()
-    thin = np.flatnonzero((crossed >= 1.0) & (crossed < MIN_ELEMENT_EXCHANGES))
+    thin = np.flatnonzero((crossed >= 1.0) & (crossed < thresholds.min_element_exchanges))
     order = thin[np.argsort(crossed[thin], kind="stable")]
     return {inc.names[int(e)]: round(float(crossed[e]), 1) for e in order}
 
 
-def queued_paths(paths: Sequence[PathReport]) -> list[tuple[str, str, str, str]]:
+def queued_paths(
+    paths: Sequence[PathReport], thresholds: Thresholds = THRESHOLDS
+) -> list[tuple[str, str, str, str]]:
     """Paths queueing beyond the absolute line, as unlocalised flows (signal ``queue``).
     A path's median over the floor is judged with its way back's, so that a clock off by
     e (e more one way, e less the other: a window of a few probes can leave one so)
@@ -93,7 +88,7 @@ def queued_paths(paths: Sequence[PathReport]) -> list[tuple[str, str, str, str]]
     if not len(floors):
         return []
     floor = float(np.median(floors))
-    line = max(ABSOLUTE_QUEUE_NS, ABSOLUTE_QUEUE_OF_FLOOR * floor)
+    line = max(thresholds.absolute_queue_ns, thresholds.absolute_queue_of_floor * floor)
     p50 = {(p.src, p.dst): p.owd_p50_ns for p in paths if p.owd_p50_ns is not None}
     out = []
     for (a, b), there in p50.items():
@@ -108,34 +103,39 @@ def queued_paths(paths: Sequence[PathReport]) -> list[tuple[str, str, str, str]]
     return out
 
 
-def window_reasons(pairs: float, thin: dict[str, float]) -> list[str]:
+def window_reasons(
+    pairs: float, thin: dict[str, float], thresholds: Thresholds = THRESHOLDS
+) -> list[str]:
     """Why the window could not tell (empty when it could)."""
+    t = thresholds
     reasons = []
-    if pairs < FEW_PAIRS_PER_PEER:
+    if pairs < t.few_pairs_per_peer:
         reasons.append(
-            f"few probes: {pairs:g} coded pairs per peer, under {FEW_PAIRS_PER_PEER}: "
+            f"few probes: {pairs:g} coded pairs per peer, under {t.few_pairs_per_peer}: "
             "clocks and localisation have little to go on"
         )
     if thin:
         shown = ", ".join(f"{name} {n:g}" for name, n in list(thin.items())[:SHOWN])
         more = f" and {len(thin) - SHOWN} more" if len(thin) > SHOWN else ""
         reasons.append(
-            f"{len(thin)} elements crossed by fewer than {MIN_ELEMENT_EXCHANGES} exchanges "
-            f"({shown}{more}): a {100 * SENSITIVITY_LOSS:g} % loss there could go unseen"
+            f"{len(thin)} elements crossed by fewer than {t.min_element_exchanges} exchanges "
+            f"({shown}{more}): a {100 * t.sensitivity_loss:g} % loss there could go unseen"
         )
     return reasons
 
 
-def clock_reasons(budget: str | None, stamps: str, uncertainty_ns: F64) -> list[str]:
+def clock_reasons(
+    budget: str | None, stamps: str, uncertainty_ns: F64, thresholds: Thresholds = THRESHOLDS
+) -> list[str]:
     """The window's clocks are degraded: their stated uncertainty (p99 over the solved
-    hosts) beyond ``DEGRADED_CLOCKS`` times the budget's healthy figure (empty when not,
+    hosts) beyond ``degraded_clocks`` times the budget's healthy figure (empty when not,
     or when the budget or the stamps have no healthy figure: rate and window by hand)."""
     healthy = HEALTHY_UNCERTAINTY_NS.get((budget or "", stamps))
     solved = uncertainty_ns[np.isfinite(uncertainty_ns) & (uncertainty_ns > 0)]
     if healthy is None or not len(solved):
         return []
     p99 = float(np.percentile(solved, 99))
-    if p99 <= DEGRADED_CLOCKS * healthy:
+    if p99 <= thresholds.degraded_clocks * healthy:
         return []
     return [
         f"clocks degraded: uncertainty p99 {fmt_ns(p99)}, {p99 / healthy:.0f}x the {budget} "
@@ -144,14 +144,20 @@ def clock_reasons(budget: str | None, stamps: str, uncertainty_ns: F64) -> list[
     ]
 
 
-def window_json(pairs: float, thin: dict[str, float], reasons: list[str]) -> dict[str, Any]:
+def window_json(
+    pairs: float,
+    thin: dict[str, float],
+    reasons: list[str],
+    thresholds: Thresholds = THRESHOLDS,
+) -> dict[str, Any]:
     """The ``telemetry.window`` object: what the verdict was judged on."""
+    t = thresholds
     return {
         "pairs_per_peer": round(pairs, 2),
-        "needed_pairs_per_peer": FEW_PAIRS_PER_PEER,
+        "needed_pairs_per_peer": t.few_pairs_per_peer,
         "thin_elements": len(thin),
         "thin": dict(list(thin.items())[:THIN_LISTED]),
-        "min_element_exchanges": MIN_ELEMENT_EXCHANGES,
-        "sensitivity_loss": SENSITIVITY_LOSS,
+        "min_element_exchanges": t.min_element_exchanges,
+        "sensitivity_loss": t.sensitivity_loss,
         "inconclusive": reasons,
     }

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from cwctl.records import ProbeTable
-from cwctl.telemetry.verdicts import MIN_DEAD_EXCHANGES, dead_hosts
+from cwctl.telemetry.thresholds import THRESHOLDS
+from cwctl.telemetry.verdicts import dead_hosts
 
 
 def _table(hosts: list[str], src: list[int], dst: list[int], back: list[bool]) -> ProbeTable:
@@ -29,7 +30,7 @@ def _table(hosts: list[str], src: list[int], dst: list[int], back: list[bool]) -
 
 def test_dead_host_counts_its_exchanges_and_distinct_peers() -> None:
     hosts = ["a", "b", "c", "d", "e"]
-    k = MIN_DEAD_EXCHANGES
+    k = THRESHOLDS.min_dead_exchanges
     # c probes a and b, d probes c: nothing of c's comes back; a <-> b and d <-> e fine
     src = [2] * k + [2] * k + [3] * k + [0] * k + [3] * k
     dst = [0] * k + [1] * k + [2] * k + [1] * k + [4] * k
@@ -42,7 +43,7 @@ def test_dead_host_counts_its_exchanges_and_distinct_peers() -> None:
 
 def test_unusable_rows_and_too_few_tries_and_a_silent_leaf_are_not_dead_hosts() -> None:
     hosts = ["a", "b", "c", "d"]
-    k = MIN_DEAD_EXCHANGES
+    k = THRESHOLDS.min_dead_exchanges
     src = [0] * k + [2] * (k - 1) + [1] * k
     dst = [1] * k + [3] * (k - 1) + [0] * k
     back = [False] * (2 * k - 1) + [True] * k

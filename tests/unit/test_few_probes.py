@@ -6,7 +6,7 @@ from cwctl.report.table import summary_lines
 from cwctl.request import ScanRequest, SimOptions
 from cwctl.session import analyse
 from cwctl.snapshot import FabricSnapshot
-from cwctl.telemetry import FEW_PAIRS_PER_PEER
+from cwctl.telemetry import THRESHOLDS
 from cwctl.transport.sim import simulate
 
 
@@ -25,7 +25,7 @@ def test_one_second_at_the_default_rate_is_too_few_and_the_report_says_so() -> N
 
 
 def test_enough_pairs_per_peer_say_nothing() -> None:
-    assert FEW_PAIRS_PER_PEER == 8
+    assert THRESHOLDS.few_pairs_per_peer == 8
     for duration_s, rate in ((4.0, 2.0), (0.5, 40.0)):
         snapshot = _scan(duration_s, rate)
         assert "few_probes" not in snapshot.telemetry

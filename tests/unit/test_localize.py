@@ -25,7 +25,7 @@ def test_explain_picks_the_one_element_that_covers_the_failures() -> None:
     )
     trials = np.full(9, 1000.0)
     failures = np.array([300.0, 290, 310, 1, 0, 2, 0, 1, 0])
-    fit = explain(m, trials, failures, min_gain=15)
+    fit = explain(m, trials, failures)
     assert list(fit.rates) == [2]
     assert abs(fit.rates[2] - 0.3) < 0.02
 

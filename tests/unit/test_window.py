@@ -15,7 +15,7 @@ from cwctl.cli import app
 from cwctl.recordfile import write_collection
 from cwctl.sync import solve
 from cwctl.telemetry import build_snapshot
-from cwctl.telemetry.window import MIN_ELEMENT_EXCHANGES
+from cwctl.telemetry.thresholds import THRESHOLDS
 from tests.unit.telemetry_synth import Synth, make
 
 SIM = ["scan", "--sim", "--hosts", "32", "--format", "json"]
@@ -32,7 +32,9 @@ def test_a_short_sparse_window_is_inconclusive_not_healthy() -> None:
     window = report["telemetry"]["window"]
     assert window["pairs_per_peer"] == 4.0 and window["thin_elements"] > 0
     assert any(r.startswith("few probes: 4 coded pairs per peer") for r in report["reasons"])
-    assert any(f"fewer than {MIN_ELEMENT_EXCHANGES} exchanges" in r for r in report["reasons"])
+    assert any(
+        f"fewer than {THRESHOLDS.min_element_exchanges} exchanges" in r for r in report["reasons"]
+    )
 
 
 def test_the_same_window_dense_enough_is_healthy() -> None:

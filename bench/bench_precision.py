@@ -27,6 +27,17 @@ answer); of healthy scans, those that exited 0. Then per fault kind: faults, nam
 outright among the first suspects with paths, and in the suspects without.
 ``CWCTL_BENCH_PRECISION_FIRST`` (default 0) starts at another scan index: seeds held out
 from the ones thresholds were set on.
+
+``CWCTL_BENCH_SENSITIVITY=1`` adds a sensitivity table: each main threshold of
+``cwctl.telemetry.Thresholds`` (``SENSITIVITY_KNOBS``) alone at x0.8 and x1.25 of its
+default (``CWCTL_BENCH_SENSITIVITY_FACTORS``), over the same scans, beside x1 (the table
+above): precision, recall, top-1, healthy scans exiting 0, and the same without path
+records. ``CWCTL_BENCH_SENSITIVITY=hot_link_ratio,min_gain_nats`` sweeps only those.
+Each variant is one more pair of snapshots per scan (about 2 s on the 2-core CI
+machine): the full sweep, 14 knobs x 2 factors over 200 scans, takes about four hours
+there, which is why it is off by default; ``CWCTL_BENCH_PRECISION_SCANS=24`` and a few
+knobs take minutes (docs/localisation.md has such runs). A variant is nothing but
+``dataclasses.replace(THRESHOLDS, knob=value)`` handed to ``build_snapshot``.
 """
 
 from __future__ import annotations
@@ -45,8 +56,8 @@ from cwctl.sim.faults import DEFAULT_VALUE
 from cwctl.sim.model import FabricModel
 from cwctl.sim.params import SimParams
 from cwctl.snapshot import FabricSnapshot
-from cwctl.sync import solve
-from cwctl.telemetry import build_snapshot
+from cwctl.sync import ClockSolution, solve
+from cwctl.telemetry import THRESHOLDS, Thresholds, build_snapshot
 from cwctl.topology import leaf_spine
 from cwctl.transport.sim import run_model
 from tests.unit.telemetry_synth import Synth, make
@@ -59,6 +70,12 @@ LOADS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
 # of the independent model's kernel-stamp tails, the share that errs the short way (a
 # send stamp taken after the packet left): what made 9 of 9 healthy scans exit 3 (issue 21)
 SW_EARLY_SHARE = 0.2
+# the thresholds the sensitivity table sweeps by default (docs/localisation.md, "Knobs")
+SENSITIVITY_KNOBS = (
+    "min_gain_nats", "min_loss_rate", "min_delay_rate", "delay_factor", "bad_flow_p",
+    "hot_link_ratio", "hot_spine_ratio", "delay_shift_of_floor", "spread_factor",
+    "floor_sigmas", "floor_min_rate", "min_shift_of_floor", "shift_sigmas", "min_score",
+)  # fmt: skip
 
 # (what, pool, simulator fault spec | the independent model's fault as Synth fields)
 SIM_KINDS = [
@@ -82,7 +99,7 @@ SYNTH_KINDS = [
 # A congested element's queues run hotter than any healthy queue at the scan's load: the
 # simulator's healthy queues run at load x (1 +- load_spread), 0.9 at load 0.6, the level
 # of its default `congested`, so at 0.6 a healthy scan and a congested one held the same
-# queue (bench #384, #504 healthy, #394 congested: no estimator can tell them apart).
+# queue (docs/localisation.md names the scans: no estimator can tell them apart).
 # Where the load reaches it, the fault runs CONGESTED_MARGIN above the hottest healthy queue.
 CONGESTED_MARGIN = 0.05
 
@@ -153,12 +170,34 @@ def _synth_scan(i: int, stamps: str, load: float, faults: list[tuple[str, str]])
     return collection
 
 
-def _snapshots(collection: Collection) -> tuple[FabricSnapshot, FabricSnapshot]:
+def _snapshots(
+    collection: Collection, solution: ClockSolution, thresholds: Thresholds = THRESHOLDS
+) -> tuple[FabricSnapshot, FabricSnapshot]:
     """The scan's snapshot, and the same records' without path records (as a scan with
     discovery off, or all of whose traces failed, reads them)."""
-    solution = solve(collection.table)
-    snap = build_snapshot(collection, solution)
-    return snap, build_snapshot(replace(collection, paths=PathTable()), solution)
+    snap = build_snapshot(collection, solution, thresholds=thresholds)
+    blind = replace(collection, paths=PathTable())
+    return snap, build_snapshot(blind, solution, thresholds=thresholds)
+
+
+def _variants() -> dict[tuple[str, float], Thresholds]:
+    """The sensitivity table's thresholds: each knob alone at each factor (module doc)."""
+    wanted = os.environ.get("CWCTL_BENCH_SENSITIVITY", "")
+    if wanted in ("", "0"):
+        return {}
+    knobs = SENSITIVITY_KNOBS if wanted == "1" else tuple(k for k in wanted.split(",") if k)
+    known = {f.name for f in fields(Thresholds)}
+    unknown = sorted(set(knobs) - known)
+    if unknown:
+        raise SystemExit(f"bench precision: no such threshold: {', '.join(unknown)}")
+    factors = os.environ.get("CWCTL_BENCH_SENSITIVITY_FACTORS", "0.8,1.25")
+    out = {}
+    for knob in knobs:
+        default = getattr(THRESHOLDS, knob)
+        for factor in (float(x) for x in factors.split(",")):
+            value = round(default * factor) if isinstance(default, int) else default * factor
+            out[(knob, factor)] = replace(THRESHOLDS, **{knob: value})
+    return out
 
 
 @dataclass
@@ -261,15 +300,22 @@ def main() -> None:
     )
     tallies: dict[tuple[str, str], Tally] = defaultdict(Tally)
     kinds: dict[tuple[str, str], KindTally] = defaultdict(KindTally)
+    variants = _variants()
+    swept: dict[tuple[str, float], Tally] = defaultdict(Tally)
     started = time.perf_counter()
     for i in range(FIRST, FIRST + SCANS):
         model, stamps, load, faults = _draw(i)
         scan = _sim_scan if model == "sim" else _synth_scan
-        snap, blind = _snapshots(scan(i, stamps, load, faults))
+        collection = scan(i, stamps, load, faults)
+        solution = solve(collection.table)
+        snap, blind = _snapshots(collection, solution)
         label = f"#{i} {model} {stamps} load {load}: {faults or 'healthy'}"
         tallies[(model, stamps)].add(snap, faults, label, blind)
         for what, element in faults:
             kinds[(model, what)].add(element, snap, len(faults), blind)
+        for key, thresholds in variants.items():
+            varied, varied_blind = _snapshots(collection, solution, thresholds)
+            swept[key].add(varied, faults, label, varied_blind)
     head = (
         f"{'model':<8} {'stamps':<6} {'scans':>5} {'precision':>9} {'recall':>7} "
         f"{'top-1':>7} {'faulty exit 0':>13} {'healthy exit 0':>14} {'slow spine named':>16} "
@@ -290,6 +336,33 @@ def main() -> None:
         )
     for miss in total.misses[:60]:
         print(f"miss: {miss}")
+    if variants:
+        _sensitivity(total, swept, variants)
+
+
+def _sensitivity(
+    base: Tally,
+    swept: dict[tuple[str, float], Tally],
+    variants: dict[tuple[str, float], Thresholds],
+) -> None:
+    """The sensitivity table: each swept knob's rows beside x1 (``base``)."""
+    print("sensitivity (CWCTL_BENCH_SENSITIVITY): one threshold changed at a time, same scans")
+    print(
+        f"{'threshold':<22} {'factor':>6} {'value':>9} {'precision':>9} {'recall':>7} "
+        f"{'top-1':>7} {'healthy exit 0':>14} {'no paths: in set':>16} {'precision':>9}"
+    )
+    for knob in dict.fromkeys(k for k, _ in swept):
+        rows = [(1.0, base)] + [(f, t) for (k, f), t in swept.items() if k == knob]
+        rows.sort(key=lambda row: row[0])
+        for factor, t in rows:
+            value = getattr(variants.get((knob, factor), THRESHOLDS), knob)
+            print(
+                f"{knob:<22} {'x' + format(factor, 'g'):>6} {value:>9.4g} "
+                f"{_pct(t.hits, t.suspects):>9} {_pct(t.recalled, t.truths):>7} "
+                f"{_pct(t.top1, t.faulty):>7} {_pct(t.healthy_exit0, t.healthy):>14} "
+                f"{_pct(t.blind_in_set, t.blind_truths):>16} "
+                f"{_pct(t.blind_hits, t.blind_suspects):>9}"
+            )
 
 
 def _line(model: str, stamps: str, t: Tally) -> str:

@@ -1,20 +1,34 @@
 """Fabric telemetry: corrected one-way delays per path, and fault localisation.
 
-Public API: ``build_snapshot(collection, solution) -> FabricSnapshot``.
+Public API: ``build_snapshot(collection, solution, thresholds=THRESHOLDS) ->
+FabricSnapshot``. Every threshold is one ``Thresholds`` (``thresholds.py``);
+docs/localisation.md explains the algorithm and every knob. The modules, by role:
 
-``paths.py`` turns every probe exchange into directed one-way observations and their
-per-path (and per source port) statistics; ``routes.py`` reads which spine each flow
-crossed off the discovered paths; ``elements.py`` maps flows onto the fabric's elements
-(with alternatives where a path is unknown); ``explain.py`` is the sparse likelihood
-explanation (its likelihood in ``likelihood.py``, its gains in ``gains.py`` over the
-``crossings.py`` index); ``localize.py`` turns the signals (loss, delay, raised floors)
-into ranked ``Suspect``s, with evidence in words from ``evidence.py``; ``verdicts.py``
-adds dead hosts and unlocalised loss; ``window.py`` judges the window itself (could it
-have seen a fault; a queue beyond the absolute line).
+statistics    ``paths.py`` turns every probe exchange into directed one-way observations
+              and their per-path (and per source port) statistics over ``groups.py``'s
+              grouped kernels; ``noise.py`` learns the stamps' own noise; ``counts.py``
+              counts trials and failures per flow for each signal; ``blockwise.py`` does
+              both a block of host pairs at a time; ``busy.py`` takes starved agents'
+              exchanges out; ``consistency.py`` finds records that cannot be right.
+localisation  ``routes.py`` reads which spine each flow crossed off the discovered
+              paths; ``elements.py`` maps flows onto the fabric's elements (with
+              alternatives where a path is unknown); ``voting.py`` judges flows and casts
+              007's votes; ``explain.py`` is the sparse likelihood explanation (its
+              likelihood in ``likelihood.py``, its gains in ``gains.py`` over the
+              ``crossings.py`` index); ``signals.py`` localises one signal;
+              ``hierarchy.py`` puts a spine in its links' place; ``material.py``,
+              ``floors.py`` and ``shifts.py`` weigh delay and slow suspects;
+              ``evidence.py`` scores and words them; ``localize.py`` strings it all into
+              named stages.
+verdicts      ``verdicts.py`` adds dead hosts and says what unlocalised means;
+              ``unexplained.py`` lists the bad flows no suspect explains; ``window.py``
+              judges the window itself (could it have seen a fault; a queue beyond the
+              absolute line); ``reach.py`` finds the host pairs each suspect crosses.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,10 +36,13 @@ import numpy as np
 from cwctl.collection import Collection
 from cwctl.gpu import assess
 from cwctl.records import ProbeTable
-from cwctl.snapshot import FabricSnapshot, HostReport, Suspect
+from cwctl.snapshot import FabricSnapshot, HostReport, PathReport, Suspect
 from cwctl.sync import ClockSolution
 from cwctl.telemetry.blockwise import measure
 from cwctl.telemetry.busy import agent_reports
+from cwctl.telemetry.counts import FlowCounts
+from cwctl.telemetry.elements import Incidence
+from cwctl.telemetry.evidence import SignalResult
 from cwctl.telemetry.localize import gpu_suspects, localise, unclocked_hosts
 from cwctl.telemetry.reach import crossings
 from cwctl.telemetry.routes import PathAges
@@ -97,63 +114,14 @@ def build_snapshot(
     quarter of a gigabyte). Rows kept for a replay are written before this. Every
     threshold is ``thresholds``' (``thresholds.py``)."""
     t = thresholds
-    table = collection.table
-    n_records, timestamp_source = len(table), table.timestamp_source
+    n_records, timestamp_source = len(collection.table), collection.table.timestamp_source
     hosts = _host_reports(collection, solution)
     _assess_gpus(collection, hosts)
-    paths = []
-    suspects: list[Suspect] = []
-    telemetry: dict[str, Any] = {}
-    busy_counts: dict[str, int] = {}
-    lost: dict[str, Any] | None = None
-    busy_exchanges = 0
-    crossed = None
-    reach: tuple[Any, Any] | None = None  # the loss rows and their exchanges
-    thin: dict[str, float] = {}
-    pairs = pairs_per_peer(table)
-    scan_start = int(table.t1.min()) if n_records else None
+    pairs = pairs_per_peer(collection.table)
+    found = _Localised()
     if n_records:
-        measured = measure(collection, solution, hosts, thresholds=t)
-        paths, counts, dead = measured.paths, measured.counts, measured.dead
-        busy_counts, busy_exchanges = measured.busy_counts, measured.busy_exchanges
-        if release:
-            collection.table = ProbeTable.empty(table.hosts)
-            del table
-        host_nics = {h.name: h.nics for h in collection.hosts if h.nics}
-        if collection.topology is not None:
-            host_nics = {**dict(collection.topology.nics), **host_nics}
-        doubt = unclocked_hosts(solution.hosts, solution.uncertainty_ns, t)
-        ages = PathAges()
-        suspects, inc, results = localise(
-            counts, collection.topology, host_nics, collection.paths, doubt,
-            now_ns=scan_start, ages=ages, thresholds=t,
-        )  # fmt: skip
-        suspects = dead + suspects
-        reach = (inc, counts.exchanges)
-        flows = unexplained(counts, results, suspects, thresholds=t)
-        if not suspects:  # a queue beyond the absolute line is named whatever the tests say
-            flows += queued_paths(paths, t)
-        lost = unlocalised(flows, discovered=len(collection.paths) > 0)
-        thin = thin_elements(results[0], t)
-        named = {s.element for s in suspects}
-        rates: dict[str, dict[str, float]] = {}
-        for res in results:
-            for e, rate in res.fit.rates.items():
-                if inc.names[e] in named:
-                    rates.setdefault(inc.names[e], {})[res.signal] = round(rate, 6)
-        telemetry = {
-            "flows": len(counts.flows),
-            "exchanges": len(counts.exchanges),
-            "delay_threshold_ns": _finite(counts.threshold_ns),
-            "background_loss": round(results[0].fit.background, 8),
-            "rates": rates,
-        }
-        if len(results) > 1:
-            telemetry["background_delayed"] = round(results[1].fit.background, 8)
-        if busy_exchanges:
-            telemetry["busy_exchanges"] = busy_exchanges
-        if ages.records:
-            telemetry["path_records"] = ages.to_json()
+        found = _localised(collection, solution, hosts, release=release, thresholds=t)
+    telemetry, thin = found.telemetry, found.thin
     budget = collection.params.get("budget")
     if isinstance(budget, dict):  # what the probing cost (cwctl.budgets), for the header
         telemetry["budget"] = dict(budget)
@@ -168,21 +136,22 @@ def build_snapshot(
     name = budget.get("name") if own and isinstance(budget, dict) else None
     reasons += clock_reasons(name, timestamp_source, solution.uncertainty_ns, t)
     telemetry["window"] = window_json(pairs, thin, reasons, t)
-    agents = agent_reports(collection, busy_counts)
+    agents = agent_reports(collection, found.busy_counts)
     for report in hosts:
         report.agent = agents.get(report.name)
-    suspects = _with_gpu_suspects(hosts, suspects)
-    if reach is not None and suspects:
+    suspects = _with_gpu_suspects(hosts, found.suspects)
+    crossed = None
+    if found.reach is not None and suspects:
         leaf_of = {h.name: h.leaf for h in hosts if h.leaf is not None}
-        crossed = crossings(*reach, suspects, leaf_of)
+        crossed = crossings(*found.reach, suspects, leaf_of)
     return FabricSnapshot(
         source=collection.source,
         reference=solution.reference,
         duration_s=collection.duration_s,
         hosts=hosts,
-        paths=paths,
+        paths=found.paths,
         suspects=suspects,
-        unlocalised=lost,
+        unlocalised=found.lost,
         timestamp_source=timestamp_source,
         sync=dict(solution.quality),
         truth=collection.truth,
@@ -193,6 +162,89 @@ def build_snapshot(
         crossings=crossed,
         inconclusive=reasons,
     )
+
+
+@dataclass
+class _Localised:
+    """What measuring and localising a scan's rows found (nothing, without rows)."""
+
+    paths: list[PathReport] = field(default_factory=list)
+    suspects: list[Suspect] = field(default_factory=list)
+    telemetry: dict[str, Any] = field(default_factory=dict)
+    busy_counts: dict[str, int] = field(default_factory=dict)  # per starved host: rows
+    lost: dict[str, Any] | None = None  # the snapshot's ``unlocalised``
+    reach: tuple[Any, Any] | None = None  # the loss rows and their exchanges
+    thin: dict[str, float] = field(default_factory=dict)  # elements crossed too little
+
+
+def _localised(
+    collection: Collection,
+    solution: ClockSolution,
+    hosts: list[HostReport],
+    *,
+    release: bool,
+    thresholds: Thresholds,
+) -> _Localised:
+    """Every path measured, the faults localised, the flows no suspect explains
+    (``build_snapshot``, whose docstring says what ``release`` does)."""
+    t = thresholds
+    table = collection.table
+    scan_start = int(table.t1.min())
+    measured = measure(collection, solution, hosts, thresholds=t)
+    counts = measured.counts
+    if release:
+        collection.table = ProbeTable.empty(table.hosts)
+    del table
+    host_nics = {h.name: h.nics for h in collection.hosts if h.nics}
+    if collection.topology is not None:
+        host_nics = {**dict(collection.topology.nics), **host_nics}
+    doubt = unclocked_hosts(solution.hosts, solution.uncertainty_ns, t)
+    ages = PathAges()
+    suspects, inc, results = localise(
+        counts, collection.topology, host_nics, collection.paths, doubt,
+        now_ns=scan_start, ages=ages, thresholds=t,
+    )  # fmt: skip
+    suspects = measured.dead + suspects
+    flows = unexplained(counts, results, suspects, thresholds=t)
+    if not suspects:  # a queue beyond the absolute line is named whatever the tests say
+        flows += queued_paths(measured.paths, t)
+    telemetry = _fit_json(counts, inc, results, suspects)
+    if measured.busy_exchanges:
+        telemetry["busy_exchanges"] = measured.busy_exchanges
+    if ages.records:
+        telemetry["path_records"] = ages.to_json()
+    return _Localised(
+        paths=measured.paths,
+        suspects=suspects,
+        telemetry=telemetry,
+        busy_counts=measured.busy_counts,
+        lost=unlocalised(flows, discovered=len(collection.paths) > 0),
+        reach=(inc, counts.exchanges),
+        thin=thin_elements(results[0], t),
+    )
+
+
+def _fit_json(
+    counts: FlowCounts, inc: Incidence, results: list[SignalResult], suspects: list[Suspect]
+) -> dict[str, Any]:
+    """The snapshot's ``telemetry`` figures of the fit: flows, thresholds, backgrounds,
+    and each named suspect's rate per signal."""
+    named = {s.element for s in suspects}
+    rates: dict[str, dict[str, float]] = {}
+    for res in results:
+        for e, rate in res.fit.rates.items():
+            if inc.names[e] in named:
+                rates.setdefault(inc.names[e], {})[res.signal] = round(rate, 6)
+    telemetry = {
+        "flows": len(counts.flows),
+        "exchanges": len(counts.exchanges),
+        "delay_threshold_ns": _finite(counts.threshold_ns),
+        "background_loss": round(results[0].fit.background, 8),
+        "rates": rates,
+    }
+    if len(results) > 1:
+        telemetry["background_delayed"] = round(results[1].fit.background, 8)
+    return telemetry
 
 
 def _with_gpu_suspects(hosts: list[HostReport], suspects: list[Suspect]) -> list[Suspect]:

@@ -85,35 +85,9 @@ def flow_counts(
     table taken a block of pairs at a time passes the whole scan's (``route_medians``,
     ``route_noise``).
     """
-    port_id = pt.port_id if pt.port_id is not None else group_ids(obs.src, obs.dst, obs.sport)[0]
     u = usable_obs
-    derived = _derived_ids(table, obs, pt, port_id) if usable_rows.all() and u.all() else None
-    if derived is not None:
-        (xid, xkeys), (fid, keys) = derived
-        no_reply = table.t4 == 0
-        owd, second = obs.owd_ns, obs.second
-    else:
-        # loss: one trial per exchange (the observations open with the table's rows,
-        # the probes), failed when the reply never came back
-        rows = usable_rows
-        xid, xkeys = group_ids(port_id[: len(table)][rows], table.nic[rows])
-        no_reply = table.t4[rows] == 0
-        # delay: per directed flow
-        fid, keys = group_ids(port_id[u], obs.nic[u], obs.reverse[u])
-        owd, second = obs.owd_ns[u], obs.second[u]
-    nx = len(xkeys)
-    sent = np.bincount(xid, minlength=nx).astype(np.float64)
-    lost = _count(xid, no_reply, nx)
-    xports = pt.port_key[xkeys[:, 0]]
-    exchanges = Flows(
-        hosts=table.hosts,
-        nics=table.nics,
-        src=xports[:, 0],
-        dst=xports[:, 1],
-        sport=xports[:, 2],
-        nic=xkeys[:, 1],
-        reverse=np.zeros(nx, bool),
-    )
+    (xid, xkeys), (fid, keys), no_reply, owd, second = _ids(table, obs, pt, usable_rows, u)
+    exchanges, sent, lost = _exchange_counts(table, pt, xid, xkeys, no_reply)
     # delay: the share of delays above the threshold over the floor
     n = len(keys)
     # the floor is per flow (one 5-tuple one way: one route): ECMP siblings differ in
@@ -157,6 +131,50 @@ def flow_counts(
         exchanges, sent, lost, flows, samples, delayed, p50, threshold, floor_ns, floor,
         flow_threshold, _count(fid, has & second, n), _count(fid, over & second, n),
     )  # fmt: skip
+
+
+def _ids(
+    table: ProbeTable,
+    obs: Observations,
+    pt: PathTable,
+    usable_rows: npt.NDArray[np.bool_],
+    u: npt.NDArray[np.bool_],
+) -> tuple[tuple[I64, I64], tuple[I64, I64], npt.NDArray[np.bool_], F64, npt.NDArray[np.bool_]]:
+    """Exchange ids and keys, flow ids and keys, and per usable exchange whether its
+    reply never came, per usable observation its delay and whether a pair's second."""
+    port_id = pt.port_id if pt.port_id is not None else group_ids(obs.src, obs.dst, obs.sport)[0]
+    derived = _derived_ids(table, obs, pt, port_id) if usable_rows.all() and u.all() else None
+    if derived is not None:
+        exchange_ids, flow_ids = derived
+        return exchange_ids, flow_ids, table.t4 == 0, obs.owd_ns, obs.second
+    # loss: one trial per exchange (the observations open with the table's rows,
+    # the probes), failed when the reply never came back
+    rows = usable_rows
+    xid, xkeys = group_ids(port_id[: len(table)][rows], table.nic[rows])
+    no_reply = table.t4[rows] == 0
+    # delay: per directed flow
+    fid, keys = group_ids(port_id[u], obs.nic[u], obs.reverse[u])
+    return (xid, xkeys), (fid, keys), no_reply, obs.owd_ns[u], obs.second[u]
+
+
+def _exchange_counts(
+    table: ProbeTable, pt: PathTable, xid: I64, xkeys: I64, no_reply: npt.NDArray[np.bool_]
+) -> tuple[Flows, F64, F64]:
+    """The exchange flows, and per flow the exchanges sent and lost."""
+    nx = len(xkeys)
+    sent = np.bincount(xid, minlength=nx).astype(np.float64)
+    lost = _count(xid, no_reply, nx)
+    xports = pt.port_key[xkeys[:, 0]]
+    exchanges = Flows(
+        hosts=table.hosts,
+        nics=table.nics,
+        src=xports[:, 0],
+        dst=xports[:, 1],
+        sport=xports[:, 2],
+        nic=xkeys[:, 1],
+        reverse=np.zeros(nx, bool),
+    )
+    return exchanges, sent, lost
 
 
 def route_floors_ns(pt: PathTable, q: float) -> F64:

@@ -55,8 +55,8 @@ class Thresholds:
     tie_nats: float = 1.0
     """Nats: candidates within this of the chosen one's gain are its ties (alike)."""
     second_look_ties: int = 2
-    """Ties: an element chosen with this many alike or more gets a second look, the
-    explanation without any of them."""
+    """Ties: an element chosen with this many ties or more (at 2: one of three alike) gets
+    a second look, the explanation without any of them."""
     min_loss_rate: float = 0.004
     """Share of the exchanges crossing it: the least loss an element must add."""
     min_delay_rate: float = 0.10

@@ -21,7 +21,7 @@ leaf, across leaves: ``queue_held``): a flow whose probes all met a busy queue h
 minimum held up by the queue (on the simulator at load 0.6 a healthy scan had three
 such, their medians 7-8 us over their floors against the fabric's 3 us), while a fixed
 delay raises a flow's floor and median alike. The knobs are ``Thresholds``'
-(``thresholds.py``); ``localize.unexplained`` applies them.
+(``thresholds.py``); ``unexplained.py`` applies them.
 
 A coded pair's probes leave 20 us apart: a queue on the path holds both alike, but a
 delay of one side only (with kernel stamps, the reply to a pair's first probe waiting

@@ -1,5 +1,5 @@
 """Two congested links on two leaves, paths unknown: named as each leaf's links, not as
-"one of the four spines" (telemetry/explain.py, ``SECOND_LOOK_TIES``).
+"one of the four spines" (telemetry/explain.py, ``Thresholds.second_look_ties``).
 
 Without path records every cross-leaf flow may have crossed any spine, so a spine's
 alternative covers both leaves' delayed flows at the greedy's first step, and once it is

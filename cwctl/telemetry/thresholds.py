@@ -5,8 +5,10 @@ One frozen ``Thresholds`` holds them; ``THRESHOLDS`` is the default every functi
 one field: ``dataclasses.replace(THRESHOLDS, hot_link_ratio=6.0)``; ``CWCTL_BENCH_SENSITIVITY=1
 python -m bench precision`` prints precision and recall of each main knob at x0.8, x1 and
 x1.25. Each field says its unit, what it separates and, where the bench shows it, the
-measured separation; docs/localisation.md has the table, the bench cases behind each
-figure and what is known not to work.
+measured separation ("Measured": ``python -m bench precision`` over scans #0-#599, three
+runs of 200 from ``CWCTL_BENCH_PRECISION_FIRST=0``, ``200`` and ``400``, unless it says
+otherwise); docs/localisation.md has the table, the bench cases behind each figure and
+what is known not to work.
 
 Not here, because they are not thresholds: the normal distribution's constants
 (``floors.LOW_QUANTILES_SIGMAS``, ``shifts.MEDIAN_SE``), a coded pair being one delay
@@ -56,11 +58,16 @@ class Thresholds:
     """Nats: candidates within this of the chosen one's gain are its ties (alike)."""
     second_look_ties: int = 2
     """Ties: an element chosen with this many ties or more (at 2: one of three alike) gets
-    a second look, the explanation without any of them."""
+    a second look, the explanation without any of them. Measured: without paths, two
+    congested links on two leaves were "one of the four spines", the links alone 480-530
+    nats likelier."""
     min_loss_rate: float = 0.004
-    """Share of the exchanges crossing it: the least loss an element must add."""
+    """Share of the exchanges crossing it: the least loss an element must add. Measured:
+    a link losing 0.5 % is named top-1 (``python -m bench localize``)."""
     min_delay_rate: float = 0.10
-    """Share of the delay trials crossing it: the least delay an element must add."""
+    """Share of the delay trials crossing it: the least delay an element must add.
+    Measured: a congested link, sw stamps, load 0.5, delays 10-12 %; the busiest healthy
+    links at load 0.6 13-15 %, which the hot-link test (``hot_link_ratio``) separates."""
     one_trial_background: float = 0.02
     """Share: the most a one-trial signal's (raised floors') background may be."""
     unclocked_factor: float = 4.0
@@ -76,7 +83,9 @@ class Thresholds:
     """Binomial tail: ...improbably at the background."""
     spread_factor: float = 3.0
     """x the quiet links' delayed share: a spine whose median link is delayed this often
-    is congested at every egress..."""
+    is congested at every egress... Measured: healthy spines any fit rated stood at most
+    2.3 x; two congested spines of four at load 0.6 delayed 7-8 % each, under
+    ``min_delay_rate``."""
     spread_quiet_quantile: float = 0.25
     """Quantile of the leaf-spine links' delayed shares: the quiet links."""
     spread_min_rate: float = 0.05
@@ -106,7 +115,8 @@ class Thresholds:
     floor_sigmas: float = 5.0
     """Robust standard deviations of its kind's floors: a flow's floor beyond is raised."""
     floor_min_rate: float = 0.8
-    """Share of the flows crossing it: the least a slow element must raise."""
+    """Share of the flows crossing it: the least a slow element must raise. Measured: a
+    slow spine or host raises 99 % of its flows at 10 probes a flow."""
     min_floor_samples: int = 5
     """Delays: a flow's floor is judged from this many."""
     min_sigma_of_floor: float = 0.02
@@ -114,13 +124,18 @@ class Thresholds:
     min_flows_per_kind: int = 20
     """Flows: fewer of a kind (within a leaf, across leaves) give no yardstick."""
     min_shift_of_floor: float = 0.35
-    """Share of the yardstick floor: the least a slow element raises its flows' floors."""
+    """Share of the yardstick floor: the least a slow element raises its flows' floors.
+    Measured: a spine carrying a rerouted one's flows stood 0.3 up, slow spines' flows
+    2.0-2.6 up (without paths)."""
     raised_of_material: float = 0.5
-    """Share of ``min_shift_of_floor``: a flow raised by less is no failure."""
+    """Share of ``min_shift_of_floor``: a flow raised by less is no failure. Measured: two
+    leaves' switches ~90 ns slower raised their flows 4-8 % of the floor, and hid a slow
+    spine before this rule."""
     min_shift_flows: int = 10
     """Flows certainly crossing it: an element's shift is judged from this many."""
     shift_sigmas: float = 8.0
-    """Standard errors: the least significance of a shift."""
+    """Standard errors: the least significance of a shift. Measured: a host 3 us slow,
+    sw stamps, load 0.6, stood about 100 standard errors up."""
     max_shifted: int = 4
     """Elements the shift test names at most."""
 
@@ -136,7 +151,8 @@ class Thresholds:
     floor_unlocalised_ratio: float = 2.0
     """x its limit: ...each raised this far beyond it (real floors wander with load)..."""
     floor_queued_factor: float = 2.0
-    """x its kind's median flow's wait: ...and not held up by a queue waiting longer."""
+    """x its kind's median flow's wait: ...and not held up by a queue waiting longer.
+    Measured: same-leaf flows behind a busy access queue waited 3-6 x their kind's."""
     pair_side_ratio: float = 0.5
     """Ratio of delayed shares: one probe of a coded pair delayed this much less often
     than the other..."""
@@ -159,7 +175,8 @@ class Thresholds:
     absolute_queue_of_floor: float = 100.0
     """x the median floor: ...when also this many floors."""
     degraded_clocks: float = 4.0
-    """x the budget's healthy clock uncertainty (p99): beyond, the window is inconclusive."""
+    """x the budget's healthy clock uncertainty (p99): beyond, the window is inconclusive.
+    Measured: beside a dead spine a watch window's clocks stood at 30-76 us (issue 36)."""
 
     @property
     def min_element_exchanges(self) -> int:

@@ -15,12 +15,12 @@ Elements are added greedily, each time the one whose best rate (on a coarse grid
 that falls just under its floor, whether the gain still rises there) raises the
 log-likelihood most, with the rates refitted by coordinate ascent after each addition,
 until no element gains ``min_gain_nats``. Elements whose best gain comes within
-``tie_nats`` of the chosen one's are recorded as its ties (``Explanation.ties``): the
-data cannot tell them apart. A final pass, on the rates refined, drops any element whose
-removal costs less than ``min_gain_nats`` or whose rate falls under its floor. The likelihood
-and its rows are ``likelihood.py``; the gain of every candidate rate of every element
-(``gains.Model``) is vectorised, untouched flows scored once per distinct key from the
-``crossings.CrossingIndex``.
+``tie_nats`` (or ``tie_share``) of the chosen one's are recorded as its ties
+(``Explanation.ties``): the data cannot tell them apart. A final pass, on the rates
+refined, drops any element whose removal costs less than ``min_gain_nats`` or whose rate
+falls under its floor. The likelihood and its rows are ``likelihood.py``; the gain of
+every candidate rate of every element (``gains.Model``) is vectorised, untouched flows
+scored once per distinct key from the ``crossings.CrossingIndex``.
 
 An element chosen as one of ``second_look_ties`` alike or more (its ties) gets a second
 look: the explanation without any of them, kept when it is likelier by more than
@@ -106,6 +106,7 @@ def explain(
         min_gain=t.min_gain_nats,
         max_elements=t.max_elements,
         tie_nats=t.tie_nats,
+        tie_share=t.tie_share,
     )
     greedy.grow(fit, allowed)
     alike = [e for e, ties in fit.ties.items() if len(ties) >= t.second_look_ties]
@@ -137,6 +138,7 @@ class _Greedy:
     min_gain: float
     max_elements: int
     tie_nats: float
+    tie_share: float
 
     def grow(self, fit: Explanation, candidates: npt.NDArray[np.bool_]) -> None:
         """Add to ``fit`` the ``candidates`` that gain ``min_gain`` each, best first, up to
@@ -171,7 +173,7 @@ class _Greedy:
             if not best_gain[i] >= self.min_gain:
                 break
             e = int(cand[i])
-            tie = max(self.tie_nats, 1e-3 * best_gain[i])
+            tie = max(self.tie_nats, self.tie_share * best_gain[i])
             near = (best_gain >= best_gain[i] - tie) & (cand != e)
             fit.ties[e] = [int(x) for x in cand[near]]
             allowed[e] = False

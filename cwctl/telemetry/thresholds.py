@@ -55,7 +55,9 @@ class Thresholds:
     max_elements: int = 8
     """Elements one signal's explanation names at most."""
     tie_nats: float = 1.0
-    """Nats: candidates within this of the chosen one's gain are its ties (alike)."""
+    """Nats: candidates within this of the chosen one's gain are its ties (alike)..."""
+    tie_share: float = 1e-3
+    """Share of the chosen one's gain: ...or within this share of it (large gains)."""
     second_look_ties: int = 2
     """Ties: an element chosen with this many ties or more (at 2: one of three alike) gets
     a second look, the explanation without any of them. Measured: without paths, two

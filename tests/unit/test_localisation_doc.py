@@ -1,0 +1,19 @@
+"""docs/localisation.md's table of knobs names every field of ``Thresholds``, each with
+its default: the page cannot drift from the code it documents."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+from cwctl.telemetry import THRESHOLDS, Thresholds
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "localisation.md"
+ROW = re.compile(r"^\| `(\w+)` \| [^|]+ \| ([-+.\deE]+) \|", re.MULTILINE)
+
+
+def test_the_knob_table_has_every_threshold_with_its_default() -> None:
+    table = {name: float(default) for name, default in ROW.findall(DOC.read_text())}
+    fields = {f.name: float(getattr(THRESHOLDS, f.name)) for f in dataclasses.fields(Thresholds)}
+    assert table == fields

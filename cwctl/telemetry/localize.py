@@ -83,22 +83,27 @@ class Localisation:
 
 
 def localise_loss(s: Localisation) -> None:
-    """Adds the loss signal: exchanges that lost improbably many probes vote, and the
-    fewest elements whose loss rates explain them are chosen."""
+    """Adds the loss fit: the fewest elements whose loss explains the lossy exchanges.
+
+    Exchanges that lost improbably many probes vote (007); the explanation chooses among
+    the voted elements (``signals.py``)."""
     c = s.counts
     t = s.thresholds
     s.results.append(localise_signal(s.loss_rows, c.sent, c.lost, "loss", t.min_loss_rate, t))
 
 
 def loss_spines_over_links(s: Localisation) -> None:
-    """Replaces a lossy link by its spine when the spine's other links lose as much: the
-    spine's fault, seen first on one link."""
+    """Swaps a lossy link for its spine when the spine's other links lose as much too.
+
+    A dead or lossy spine shows first on one link (``hierarchy.py``)."""
     spines_over_links(s.results[0], s.thresholds)
 
 
 def localise_delay(s: Localisation) -> None:
-    """Adds the delay signal over the timed flows, a coded pair one trial: a spine
-    delaying through all of its links need add less, as load alone busies a few links."""
+    """Adds the delay fit over the timed flows: a clock in doubt would read as a queue.
+
+    A coded pair is one trial; a spine delaying through all of its links need add less,
+    as load alone busies a few links (``spread_spines``)."""
     c, t = s.counts, s.thresholds
     if not (c.samples[s.timed].sum() > 0 and np.isfinite(c.threshold_ns)):
         return
@@ -114,15 +119,19 @@ def localise_delay(s: Localisation) -> None:
 
 
 def drop_immaterial_delays(s: Localisation) -> None:
-    """Removes delay suspects that barely move their flows' median, or whose links wait
-    no longer than the busiest healthy ones: load, not a fault (``material.py``)."""
+    """Removes delay suspects no busier than healthy queues under load: no fault.
+
+    A suspect must move its flows' median, and a link or spine wait far longer than the
+    typical link (``material.py``)."""
     if s.delay is not None:
         material.drop_immaterial_delays(s.delay, s.counts, s.thresholds)
 
 
 def delay_spines_over_links(s: Localisation) -> None:
-    """Replaces a delaying link by its spine when the spine's other links delay as much:
-    a congested spine queues at every egress, each link a little busier than the next."""
+    """Swaps a delaying link for its spine: a congested spine queues at every egress.
+
+    Each of its links is a little busier than the next; when the spine's other links
+    delay as much, the spine is named (``hierarchy.py``)."""
     if s.delay is not None:
         spines_over_links(s.delay, s.thresholds)
 
@@ -140,8 +149,10 @@ def _queued(delay: SignalResult) -> B:
 
 
 def localise_floors(s: Localisation) -> None:
-    """Adds the raised-floor signal over timed flows that did not queue: a slow element's
-    fixed delay raises floors and moves no probe over its floor."""
+    """Adds the floor fit: a slow element raises floors, which no probe-over-floor sees.
+
+    Over timed flows that did not queue: a queue that held all of a flow's few probes
+    raises its floor too."""
     if s.delay is None:
         return
     t = s.thresholds
@@ -154,16 +165,18 @@ def localise_floors(s: Localisation) -> None:
 
 
 def drop_immaterial_floors(s: Localisation) -> None:
-    """Removes floor suspects whose flows' floors stand up by less than
-    ``min_shift_of_floor``: a busier part of the fabric, or longer cables, not a slow
-    element (``shifts.py``)."""
+    """Removes floor suspects raised too little: a busier part, longer cables, not slow.
+
+    Their flows' floors must stand ``min_shift_of_floor`` up (``shifts.py``)."""
     if s.floor is not None:
         shifts.drop_immaterial_floors(s.floor, s.counts, s.leaf_of, s.thresholds)
 
 
 def keep_floors(s: Localisation) -> None:
-    """Adds the floor result, its unexplained flows material only when clearly raised and
-    not held up by a queue they met all the time: real floors wander with CPU load."""
+    """Adds the floor result; only clear, unqueued raises count as unlocalised.
+
+    Real floors wander with CPU load, and a queue a flow met all the time holds its
+    minimum up (``verdicts.py``)."""
     if s.floor is None or s.floor_ratio is None:
         return
     t = s.thresholds
@@ -174,8 +187,10 @@ def keep_floors(s: Localisation) -> None:
 
 
 def find_shifted(s: Localisation) -> None:
-    """Adds the slow elements whose flows' floors stand shifted together: slower by less
-    than any single floor's spread shows, but on every flow through them."""
+    """Adds slow elements whose flows' floors stand shifted together, each by a little.
+
+    Slower by less than single floors spread, but on every flow through them
+    (``shifts.py``)."""
     if s.delay is None:
         return
     usable = s.timed & ~_queued(s.delay)
@@ -183,8 +198,9 @@ def find_shifted(s: Localisation) -> None:
 
 
 def name_chosen(s: Localisation) -> None:
-    """Adds every signal's chosen elements, scored and worded, with the elements the data
-    cannot tell from each (twins, ties, alike): those are one candidate set."""
+    """Adds the chosen elements, scored and worded, with those the data cannot tell apart.
+
+    Twins, ties and elements alike make one candidate set (``evidence.py``)."""
     scored = {
         (i, e): score_and_words(res, e, list(res.fit.rates), s.counts)
         for i, res in enumerate(s.results)
@@ -229,8 +245,9 @@ def name_shifted(s: Localisation) -> None:
 
 
 def rank(s: Localisation) -> None:
-    """Keeps the elements scoring ``min_score``, strongest first, one entry per set: a
-    suspect whose bad flows all cross stronger ones adds nothing."""
+    """Keeps suspects scoring ``min_score``, strongest first: weaker ones add nothing.
+
+    A suspect whose bad flows all cross stronger ones scores nothing; one entry per set."""
     inc, found = s.loss_rows, s.found
     order = sorted(
         (e for e in found if found[e][0] >= s.thresholds.min_score),

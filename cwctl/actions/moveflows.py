@@ -235,7 +235,8 @@ async def plan_moves(
         current[f.key].append(f.port)
     # the flows' own ports and the candidates traced at once, enough candidates for every
     # flow of a key to move (what the moves leave over serves new connections)
-    wanted = {key: len(ports) + options.pool for key, ports in current.items()}
+    spare = options.pool or sp.MOVE_POOL
+    wanted = {key: len(ports) + spare for key, ports in current.items()}
     traced, (pools, candidates) = await asyncio.gather(
         steer.trace_answered(runner, fabric, dict(current), options.sudo),
         find_pools(runner, fabric, wanted, suspect, seen.used, options.sudo),
@@ -249,7 +250,7 @@ async def plan_moves(
     moves = _assign(crossing, pools)
     _check_room(moves)
     table = steer.table_name(plan.id)
-    syn_pools = {k: p[: options.pool] for k, p in pools.items() if len(p) >= sp.MIN_PORTS}
+    syn_pools = {k: p[:spare] for k, p in pools.items() if len(p) >= sp.MIN_PORTS}
     plan.steering = {
         "method": METHOD,
         "suspect": suspect.name,

@@ -43,7 +43,7 @@ from cwctl.actions.executor import (
 )
 from cwctl.actions.history import Action, History, find, history
 from cwctl.actions.jobcheck import JOB_WAIT_S, job_pace, marks
-from cwctl.actions.jobs import with_jobs
+from cwctl.actions.jobs import plan_read, with_jobs
 from cwctl.actions.journal import ActionLock, Journal, acting_user
 from cwctl.actions.plan import ActionPlan, with_sudo
 from cwctl.actions.planner import RouteOptions, Target, plan_drain, plan_reroute, plan_resume
@@ -236,22 +236,30 @@ class ActionSession:
         return history(self.journal).interrupted()
 
     async def plan(self, ask: Ask) -> ActionPlan:
-        """Plan ``ask`` on this session's target (reading the hosts through the runner)."""
+        """Plan ``ask`` on this session's target (reading the hosts through the runner),
+        the scheduler read at the same time for the jobs the plan touches."""
+        jobs = asyncio.ensure_future(plan_read(self.target, self.runner))
+        try:
+            plan = await self._plan(ask)
+        except BaseException:
+            jobs.cancel()
+            raise
+        plan = with_jobs(plan, self.target, await jobs)
+        if ask.job_log:
+            plan.context["job_log"] = {"pattern": ask.job_log, "wait_s": ask.job_wait_s}
+        return with_sudo(plan) if ask.sudo else plan
+
+    async def _plan(self, ask: Ask) -> ActionPlan:
         if ask.kind in ("reroute", "steer"):
             options = ask.options
             if ask.kind == "steer":
                 options = replace(options or RouteOptions(), via="hosts")
-            plan = await plan_reroute(ask.element, self.target, self.runner, options)
-        elif ask.kind == "drain":
-            plan = plan_drain(
+            return await plan_reroute(ask.element, self.target, self.runner, options)
+        if ask.kind == "drain":
+            return plan_drain(
                 ask.element, self.target, reason=ask.reason, evict=ask.evict, suspect=ask.suspect
             )
-        else:
-            plan = plan_resume(ask.element, self.target, reason=ask.reason)
-        plan = await with_jobs(plan, self.target, self.runner)
-        if ask.job_log:
-            plan.context["job_log"] = {"pattern": ask.job_log, "wait_s": ask.job_wait_s}
-        return with_sudo(plan) if ask.sudo else plan
+        return plan_resume(ask.element, self.target, reason=ask.reason)
 
     async def check_prior(self, plan: ActionPlan) -> None:
         """Refuse (``StalePlan``) a plan whose targets no longer read as they did."""
@@ -265,22 +273,31 @@ class ActionSession:
             )
 
     async def apply(
-        self, plan: ActionPlan, *, check: bool = False, progress: StepProgress | None = None
+        self,
+        plan: ActionPlan,
+        *,
+        check: bool = False,
+        progress: StepProgress | None = None,
+        recheck: bool = True,
     ) -> Outcome:
         """Apply ``plan`` (write-ahead journalled); with ``check``, rescan and record
         whether the element is still a suspect. ``progress(i, step, what)`` hears of each
-        step as it starts (and of each undo when a step fails)."""
+        step as it starts (and of each undo when a step fails). ``recheck=False`` trusts
+        the prior read at planning instead of reading it again: only for a plan made
+        moments before in this session, under its lock (the watch, where connections in
+        retransmission backoff wait on every second)."""
         if not self._lock.held:
             self._lock.__enter__()
         job = plan.context.get("job_log") if plan.kind != "rollback" else None
         inv = self.target.inventory
         before: dict[str, float] = {}
+        prior_read = self.check_prior(plan) if recheck else asyncio.sleep(0)
         if job and inv is not None:  # the job's steps so far, read beside the prior
             before, _ = await asyncio.gather(
-                marks(self.runner, inv, plan, job["pattern"]), self.check_prior(plan)
+                marks(self.runner, inv, plan, job["pattern"]), prior_read
             )
         else:
-            await self.check_prior(plan)
+            await prior_read
         plan.context = {**plan.context, "by": self.by, "user": acting_user()}
         execution = await apply_plan(plan, self.runner, self.journal, progress)
         outcome = Outcome(execution, lines=[execution.summary()])

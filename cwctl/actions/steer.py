@@ -54,7 +54,7 @@ TCP_OPENING = "tcp flags & (syn | ack) == syn "
 @dataclass
 class SteerOptions:
     services: tuple[sp.Service, ...] = ()
-    pool: int = sp.DEFAULT_POOL
+    pool: int | None = None  # healthy ports per key; None: DEFAULT_POOL, MOVE_POOL moving
     roce: bool = False
     sudo: bool = False  # reads too (nft and raw sockets need root); steps: with_sudo
 
@@ -333,11 +333,12 @@ async def plan_host_steering(
     """New connections to the named services (``--port``), or the RoCE sets: fill
     ``plan`` (prior, notes, steering) and return its steps."""
     services = (sp.ROCE,) if options.roce else options.services
+    pool = options.pool or sp.DEFAULT_POOL
     keys = [(a, b, s) for a, b in pairs for s in services]
     if not options.roce:
         await read_prior(runner, sorted({a for a, _ in pairs}), options.sudo, plan)
     pools, traced = await find_pools(
-        runner, fabric, keys, suspect, options.pool, reply=not options.roce, sudo=options.sudo
+        runner, fabric, keys, suspect, pool, reply=not options.roce, sudo=options.sudo
     )
     _refuse_small(pools, traced, suspect.name)
     table = table_name(plan.id)
@@ -365,10 +366,10 @@ async def plan_host_steering(
             "nothing applied; a NIC sets them per queue pair (docs/actions.md)"
         )
         return []
-    thin = [k for k, p in pools.items() if len(p) < options.pool]
+    thin = [k for k, p in pools.items() if len(p) < pool]
     if thin:
         plan.notes.append(
-            f"{len(thin)} pair(s) have fewer than {options.pool} healthy ports: more "
+            f"{len(thin)} pair(s) have fewer than {pool} healthy ports: more "
             "concurrent connections than that to one peer and port may wait for a retry"
         )
     plan.notes.append("connections already open keep their path; only new ones are steered")

@@ -159,7 +159,7 @@ async def act(fabric: Fabric, decision: Decision) -> Done:
         guarded = refuse_protected(plan, fabric.protect)
         if guarded is not None:  # before anything is journalled or changed
             return Done(False, False, None, "protected", guarded)
-        outcome = await session.apply(plan)
+        outcome = await session.apply(plan, recheck=False)  # planned just now, locked
         if outcome.execution.failed is not None:
             return Done(False, True, plan.id, "failed", outcome.message.splitlines()[-1])
         if decision.action == "drain":

@@ -49,7 +49,7 @@ from cwctl.actions.flowtable import (
     parse_sockets,
 )
 from cwctl.actions.plan import ActionPlan, Step
-from cwctl.actions.runners import Runner, read_on_all
+from cwctl.actions.runners import ReadFailed, Runner, read_together
 from cwctl.errors import EXIT_PROBLEMS, CwctlError
 
 METHOD = "nftables netdev paired port translation (established flows) + snat (new ones)"
@@ -185,15 +185,17 @@ async def read_flows(
     sudo: bool,
     plan: ActionPlan,
 ) -> Seen:
-    """Every host of the pairs read at once: its sockets, its addresses, and its nft
-    tables (the plan's prior)."""
+    """Every host of the pairs read at once, in one session each: its nft tables (the
+    plan's prior), its sockets and its addresses."""
     hosts = sorted({h for pair in pairs for h in pair})
-    sockets, addresses = steer.reads(SOCKETS_ARGV, sudo), steer.reads(ADDRESSES_ARGV, sudo)
-    tables, addrs, _ = await asyncio.gather(
-        read_on_all(runner, hosts, lambda h: sockets, "socket tables"),
-        read_on_all(runner, hosts, lambda h: addresses, "addresses"),
-        steer.read_prior(runner, hosts, sudo, plan),
-    )
+    reads = {steer.NFT_TABLES: steer.LIST_ARGV, "socket tables": SOCKETS_ARGV,
+             "addresses": ADDRESSES_ARGV}  # fmt: skip
+    try:
+        seen = await read_together(runner, hosts, reads, lambda a: steer.reads(a, sudo))
+    except ReadFailed as exc:
+        raise steer.cannot_steer(exc) if exc.what == steer.NFT_TABLES else exc from None
+    steer.record_prior(plan, seen[steer.NFT_TABLES], sudo)
+    tables, addrs = seen["socket tables"], seen["addresses"]
     devices = {}
     for host in hosts:
         dev = parse_devices(addrs[host]).get(fabric.address[host])

@@ -34,7 +34,7 @@ from cwctl.actions import hosttrace
 from cwctl.actions import steerports as sp
 from cwctl.actions.executor import Verification
 from cwctl.actions.plan import SUDO, ActionPlan, Step
-from cwctl.actions.runners import CommandResult, Runner, read_on_all
+from cwctl.actions.runners import CommandResult, ReadFailed, Runner, read_on_all
 from cwctl.errors import EXIT_PROBLEMS, CwctlError, InputError
 
 LIST_ARGV = ("nft", "list", "tables")
@@ -308,18 +308,29 @@ def fabric_pairs(inv: Any, suspect: sp.Suspect) -> tuple[Fabric, list[tuple[str,
     return fabric, pairs
 
 
+NFT_TABLES = "nft tables"  # the prior's read, by name (``read_on_all``, ``read_together``)
+
+
 async def read_prior(runner: Runner, hosts: list[str], sudo: bool, plan: ActionPlan) -> None:
     """``nft list tables`` on every host a step will change: the plan's prior (read
     again, and compared, before applying)."""
     read = reads(LIST_ARGV, sudo)
     try:
-        seen = await read_on_all(runner, hosts, lambda h: read, "nft tables")
-    except CwctlError as exc:
-        raise InputError(
-            f"cannot steer at the hosts (needs nftables and root, or --sudo): {exc}"
-        ) from None
-    for host in hosts:
-        plan.prior[f"nft:{host}"] = {"host": host, "read": list(read), "seen": seen[host]}
+        seen = await read_on_all(runner, hosts, lambda h: read, NFT_TABLES)
+    except ReadFailed as exc:
+        raise cannot_steer(exc) from None
+    record_prior(plan, seen, sudo)
+
+
+def cannot_steer(exc: ReadFailed) -> InputError:
+    return InputError(f"cannot steer at the hosts (needs nftables and root, or --sudo): {exc}")
+
+
+def record_prior(plan: ActionPlan, seen: dict[str, str], sudo: bool) -> None:
+    """Each host's ``nft list tables`` (``seen``) as the plan's prior."""
+    read = list(reads(LIST_ARGV, sudo))
+    for host, text in seen.items():
+        plan.prior[f"nft:{host}"] = {"host": host, "read": read, "seen": text}
 
 
 async def plan_host_steering(

@@ -239,8 +239,11 @@ async def plan_moves(
     # flow of a key to move (what the moves leave over serves new connections)
     spare = options.pool or sp.MOVE_POOL
     wanted = {key: len(ports) + spare for key, ports in current.items()}
+    # the flows' own ports in one round (the tracer's own two tries): a port that never
+    # answers is most often one behind the dead element itself, and it moves anyway,
+    # where asking again cost a second a round while the flows wait in backoff
     traced, (pools, candidates) = await asyncio.gather(
-        steer.trace_answered(runner, fabric, dict(current), options.sudo),
+        steer.trace_answered(runner, fabric, dict(current), options.sudo, rounds=1),
         find_pools(runner, fabric, wanted, suspect, seen.used, options.sudo),
     )
     # a flow whose own path is not known both ways moves too: its wire port's path is known

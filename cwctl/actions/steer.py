@@ -180,13 +180,17 @@ async def trace_ports(
 
 
 async def trace_answered(
-    runner: Runner, fabric: Fabric, wanted: dict[sp.Key, list[int]], sudo: bool
+    runner: Runner,
+    fabric: Fabric,
+    wanted: dict[sp.Key, list[int]],
+    sudo: bool,
+    rounds: int = MAX_ROUNDS,
 ) -> sp.TracedPorts:
     """Each key's ports traced both ways, those left unanswered (an ICMP rate limit, a
-    lost answer) asked again, up to ``MAX_ROUNDS`` in all."""
+    lost answer) asked again, up to ``rounds`` in all."""
     traced = sp.TracedPorts()
     await trace_ports(runner, fabric, wanted, traced, reply=True, sudo=sudo)
-    for _ in range(MAX_ROUNDS - 1):
+    for _ in range(rounds - 1):
         again = {
             key: [p for p in ports if None in (traced.forward[key][p], traced.reverse[key][p])]
             for key, ports in wanted.items()

@@ -284,6 +284,7 @@ def test_reads_run_together_in_one_real_shell_come_apart_as_each_printed(
     """Whatever each read prints (no final newline, empty, a blank line) and however it
     exits, a real ``sh`` running them together gives each one back as it printed."""
     argvs = [("sh", "-c", f'printf %s "$1"; exit {rc}', "sh", text) for text, rc in reads]
-    ran = subprocess.run(together_argv(argvs), capture_output=True, text=True, check=True)
-    assert split_together(ran.stdout, len(reads)) == [(rc, text) for text, rc in reads]
-    assert split_together(ran.stdout, len(reads) + 1) is None  # cut short: not a view
+    ran = subprocess.run(together_argv(argvs), capture_output=True, check=True)
+    stdout = ran.stdout.decode()  # (as SSH hands it over: no newline translation)
+    assert split_together(stdout, len(reads)) == [(rc, text) for text, rc in reads]
+    assert split_together(stdout, len(reads) + 1) is None  # cut short: not a view

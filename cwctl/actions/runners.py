@@ -95,7 +95,7 @@ SECTION = "@@cwctl-read"
 def together_argv(argvs: Sequence[Sequence[str]]) -> tuple[str, ...]:
     """One ``sh -c`` running read-only argvs in turn, each one's output followed by a
     ``SECTION`` line with its exit status: one SSH session per host instead of one per
-    read (each session is a fork and a login shell on the host). The script is built
+    read (each session is a fork and a shell on the host). The script is built
     from the argvs with ``shlex.join``, so each element still arrives as one argument."""
     script = "; ".join(f"{shlex.join(a)}; printf '\\n{SECTION} %d\\n' $?" for a in argvs)
     return ("sh", "-c", script)

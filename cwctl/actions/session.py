@@ -22,6 +22,7 @@ earlier actions saved.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -243,6 +244,8 @@ class ActionSession:
             plan = await self._plan(ask)
         except BaseException:
             jobs.cancel()
+            with contextlib.suppress(BaseException):  # its own failure is not the news
+                await jobs
             raise
         plan = with_jobs(plan, self.target, await jobs)
         if ask.job_log:

@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from cwctl import settings
 from cwctl.actions import prior
@@ -85,11 +85,19 @@ class Outcome:
     verification: Verification | None = None
     lines: list[str] = field(default_factory=list)
     job: JobCheck | None = None  # the job's own pace after it (Ask.job_log)
+    # ``apply(..., undo_unless_gone=True)`` whose verification still found the element:
+    # the rollback applied at once (its own outcome)
+    undone: Outcome | None = None
 
     @property
     def ok(self) -> bool:
         good = self.verification is None or self.verification.gone
         return self.execution.failed is None and good
+
+    @property
+    def failed(self) -> bool:
+        """A step failed (what ran before it was rolled back)."""
+        return self.execution.failed is not None
 
     @property
     def message(self) -> str:
@@ -171,6 +179,15 @@ def failure_line(plan: ActionPlan, execution: Execution) -> str:
     return f"step {execution.failed + 1} failed on {step.host}: {detail}{tail} (journal {plan.id})"
 
 
+class Rollback(NamedTuple):
+    """``ActionSession.rollback``'s answer."""
+
+    session: ActionSession
+    plan: ActionPlan  # the undo
+    action: Action  # what it undoes
+    history: History  # the journal's, read once (its skipped lines: warnings)
+
+
 class ActionSession:
     def __init__(
         self,
@@ -211,7 +228,7 @@ class ActionSession:
         model: Any = None,
         by: str = "cli",
         **ssh: Any,
-    ) -> tuple[ActionSession, ActionPlan, Action, History]:
+    ) -> Rollback:
         """The session for undoing ``action_id`` (the latest apply when None), its plan,
         the action, and the journal's history (for its warnings). ``request`` and
         ``model``: the caller's fabric (``cwctl watch``'s), instead of the one the
@@ -231,7 +248,7 @@ class ActionSession:
             guard.release()
             raise
         session._lock = guard
-        return session, plan, action, hist
+        return Rollback(session, plan, action, hist)
 
     def interrupted(self) -> list[Action]:
         return history(self.journal).interrupted()
@@ -282,13 +299,23 @@ class ActionSession:
         check: bool = False,
         progress: StepProgress | None = None,
         recheck: bool = True,
+        verify_s: float | None = None,
+        undo_unless_gone: bool = False,
     ) -> Outcome:
-        """Apply ``plan`` (write-ahead journalled); with ``check``, rescan and record
-        whether the element is still a suspect. ``progress(i, step, what)`` hears of each
-        step as it starts (and of each undo when a step fails). ``recheck=False`` trusts
-        the prior read at planning instead of reading it again: only for a plan made
-        moments before in this session, under its lock (the watch, where connections in
-        retransmission backoff wait on every second)."""
+        """Apply ``plan`` (write-ahead journalled): the one way every front end (the CLI,
+        the TUI, the watch) carries out an action.
+
+        - ``check``: then verify and journal the verification (``verify``; for a rollback,
+          a rescan of its element: is it clean now?), probing ``verify_s`` (None: the
+          request's duration).
+        - ``undo_unless_gone``: a change whose verification still finds the element is
+          rolled back at once (``Outcome.undone``).
+        - ``progress(i, step, what)`` hears of each step as it starts (and of each undo
+          when a step fails).
+        - ``recheck=False`` trusts the prior read at planning instead of reading it
+          again: only for a plan made moments before in this session, under its lock
+          (the watch, where connections in retransmission backoff wait on every second).
+        """
         if not self._lock.held:
             self._lock.__enter__()
         job = plan.context.get("job_log") if plan.kind != "rollback" else None
@@ -311,15 +338,26 @@ class ActionSession:
             outcome.lines.append(f"rolled back {plan.rollback_of} (journal {plan.id})")
         else:
             outcome.lines.append(f"applied {plan.id}; undo with: cwctl rollback {plan.id}")
-        if check and plan.kind != "rollback":
-            outcome.verification = await self.verify(plan)
-            record_verification(self.journal, plan, outcome.verification)
-            outcome.lines.append(outcome.verification.message())
+        if check:
+            if plan.rollback_of:  # undone: is the element clean, now it carries traffic?
+                checked = await verify(self.target, plan.element, duration_s=verify_s)
+            else:
+                checked = await self.verify(plan, duration_s=verify_s)
+            outcome.verification = checked
+            record_verification(self.journal, plan, checked)
+            outcome.lines.append(checked.message())
+            if undo_unless_gone and not checked.gone and not plan.rollback_of:
+                outcome.undone = await self._undo(plan)
+                return outcome
         if job and inv is not None:
             wait_s = float(job["wait_s"])
             outcome.job = await job_pace(self.runner, inv, plan, job["pattern"], wait_s, before)
             outcome.lines.append(outcome.job.message())
         return outcome
+
+    async def _undo(self, plan: ActionPlan) -> Outcome:
+        """Roll ``plan`` back at once (it was applied in this session, under its lock)."""
+        return await self.apply(rollback_plan(find(self.journal, plan.id, history(self.journal))))
 
     async def verify(self, plan: ActionPlan, *, duration_s: float | None = None) -> Verification:
         """Is ``plan``'s element avoided now? Host steering on real hosts: its installed

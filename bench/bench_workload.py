@@ -9,7 +9,8 @@ ports. Each trial faults, one way, the leaf1 uplink that carries most of the job
 connections (``jobtrial.job_trial``) for ``FAULT_S``. First every trial without cwctl,
 then every trial under ``cwctl watch --interval 2 --duration 2 --rate 10`` with a policy
 that steers links and spines at the hosts (rounds 2, min_score 0.3, hold 20 s), no
-port given.
+port given. Last, a one-way down 20 s on, 20 s off for 3 minutes under a steering watch
+whose hold (30 s) outlasts the "off": the actions it took (goal: 1) and when it restored.
 
 Per trial: when the steps were back within 10 % of the healthy step time (5 in a row),
 the longest stall after that, rank-seconds lost (4 ranks x the time beyond the healthy
@@ -33,10 +34,10 @@ from pathlib import Path
 from bench.timeline_png import write_timeline
 from tests.testbed import layout as L
 from tests.testbed.bed import Testbed
-from tests.testbed.jobtrial import JobTrial, job_trial
+from tests.testbed.jobtrial import LEAF, JobTrial, job_trial
 from tests.testbed.shell import missing_prerequisite
-from tests.testbed.trainjob import BACK_WITHIN, TrainJob
-from tests.testbed.watchtrial import WatchRun
+from tests.testbed.trainjob import BACK_WITHIN, Timeline, TrainJob, job_uplinks
+from tests.testbed.watchtrial import WatchRun, intermittent, verb
 from tests.testbed.workload import header_hashing
 
 TRIALS = int(os.environ.get("CWCTL_BENCH_TRIALS", "3"))
@@ -48,6 +49,9 @@ HOLD_S = 20.0
 # paths is cheap and undone exactly, so this policy acts on weaker evidence
 MIN_SCORE = 0.3
 OUT = Path("build/bench/workload")
+ON_S = 20.0  # the intermittent fault: on, then off, as long
+FLAP_S = 180.0
+FLAP_HOLD_S = 30.0  # longer than the "off": a restore needs the link clean that long
 
 
 def _settle(job: TrainJob, healthy_s: float, timeout_s: float = 120.0) -> None:
@@ -121,10 +125,41 @@ def main() -> None:
                     steered = _series(bed, job, watch)
                 finally:
                     watch.stop()
+                flapping = _intermittent(bed, job, Path(tmp) / "i")
                 code = job.stop()
         finally:
             bed.down()
     _print(alone, steered, code)
+    acts, restored_s, lost = flapping
+    print(f"intermittent down under the job ({ON_S:g} s on, {ON_S:g} s off, {FLAP_S:g} s; "
+          f"watch hold {FLAP_HOLD_S:g} s): {len(acts)} action(s) at "
+          f"{[round(a) for a in acts]} s; restored {restored_s} s after the last clear; "
+          f"{lost:.0f} rank-s lost of {4 * FLAP_S:.0f}")  # fmt: skip
+
+
+def _intermittent(bed: Testbed, job: TrainJob, workdir: Path) -> tuple[list[float], str, float]:
+    """A fault on and off under the job with a steering watch whose hold outlasts the
+    "off": the actions it took, when it restored after the last clear, rank-s lost."""
+    workdir.mkdir()
+    spine = job_uplinks(bed, LEAF).most_common(1)[0][0]
+    watch = WatchRun(bed, workdir, hold_s=FLAP_HOLD_S, interval_s=2.0, action="steer",
+                     min_score=MIN_SCORE)  # fmt: skip
+    try:
+        watch.wait(lambda e: e.get("event") == "round", 0.0, timeout_s=60)
+        start = time.time()
+        acts = intermittent(bed, watch, f"{LEAF}>{spine}", "down", on_s=ON_S, off_s=ON_S,
+                            total_s=FLAP_S)  # fmt: skip
+        until = time.time()
+        last_clear = time.monotonic() - ON_S
+        try:
+            t, _ = watch.wait(verb("restored", f"{LEAF}-{spine}", spine), last_clear, 120.0)
+            restored = f"{t - last_clear:.0f}"
+        except AssertionError:
+            restored = "never"
+    finally:
+        watch.stop()
+    lost = Timeline.of(job.steps(), start, until).rank_seconds_lost
+    return acts, restored, lost
 
 
 def _print(alone: dict[str, list[JobTrial]], steered: dict[str, list[JobTrial]], code: int) -> None:

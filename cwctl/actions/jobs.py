@@ -114,10 +114,9 @@ def touched(plan: ActionPlan, target: Any, read: JobRead) -> list[tuple[Job, str
     return flows_move(jobs, leaves=leaves, spine=spine, leaf_of=_leaf_of(target), what=what)
 
 
-async def with_jobs(plan: ActionPlan, target: Any, runner: Runner) -> ActionPlan:
-    """``plan`` with the jobs it touches (``plan.jobs``), or a note saying why they are
-    not known; untouched when there is no scheduler to ask."""
-    read = await plan_read(target, runner)
+def with_jobs(plan: ActionPlan, target: Any, read: JobRead | None) -> ActionPlan:
+    """``plan`` with the jobs it touches (``plan.jobs``) in ``read`` (``plan_read``), or
+    a note saying why they are not known; untouched when there is no scheduler to ask."""
     if read is None:
         return plan
     if read.error is not None:

@@ -303,6 +303,10 @@ class Journal:
         return out
 
 
+class LockHeld(CwctlError):
+    """Another cwctl action holds the action lock: nothing was read or changed."""
+
+
 class ActionLock:
     """One action at a time per state directory (``flock`` on ``action.lock``)."""
 
@@ -317,7 +321,7 @@ class ActionLock:
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
             os.close(fd)
-            raise CwctlError(
+            raise LockHeld(
                 f"another cwctl action is running (pid {holder}, lock {self.path}); "
                 "wait for it to finish"
             ) from None

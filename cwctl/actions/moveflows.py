@@ -49,7 +49,7 @@ from cwctl.actions.flowtable import (
     parse_sockets,
 )
 from cwctl.actions.plan import ActionPlan, Step
-from cwctl.actions.runners import Runner, read_on_all
+from cwctl.actions.runners import ReadFailed, Runner, read_together
 from cwctl.errors import EXIT_PROBLEMS, CwctlError
 
 METHOD = "nftables netdev paired port translation (established flows) + snat (new ones)"
@@ -185,15 +185,17 @@ async def read_flows(
     sudo: bool,
     plan: ActionPlan,
 ) -> Seen:
-    """Every host of the pairs read at once: its sockets, its addresses, and its nft
-    tables (the plan's prior)."""
+    """Every host of the pairs read at once, in one session each: its nft tables (the
+    plan's prior), its sockets and its addresses."""
     hosts = sorted({h for pair in pairs for h in pair})
-    sockets, addresses = steer.reads(SOCKETS_ARGV, sudo), steer.reads(ADDRESSES_ARGV, sudo)
-    tables, addrs, _ = await asyncio.gather(
-        read_on_all(runner, hosts, lambda h: sockets, "socket tables"),
-        read_on_all(runner, hosts, lambda h: addresses, "addresses"),
-        steer.read_prior(runner, hosts, sudo, plan),
-    )
+    reads = {steer.NFT_TABLES: steer.LIST_ARGV, "socket tables": SOCKETS_ARGV,
+             "addresses": ADDRESSES_ARGV}  # fmt: skip
+    try:
+        seen = await read_together(runner, hosts, reads, lambda a: steer.reads(a, sudo))
+    except ReadFailed as exc:
+        raise steer.cannot_steer(exc) if exc.what == steer.NFT_TABLES else exc from None
+    steer.record_prior(plan, seen[steer.NFT_TABLES], sudo)
+    tables, addrs = seen["socket tables"], seen["addresses"]
     devices = {}
     for host in hosts:
         dev = parse_devices(addrs[host]).get(fabric.address[host])
@@ -235,9 +237,13 @@ async def plan_moves(
         current[f.key].append(f.port)
     # the flows' own ports and the candidates traced at once, enough candidates for every
     # flow of a key to move (what the moves leave over serves new connections)
-    wanted = {key: len(ports) + options.pool for key, ports in current.items()}
+    spare = options.pool or sp.MOVE_POOL
+    wanted = {key: len(ports) + spare for key, ports in current.items()}
+    # the flows' own ports in one round (the tracer's own two tries): a port that never
+    # answers is most often one behind the dead element itself, and it moves anyway,
+    # where asking again cost a second a round while the flows wait in backoff
     traced, (pools, candidates) = await asyncio.gather(
-        steer.trace_answered(runner, fabric, dict(current), options.sudo),
+        steer.trace_answered(runner, fabric, dict(current), options.sudo, rounds=1),
         find_pools(runner, fabric, wanted, suspect, seen.used, options.sudo),
     )
     # a flow whose own path is not known both ways moves too: its wire port's path is known
@@ -249,7 +255,7 @@ async def plan_moves(
     moves = _assign(crossing, pools)
     _check_room(moves)
     table = steer.table_name(plan.id)
-    syn_pools = {k: p[: options.pool] for k, p in pools.items() if len(p) >= sp.MIN_PORTS}
+    syn_pools = {k: p[:spare] for k, p in pools.items() if len(p) >= sp.MIN_PORTS}
     plan.steering = {
         "method": METHOD,
         "suspect": suspect.name,

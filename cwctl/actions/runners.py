@@ -29,6 +29,18 @@ COMMAND_TIMEOUT_S = 120.0
 SESSIONS_PER_HOST = 8
 
 
+class ReadFailed(CwctlError):
+    """A read-only command failed on some targets: nothing is planned on a partial view.
+    ``what`` names the read (its callers word their own refusal from it)."""
+
+    def __init__(self, what: str, failed: Sequence[str], targets_are: str = "host(s)") -> None:
+        super().__init__(
+            f"could not read {what} on {len(failed)} {targets_are}: " + "; ".join(failed[:5]),
+            exit_code=EXIT_PROBLEMS,
+        )
+        self.what = what
+
+
 @dataclass(frozen=True)
 class CommandResult:
     rc: int
@@ -72,11 +84,66 @@ async def read_on_all(
         if not r.ok
     ]
     if failed:
-        raise CwctlError(
-            f"could not read {what} on {len(failed)} {targets_are}: " + "; ".join(failed[:5]),
-            exit_code=EXIT_PROBLEMS,
-        )
+        raise ReadFailed(what, failed, targets_are)
     return {t: r.stdout for t, r in zip(targets, results, strict=True)}
+
+
+# the line each read's output is followed by in ``together_argv`` (and its exit status)
+SECTION = "@@cwctl-read"
+
+
+def together_argv(argvs: Sequence[Sequence[str]]) -> tuple[str, ...]:
+    """One ``sh -c`` running read-only argvs in turn, each one's output followed by a
+    ``SECTION`` line with its exit status: one SSH session per host instead of one per
+    read (each session is a fork and a shell on the host). The script is built
+    from the argvs with ``shlex.join``, so each element still arrives as one argument."""
+    script = "; ".join(f"{shlex.join(a)}; printf '\\n{SECTION} %d\\n' $?" for a in argvs)
+    return ("sh", "-c", script)
+
+
+def split_together(stdout: str, n: int) -> list[tuple[int, str]] | None:
+    """``together_argv``'s output as (exit status, output) per read; None if it is not
+    ``n`` sections (the shell itself failed, or it was cut short)."""
+    out: list[tuple[int, str]] = []
+    rest = stdout
+    for _ in range(n):
+        head, sep, tail = rest.partition(f"\n{SECTION} ")
+        status, nl, rest = tail.partition("\n")
+        if not sep or not nl or not status.isdigit():
+            return None
+        out.append((int(status), head))
+    return out
+
+
+async def read_together(
+    runner: Runner,
+    targets: Sequence[str],
+    reads: Mapping[str, Sequence[str]],
+    wrap: Callable[[Sequence[str]], Sequence[str]] = tuple,
+) -> dict[str, dict[str, str]]:
+    """``read_on_all`` for several reads at once, in one session per target: per read
+    (by its name in ``reads``), each target's stdout. ``wrap`` prefixes the one command
+    (sudo). A failed read fails as ``read_on_all`` fails, naming the first of ``reads``
+    that failed."""
+    argv = wrap(together_argv(list(reads.values())))
+    results = await asyncio.gather(*(runner.run(t, argv) for t in targets))
+    seen: dict[str, dict[str, str]] = {what: {} for what in reads}
+    failed: dict[str, list[str]] = {}
+    for target, r in zip(targets, results, strict=True):
+        parts = split_together(r.stdout, len(reads)) if r.ok else None
+        if parts is None:
+            for what in reads:
+                failed.setdefault(what, []).append(f"{target}: {r.detail() or f'exit {r.rc}'}")
+            continue
+        for what, (status, text) in zip(reads, parts, strict=True):
+            if status != 0:
+                why = r.stderr.strip().splitlines()[-1][-300:] if r.stderr.strip() else ""
+                failed.setdefault(what, []).append(f"{target}: {why or f'exit {status}'}")
+            seen[what][target] = text
+    for what in reads:  # the first read (in ``reads``' order) that failed anywhere
+        if what in failed:
+            raise ReadFailed(what, failed[what])
+    return seen
 
 
 class LocalRunner:

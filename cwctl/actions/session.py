@@ -22,9 +22,10 @@ earlier actions saved.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from cwctl import settings
 from cwctl.actions import prior
@@ -43,7 +44,7 @@ from cwctl.actions.executor import (
 )
 from cwctl.actions.history import Action, History, find, history
 from cwctl.actions.jobcheck import JOB_WAIT_S, job_pace, marks
-from cwctl.actions.jobs import with_jobs
+from cwctl.actions.jobs import plan_read, with_jobs
 from cwctl.actions.journal import ActionLock, Journal, acting_user
 from cwctl.actions.plan import ActionPlan, with_sudo
 from cwctl.actions.planner import RouteOptions, Target, plan_drain, plan_reroute, plan_resume
@@ -84,11 +85,19 @@ class Outcome:
     verification: Verification | None = None
     lines: list[str] = field(default_factory=list)
     job: JobCheck | None = None  # the job's own pace after it (Ask.job_log)
+    # ``apply(..., undo_unless_gone=True)`` whose verification still found the element:
+    # the rollback applied at once (its own outcome)
+    undone: Outcome | None = None
 
     @property
     def ok(self) -> bool:
         good = self.verification is None or self.verification.gone
         return self.execution.failed is None and good
+
+    @property
+    def failed(self) -> bool:
+        """A step failed (what ran before it was rolled back)."""
+        return self.execution.failed is not None
 
     @property
     def message(self) -> str:
@@ -170,6 +179,15 @@ def failure_line(plan: ActionPlan, execution: Execution) -> str:
     return f"step {execution.failed + 1} failed on {step.host}: {detail}{tail} (journal {plan.id})"
 
 
+class Rollback(NamedTuple):
+    """``ActionSession.rollback``'s answer."""
+
+    session: ActionSession
+    plan: ActionPlan  # the undo
+    action: Action  # what it undoes
+    history: History  # the journal's, read once (its skipped lines: warnings)
+
+
 class ActionSession:
     def __init__(
         self,
@@ -210,7 +228,7 @@ class ActionSession:
         model: Any = None,
         by: str = "cli",
         **ssh: Any,
-    ) -> tuple[ActionSession, ActionPlan, Action, History]:
+    ) -> Rollback:
         """The session for undoing ``action_id`` (the latest apply when None), its plan,
         the action, and the journal's history (for its warnings). ``request`` and
         ``model``: the caller's fabric (``cwctl watch``'s), instead of the one the
@@ -230,28 +248,38 @@ class ActionSession:
             guard.release()
             raise
         session._lock = guard
-        return session, plan, action, hist
+        return Rollback(session, plan, action, hist)
 
     def interrupted(self) -> list[Action]:
         return history(self.journal).interrupted()
 
     async def plan(self, ask: Ask) -> ActionPlan:
-        """Plan ``ask`` on this session's target (reading the hosts through the runner)."""
+        """Plan ``ask`` on this session's target (reading the hosts through the runner),
+        the scheduler read at the same time for the jobs the plan touches."""
+        jobs = asyncio.ensure_future(plan_read(self.target, self.runner))
+        try:
+            plan = await self._plan(ask)
+        except BaseException:
+            jobs.cancel()
+            with contextlib.suppress(BaseException):  # its own failure is not the news
+                await jobs
+            raise
+        plan = with_jobs(plan, self.target, await jobs)
+        if ask.job_log:
+            plan.context["job_log"] = {"pattern": ask.job_log, "wait_s": ask.job_wait_s}
+        return with_sudo(plan) if ask.sudo else plan
+
+    async def _plan(self, ask: Ask) -> ActionPlan:
         if ask.kind in ("reroute", "steer"):
             options = ask.options
             if ask.kind == "steer":
                 options = replace(options or RouteOptions(), via="hosts")
-            plan = await plan_reroute(ask.element, self.target, self.runner, options)
-        elif ask.kind == "drain":
-            plan = plan_drain(
+            return await plan_reroute(ask.element, self.target, self.runner, options)
+        if ask.kind == "drain":
+            return plan_drain(
                 ask.element, self.target, reason=ask.reason, evict=ask.evict, suspect=ask.suspect
             )
-        else:
-            plan = plan_resume(ask.element, self.target, reason=ask.reason)
-        plan = await with_jobs(plan, self.target, self.runner)
-        if ask.job_log:
-            plan.context["job_log"] = {"pattern": ask.job_log, "wait_s": ask.job_wait_s}
-        return with_sudo(plan) if ask.sudo else plan
+        return plan_resume(ask.element, self.target, reason=ask.reason)
 
     async def check_prior(self, plan: ActionPlan) -> None:
         """Refuse (``StalePlan``) a plan whose targets no longer read as they did."""
@@ -265,22 +293,41 @@ class ActionSession:
             )
 
     async def apply(
-        self, plan: ActionPlan, *, check: bool = False, progress: StepProgress | None = None
+        self,
+        plan: ActionPlan,
+        *,
+        check: bool = False,
+        progress: StepProgress | None = None,
+        recheck: bool = True,
+        verify_s: float | None = None,
+        undo_unless_gone: bool = False,
     ) -> Outcome:
-        """Apply ``plan`` (write-ahead journalled); with ``check``, rescan and record
-        whether the element is still a suspect. ``progress(i, step, what)`` hears of each
-        step as it starts (and of each undo when a step fails)."""
+        """Apply ``plan`` (write-ahead journalled): the one way every front end (the CLI,
+        the TUI, the watch) carries out an action.
+
+        - ``check``: then verify and journal the verification (``verify``; for a rollback,
+          a rescan of its element: is it clean now?), probing ``verify_s`` (None: the
+          request's duration).
+        - ``undo_unless_gone``: a change whose verification still finds the element is
+          rolled back at once (``Outcome.undone``).
+        - ``progress(i, step, what)`` hears of each step as it starts (and of each undo
+          when a step fails).
+        - ``recheck=False`` trusts the prior read at planning instead of reading it
+          again: only for a plan made moments before in this session, under its lock
+          (the watch, where connections in retransmission backoff wait on every second).
+        """
         if not self._lock.held:
             self._lock.__enter__()
         job = plan.context.get("job_log") if plan.kind != "rollback" else None
         inv = self.target.inventory
         before: dict[str, float] = {}
+        prior_read = self.check_prior(plan) if recheck else asyncio.sleep(0)
         if job and inv is not None:  # the job's steps so far, read beside the prior
             before, _ = await asyncio.gather(
-                marks(self.runner, inv, plan, job["pattern"]), self.check_prior(plan)
+                marks(self.runner, inv, plan, job["pattern"]), prior_read
             )
         else:
-            await self.check_prior(plan)
+            await prior_read
         plan.context = {**plan.context, "by": self.by, "user": acting_user()}
         execution = await apply_plan(plan, self.runner, self.journal, progress)
         outcome = Outcome(execution, lines=[execution.summary()])
@@ -291,15 +338,26 @@ class ActionSession:
             outcome.lines.append(f"rolled back {plan.rollback_of} (journal {plan.id})")
         else:
             outcome.lines.append(f"applied {plan.id}; undo with: cwctl rollback {plan.id}")
-        if check and plan.kind != "rollback":
-            outcome.verification = await self.verify(plan)
-            record_verification(self.journal, plan, outcome.verification)
-            outcome.lines.append(outcome.verification.message())
+        if check:
+            if plan.rollback_of:  # undone: is the element clean, now it carries traffic?
+                checked = await verify(self.target, plan.element, duration_s=verify_s)
+            else:
+                checked = await self.verify(plan, duration_s=verify_s)
+            outcome.verification = checked
+            record_verification(self.journal, plan, checked)
+            outcome.lines.append(checked.message())
+            if undo_unless_gone and not checked.gone and not plan.rollback_of:
+                outcome.undone = await self._undo(plan)
+                return outcome
         if job and inv is not None:
             wait_s = float(job["wait_s"])
             outcome.job = await job_pace(self.runner, inv, plan, job["pattern"], wait_s, before)
             outcome.lines.append(outcome.job.message())
         return outcome
+
+    async def _undo(self, plan: ActionPlan) -> Outcome:
+        """Roll ``plan`` back at once (it was applied in this session, under its lock)."""
+        return await self.apply(rollback_plan(find(self.journal, plan.id, history(self.journal))))
 
     async def verify(self, plan: ActionPlan, *, duration_s: float | None = None) -> Verification:
         """Is ``plan``'s element avoided now? Host steering on real hosts: its installed

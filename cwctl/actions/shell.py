@@ -116,9 +116,10 @@ async def act(
 async def roll_back(action_id: str | None, shell: Shell, *, apply: bool, **ssh: Any) -> int:
     """Plan the undo of a journalled action; with ``apply`` carry it out (under the lock,
     so the same action cannot be rolled back twice, even by two processes at once)."""
-    session, plan, action, hist = ActionSession.rollback(action_id, lock=apply, **ssh)
+    undo = ActionSession.rollback(action_id, lock=apply, **ssh)
+    session, plan, action = undo.session, undo.plan, undo.action
     async with session:
-        for line in hist.read.skipped:
+        for line in undo.history.read.skipped:
             shell.say(line)
         if action.status == INTERRUPTED:
             shell.say(

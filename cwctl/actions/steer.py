@@ -34,7 +34,7 @@ from cwctl.actions import hosttrace
 from cwctl.actions import steerports as sp
 from cwctl.actions.executor import Verification
 from cwctl.actions.plan import SUDO, ActionPlan, Step
-from cwctl.actions.runners import CommandResult, Runner, read_on_all
+from cwctl.actions.runners import CommandResult, ReadFailed, Runner, read_on_all
 from cwctl.errors import EXIT_PROBLEMS, CwctlError, InputError
 
 LIST_ARGV = ("nft", "list", "tables")
@@ -54,7 +54,7 @@ TCP_OPENING = "tcp flags & (syn | ack) == syn "
 @dataclass
 class SteerOptions:
     services: tuple[sp.Service, ...] = ()
-    pool: int = sp.DEFAULT_POOL
+    pool: int | None = None  # healthy ports per key; None: DEFAULT_POOL, MOVE_POOL moving
     roce: bool = False
     sudo: bool = False  # reads too (nft and raw sockets need root); steps: with_sudo
 
@@ -180,13 +180,17 @@ async def trace_ports(
 
 
 async def trace_answered(
-    runner: Runner, fabric: Fabric, wanted: dict[sp.Key, list[int]], sudo: bool
+    runner: Runner,
+    fabric: Fabric,
+    wanted: dict[sp.Key, list[int]],
+    sudo: bool,
+    rounds: int = MAX_ROUNDS,
 ) -> sp.TracedPorts:
     """Each key's ports traced both ways, those left unanswered (an ICMP rate limit, a
-    lost answer) asked again, up to ``MAX_ROUNDS`` in all."""
+    lost answer) asked again, up to ``rounds`` in all."""
     traced = sp.TracedPorts()
     await trace_ports(runner, fabric, wanted, traced, reply=True, sudo=sudo)
-    for _ in range(MAX_ROUNDS - 1):
+    for _ in range(rounds - 1):
         again = {
             key: [p for p in ports if None in (traced.forward[key][p], traced.reverse[key][p])]
             for key, ports in wanted.items()
@@ -308,18 +312,29 @@ def fabric_pairs(inv: Any, suspect: sp.Suspect) -> tuple[Fabric, list[tuple[str,
     return fabric, pairs
 
 
+NFT_TABLES = "nft tables"  # the prior's read, by name (``read_on_all``, ``read_together``)
+
+
 async def read_prior(runner: Runner, hosts: list[str], sudo: bool, plan: ActionPlan) -> None:
     """``nft list tables`` on every host a step will change: the plan's prior (read
     again, and compared, before applying)."""
     read = reads(LIST_ARGV, sudo)
     try:
-        seen = await read_on_all(runner, hosts, lambda h: read, "nft tables")
-    except CwctlError as exc:
-        raise InputError(
-            f"cannot steer at the hosts (needs nftables and root, or --sudo): {exc}"
-        ) from None
-    for host in hosts:
-        plan.prior[f"nft:{host}"] = {"host": host, "read": list(read), "seen": seen[host]}
+        seen = await read_on_all(runner, hosts, lambda h: read, NFT_TABLES)
+    except ReadFailed as exc:
+        raise cannot_steer(exc) from None
+    record_prior(plan, seen, sudo)
+
+
+def cannot_steer(exc: ReadFailed) -> InputError:
+    return InputError(f"cannot steer at the hosts (needs nftables and root, or --sudo): {exc}")
+
+
+def record_prior(plan: ActionPlan, seen: dict[str, str], sudo: bool) -> None:
+    """Each host's ``nft list tables`` (``seen``) as the plan's prior."""
+    read = list(reads(LIST_ARGV, sudo))
+    for host, text in seen.items():
+        plan.prior[f"nft:{host}"] = {"host": host, "read": read, "seen": text}
 
 
 async def plan_host_steering(
@@ -333,11 +348,12 @@ async def plan_host_steering(
     """New connections to the named services (``--port``), or the RoCE sets: fill
     ``plan`` (prior, notes, steering) and return its steps."""
     services = (sp.ROCE,) if options.roce else options.services
+    pool = options.pool or sp.DEFAULT_POOL
     keys = [(a, b, s) for a, b in pairs for s in services]
     if not options.roce:
         await read_prior(runner, sorted({a for a, _ in pairs}), options.sudo, plan)
     pools, traced = await find_pools(
-        runner, fabric, keys, suspect, options.pool, reply=not options.roce, sudo=options.sudo
+        runner, fabric, keys, suspect, pool, reply=not options.roce, sudo=options.sudo
     )
     _refuse_small(pools, traced, suspect.name)
     table = table_name(plan.id)
@@ -365,10 +381,10 @@ async def plan_host_steering(
             "nothing applied; a NIC sets them per queue pair (docs/actions.md)"
         )
         return []
-    thin = [k for k, p in pools.items() if len(p) < options.pool]
+    thin = [k for k, p in pools.items() if len(p) < pool]
     if thin:
         plan.notes.append(
-            f"{len(thin)} pair(s) have fewer than {options.pool} healthy ports: more "
+            f"{len(thin)} pair(s) have fewer than {pool} healthy ports: more "
             "concurrent connections than that to one peer and port may wait for a retry"
         )
     plan.notes.append("connections already open keep their path; only new ones are steered")

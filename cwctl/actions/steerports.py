@@ -26,6 +26,10 @@ ROCE_PORT = 4791  # RoCEv2: UDP destination port 4791, the source port from the 
 # chosen here is rarely one the kernel hands out on its own
 CANDIDATES = range(61000, 65536)
 DEFAULT_POOL = 64  # healthy ports per (sender, peer, service): concurrent connections
+# moving open flows, the spare healthy ports per (sender, peer, service) for its new
+# connections: a job's services open few after the start, and every candidate is traced
+# both ways while the moved connections wait in retransmission backoff
+MOVE_POOL = 16
 MIN_PORTS = 4  # fewer healthy ports than this for a pair: refused
 SPINE_TTL = 2  # in a leaf-spine fabric the hop after the host's leaf is the spine
 

@@ -143,15 +143,16 @@ def reroute(
         ),
     ] = None,
     pool: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--pool",
             metavar="N",
             min=1,
             max=4096,
-            help="--at hosts: healthy source ports per peer and port (concurrent connections).",
+            help="--at hosts: healthy source ports per peer and port for new connections "
+            "(default 64 with --port; 16 beside the open flows moved).",
         ),
-    ] = 64,
+    ] = None,
     roce: Annotated[
         bool,
         typer.Option(

@@ -21,14 +21,19 @@ READ_TIMEOUT_S = 20.0  # a scheduler slower than this is reported "not known", n
 
 
 class Result(Protocol):
-    rc: int
-    stdout: str
+    """What a runner's command gives back (``cwctl.actions.runners.CommandResult``)."""
+
+    @property
+    def rc(self) -> int: ...
+
+    @property
+    def stdout(self) -> str: ...
 
     def detail(self) -> str: ...
 
 
 class Runner(Protocol):
-    async def run(self, host: str, argv: Sequence[str]) -> Any: ...
+    async def run(self, host: str, argv: Sequence[str]) -> Result: ...
 
 
 def known_names(inventory: Any) -> dict[str, str]:

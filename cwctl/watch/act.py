@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from cwctl.actions.executor import record_verification, rollback_plan, verify
-from cwctl.actions.history import APPLIED, INTERRUPTED, find, history
+from cwctl.actions.history import APPLIED, INTERRUPTED, history
 from cwctl.actions.jobs import refuse_protected
-from cwctl.actions.journal import Journal
+from cwctl.actions.journal import Journal, LockHeld
 from cwctl.actions.session import ActionSession, Ask
 from cwctl.errors import CwctlError
 from cwctl.watch.decide import Decision
@@ -159,41 +158,47 @@ async def act(fabric: Fabric, decision: Decision) -> Done:
         guarded = refuse_protected(plan, fabric.protect)
         if guarded is not None:  # before anything is journalled or changed
             return Done(False, False, None, "protected", guarded)
-        outcome = await session.apply(plan)
-        if outcome.execution.failed is not None:
-            return Done(False, True, plan.id, "failed", outcome.message.splitlines()[-1])
-        if decision.action == "drain":
-            return Done(True, True, plan.id, "applied", f"applied {plan.id}")
-        # the check that fits the plan: steered ports traced again on real hosts, else a
-        # rescan of the same hosts or model
-        checked = await session.verify(plan, duration_s=fabric.verify_s)
-        record_verification(session.journal, plan, checked)
-        if checked.gone:
-            job = f"; {outcome.job.message()}" if outcome.job is not None else ""
-            return Done(True, True, plan.id, "verified", checked.message() + job)
-        undo = rollback_plan(find(session.journal, plan.id, history(session.journal)))
-        undone = await session.apply(undo)
-        back = "rolled back" if undone.execution.failed is None else "ROLLBACK FAILED"
-        return Done(False, True, plan.id, "verify", f"{checked.message()}; {back} ({undo.id})")
+        # planned just now, under the lock: the prior is not read again. A drain is not
+        # rescanned (the host's own fault stays after it by design); anything else is
+        # checked as fits it (steered ports traced again on real hosts, else a rescan)
+        # and rolled back at once if the element is still found
+        drain = decision.action == "drain"
+        outcome = await session.apply(
+            plan, recheck=False, check=not drain, verify_s=fabric.verify_s, undo_unless_gone=True
+        )
     finally:
         await session.close()
+    if outcome.failed:
+        return Done(False, True, plan.id, "failed", outcome.message.splitlines()[-1])
+    if drain:
+        return Done(True, True, plan.id, "applied", f"applied {plan.id}")
+    checked = outcome.verification
+    assert checked is not None
+    if outcome.undone is None:
+        job = f"; {outcome.job.message()}" if outcome.job is not None else ""
+        return Done(True, True, plan.id, "verified", checked.message() + job)
+    undo = outcome.undone.execution.plan
+    back = "ROLLBACK FAILED" if outcome.undone.failed else "rolled back"
+    return Done(False, True, plan.id, "verify", f"{checked.message()}; {back} ({undo.id})")
 
 
 def _rollback_session(fabric: Fabric, action_id: str | None) -> tuple[ActionSession, Any]:
     """The session that undoes ``action_id`` on the watch's fabric, and its plan."""
-    session, plan, _, _ = ActionSession.rollback(
+    undo = ActionSession.rollback(
         action_id,
         journal=fabric.journal,
         request=fabric.request,
         model=fabric.model,
         by="watch",
     )
-    return session, plan
+    return undo.session, undo.plan
 
 
 def _not_opened(action_id: str | None, exc: CwctlError) -> Done:
     """A session that could not be opened: the lock held elsewhere, or refused."""
-    return Done(False, False, action_id, "lock" if "lock" in str(exc) else "refused", str(exc))
+    return Done(
+        False, False, action_id, "lock" if isinstance(exc, LockHeld) else "refused", str(exc)
+    )
 
 
 async def undo_interrupted(fabric: Fabric, action_id: str) -> Done:
@@ -220,14 +225,14 @@ async def restore(fabric: Fabric, decision: Decision) -> Done:
         session, plan = _rollback_session(fabric, decision.action_id)
     except CwctlError as exc:
         return _not_opened(None, exc)
-    try:
-        outcome = await session.apply(plan)
-        if outcome.execution.failed is not None:
-            return Done(False, True, decision.action_id, "failed", outcome.message)
-        checked = await verify(session.target, decision.element, duration_s=fabric.verify_s)
-        record_verification(session.journal, plan, checked)
+    try:  # undone, then a rescan: is the element clean, now it carries traffic again?
+        outcome = await session.apply(plan, check=True, verify_s=fabric.verify_s)
     finally:
         await session.close()
+    if outcome.failed:
+        return Done(False, True, decision.action_id, "failed", outcome.message)
+    checked = outcome.verification
+    assert checked is not None
     if checked.gone:
         return Done(True, True, plan.id, "clean", f"restored ({plan.id}); {checked.message()}")
     again = await act(fabric, decision)

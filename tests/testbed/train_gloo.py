@@ -8,11 +8,12 @@ workload cwctl must move without any configuration.
 
 Each step is one DistributedDataParallel step of a small MLP (its gradients all-reduced
 in buckets) and an all-reduce of ``--floats`` floats, so the network, not the model,
-sets the step time. Every step, each rank logs one JSON line to ``LOG/rank-N.jsonl``
-through cwctl's step hook (``cwctl.jobs.stephook``, as a user's script would): ``{"step",
-"t" (wall clock, s), "dt" (s since the last step), "pid", "rank", "host"}``; the step index
-is continuous and the pid is the rank's own, so a restart would show. The job stops when
-``LOG/stop`` exists or after ``--seconds``.
+sets the step time (``--compute-s`` adds an idle "compute" phase). Every step, each
+rank logs one JSON line to ``LOG/rank-N.jsonl`` through cwctl's step hook
+(``cwctl.jobs.stephook``, as a user's script would): ``{"step", "t" (wall clock, s),
+"dt" (s since the last step), "pid", "rank", "host"}``; the step index is continuous and
+the pid is the rank's own, so a restart would show. The job stops when ``LOG/stop``
+exists or after ``--seconds``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=600.0)
     parser.add_argument("--floats", type=int, default=1 << 20)
     parser.add_argument("--timeout", type=float, default=600.0)
+    # seconds of "compute" a step, the CPU idle (as while a GPU computes): the test's job
+    # sleeps, so that 4 ranks leave a 2-core CI machine's cores to the rest of the suite
+    parser.add_argument("--compute-s", type=float, default=0.0)
     args = parser.parse_args()
     os.environ.update(
         MASTER_ADDR=args.master, MASTER_PORT=str(args.port), GLOO_SOCKET_IFNAME=args.ifname
@@ -68,6 +72,8 @@ def main() -> int:
         loss.backward()
         optimiser.step()
         optimiser.zero_grad()
+        if args.compute_s > 0:
+            time.sleep(args.compute_s)
         dist.all_reduce(extra)
         extra.div_(world)
         steps.step(rank=rank, host=host)

@@ -45,13 +45,13 @@ class TrainJob:
         self.log.mkdir(parents=True, exist_ok=True)
         self.proc: subprocess.Popen[str] | None = None
 
-    def start(self, seconds: float = 900.0, port: int = 29500) -> None:
+    def start(self, seconds: float = 900.0, port: int = 29500, compute_s: float = 0.0) -> None:
         argv = [
             "srun", "-N", str(len(self.nodes)), "-w", ",".join(self.nodes),
             "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--immediate=30",
             sys.executable, str(SCRIPT), "--master", L.probe_address(self.nodes[0]),
             "--port", str(port), "--ifname", L.HOST_NIC, "--log", str(self.log),
-            "--seconds", str(seconds),
+            "--seconds", str(seconds), "--compute-s", str(compute_s),
         ]  # fmt: skip
         self.proc = subprocess.Popen(
             argv, env=self.slurm.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cwctl.actions.history import history
-from cwctl.actions.journal import ActionLock, Journal
+from cwctl.actions.journal import ActionLock, Journal, LockHeld
 from cwctl.actions.session import ActionSession, Ask, StalePlan
 from cwctl.actions.shell import Shell, act
 from cwctl.errors import CwctlError
@@ -104,3 +104,47 @@ async def test_a_long_lived_model_catches_up_with_changes_other_processes_saved(
         outcome = await session.apply(plan)
     assert outcome.ok and kept.state.drained_hosts == {"gpu-003"}
     assert all(w == 0 for w in kept.state.ecmp_weight.values()) and kept.state.ecmp_weight
+
+
+async def test_a_change_the_verify_cannot_vouch_for_is_undone_by_the_door_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``undo_unless_gone``: a rescan too brief to tell (3 coded pairs a peer) vouches for
+    nothing, so the session rolls the reroute back at once; the model is as before and
+    the journal holds the apply, its verify and the rollback."""
+    monkeypatch.setenv("CWCTL_STATE_DIR", str(tmp_path))
+    request = ScanRequest(
+        sim=SimOptions(hosts=32, spines=4, faults=("link:leaf1-spine2:down",)), duration_s=1.0
+    )
+    model = model_for(request)
+    async with ActionSession(request, model=model) as session:
+        plan = await session.plan(Ask("reroute", "leaf1-spine2"))
+        outcome = await session.apply(plan, check=True, verify_s=0.03, undo_unless_gone=True)
+    assert outcome.verification is not None and not outcome.verification.gone
+    assert outcome.undone is not None and not outcome.undone.failed and not outcome.ok
+    assert all(w == 1 for w in model.state.ecmp_weight.values())
+    hist = history(Journal(tmp_path))
+    undo = hist.undone_by(plan.id)
+    assert undo is not None and undo.id == outcome.undone.execution.plan.id
+
+
+async def test_a_rollback_checked_is_a_rescan_of_its_element_now_it_carries_traffic(
+    tmp_path: Path, request_: ScanRequest
+) -> None:
+    """Undoing a reroute while the fault is still there: the element's traffic is back
+    on it, and the rescan finds it (the watch's restore then applies the action anew)."""
+    model = model_for(request_)
+    async with ActionSession(request_, model=model) as session:
+        plan = await session.plan(Ask("reroute", "spine3"))
+        assert (await session.apply(plan, check=True)).ok
+    undo = ActionSession.rollback(plan.id, model=model)
+    assert undo.plan.rollback_of == plan.id and undo.action.id == plan.id
+    async with undo.session:
+        outcome = await undo.session.apply(undo.plan, check=True)
+    assert not outcome.failed and outcome.verification is not None
+    assert outcome.verification.element == "spine3" and not outcome.verification.gone
+
+
+def test_a_held_lock_is_its_own_error_type(tmp_path: Path, request_: ScanRequest) -> None:
+    with ActionLock(tmp_path), pytest.raises(LockHeld, match="another cwctl action is running"):
+        ActionSession(request_)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import subprocess
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -17,7 +20,7 @@ from cwctl.actions import moveflows, steer
 from cwctl.actions import steerports as sp
 from cwctl.actions.flowtable import Flow, find_flows, parse_devices, parse_sockets
 from cwctl.actions.plan import ActionPlan
-from cwctl.actions.runners import CommandResult
+from cwctl.actions.runners import SECTION, CommandResult, split_together, together_argv
 from cwctl.errors import EXIT_PROBLEMS, CwctlError
 from cwctl.inventory import Host, Inventory, Switch
 
@@ -151,6 +154,8 @@ class Hosts:
         self.tables = tables or {"a": SS, "b": PEER_SS}
 
     async def run(self, host: str, argv: list[str]) -> CommandResult:
+        if argv[0] == "sh":  # several reads in one session: each answered as if alone
+            return await _as_shell(self.run, host, argv[2])
         if argv[0] == "ss":
             return CommandResult(0, self.tables[host])
         if argv[0] == "ip":
@@ -167,6 +172,21 @@ class Hosts:
 
     async def close(self) -> None:
         return None
+
+
+async def _as_shell(run: Any, host: str, script: str) -> CommandResult:
+    """What ``sh -c script`` prints, for a script of ``cmd; printf MARK $?`` pairs (as
+    a POSIX shell runs it), each command answered by ``run``."""
+    out, rc = [], 0
+    for part in script.split("; "):
+        words = shlex.split(part)
+        if words[0] == "printf":
+            out.append(words[1].replace("\\n", "\n").replace("%d", str(rc)))
+        else:
+            result = await run(host, words)
+            rc = result.rc
+            out.append(result.stdout)
+    return CommandResult(0, "".join(out))
 
 
 async def _plan_moves(runner: Hosts, pool: int = 8) -> tuple[ActionPlan, list]:
@@ -216,7 +236,7 @@ async def test_verification_traces_every_moved_flows_wire_port_both_ways() -> No
 
     class Recording(Hosts):
         async def run(self, host: str, argv: list[str]) -> CommandResult:
-            if argv[0] not in ("ss", "ip", "nft"):
+            if argv[0] not in ("sh", "ss", "ip", "nft"):
                 traced.extend((host, s, d) for _, _, s, d in json.loads(argv[-1])["jobs"])
             return await super().run(host, argv)
 
@@ -231,7 +251,7 @@ async def test_a_flow_whose_trace_never_answers_is_moved_and_counted() -> None:
     class Silent(Hosts):
         async def run(self, host: str, argv: list[str]) -> CommandResult:
             result = await super().run(host, argv)
-            if argv[0] in ("ss", "ip", "nft"):
+            if argv[0] in ("sh", "ss", "ip", "nft"):
                 return result
             jobs = json.loads(argv[-1])["jobs"]
             hops = json.loads(result.stdout)["hops"]
@@ -244,3 +264,27 @@ async def test_a_flow_whose_trace_never_answers_is_moved_and_counted() -> None:
     plan, _ = await _plan_moves(Silent())
     moved = {(m["host"], m["port"]) for m in plan.steering["moves"]}
     assert ("a", 46000) in moved and plan.steering["unknown"] == 1
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.text(st.characters(blacklist_characters="\x00"), max_size=40).filter(
+                lambda t: SECTION not in t
+            ),
+            st.integers(0, 9),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_reads_run_together_in_one_real_shell_come_apart_as_each_printed(
+    reads: list[tuple[str, int]],
+) -> None:
+    """Whatever each read prints (no final newline, empty, a blank line) and however it
+    exits, a real ``sh`` running them together gives each one back as it printed."""
+    argvs = [("sh", "-c", f'printf %s "$1"; exit {rc}', "sh", text) for text, rc in reads]
+    ran = subprocess.run(together_argv(argvs), capture_output=True, check=True)
+    stdout = ran.stdout.decode()  # (as SSH hands it over: no newline translation)
+    assert split_together(stdout, len(reads)) == [(rc, text) for text, rc in reads]
+    assert split_together(stdout, len(reads) + 1) is None  # cut short: not a view

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cwctl.actions.runners import CommandResult, read_on_all
+from cwctl.actions.runners import CommandResult, LocalRunner, ReadFailed, read_on_all, read_together
 from cwctl.errors import EXIT_PROBLEMS, CwctlError
 
 
@@ -56,3 +56,35 @@ async def test_the_targets_kind_is_said_and_at_most_five_named() -> None:
     message = str(caught.value)
     assert message.startswith("could not read the routes on 7 switch(es): leaf1: ")
     assert "leaf5:" in message and "leaf6" not in message
+
+
+async def test_reads_together_take_one_session_per_host_and_come_apart() -> None:
+    """A real ``sh`` on this machine (the local runner): three reads in one command per
+    host, each handed back under its own name, exactly as it printed."""
+
+    class Counted(LocalRunner):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sessions: list[str] = []
+
+        async def run(self, host: str, argv: Sequence[str]) -> CommandResult:
+            self.sessions.append(host)
+            return await super().run(host, argv)
+
+    runner = Counted()
+    reads = {"one": ["printf", "a\n\nb"], "two": ["true"], "three": ["echo", "x; y"]}
+    out = await read_together(runner, ["h1", "h2"], reads, wrap=tuple)
+    assert sorted(runner.sessions) == ["h1", "h2"]
+    assert out == {
+        "one": {"h1": "a\n\nb", "h2": "a\n\nb"},
+        "two": {"h1": "", "h2": ""},
+        "three": {"h1": "x; y\n", "h2": "x; y\n"},
+    }
+
+
+async def test_a_read_that_fails_together_is_named_and_nothing_is_returned() -> None:
+    reads = {"the first": ["true"], "the tables": ["sh", "-c", "echo no nft >&2; exit 1"]}
+    with pytest.raises(ReadFailed) as caught:
+        await read_together(LocalRunner(), ["h1"], reads)
+    assert caught.value.what == "the tables" and caught.value.exit_code == EXIT_PROBLEMS
+    assert str(caught.value) == "could not read the tables on 1 host(s): h1: no nft"

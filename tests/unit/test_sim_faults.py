@@ -34,7 +34,15 @@ def test_parse_fault_accepts_every_documented_form(spec, kind, name, mode, value
         value,
         at_s,
     )
-    assert parse_fault(fault.spec) == parse_fault(fault.spec)  # the normal form parses back
+    again = parse_fault(fault.spec)  # the normal form parses back to the same fault
+    assert (again.kind, again.name, again.mode, again.value, again.at_s) == (
+        kind,
+        name,
+        mode,
+        value,
+        at_s,
+    )
+    assert again.spec == fault.spec
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ Planning, for a spine or a leaf-spine link of an inventory:
 2. ``nft list tables`` on every sender: nftables is there and cwctl may use it (the
    read is the plan's ``prior``, compared again before applying);
 3. for each pair and each steered service (``--port``), candidate source ports traced
-   both ways at the spine's TTL (``hosttrace.py``: the sender traces ``a:p -> b:P``,
+   both ways at the spine's TTL (``probe/hosttrace.py``: the sender traces ``a:p -> b:P``,
    the peer ``b:P -> a:p``), more rounds until the pool is full or candidates run out;
 4. per sender one step: ``nft`` loads a table of its own (``cwctl_steer_<plan id>``)
    whose postrouting NAT chain rewrites the source port of each *new* connection
@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cwctl.actions import hosttrace
 from cwctl.actions import steerports as sp
 from cwctl.actions.executor import Verification
 from cwctl.actions.plan import SUDO, ActionPlan, Step
 from cwctl.actions.runners import CommandResult, ReadFailed, Runner, read_on_all
 from cwctl.errors import EXIT_PROBLEMS, CwctlError, InputError
+from cwctl.probe import hosttrace
 
 LIST_ARGV = ("nft", "list", "tables")
 MAX_ROUNDS = 4

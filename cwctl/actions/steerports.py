@@ -8,7 +8,7 @@ choosing ``p`` chooses both paths. The destination port and the protocol are has
 a port mapped for one service says nothing about another (``Service``).
 
 Nothing here guesses a hash: the spine of each direction is what a trace read
-(``hosttrace.py``); a port whose forward or reverse spine is unknown is never healthy.
+(``probe/hosttrace.py``); a port whose forward or reverse spine is unknown is never healthy.
 ``plan_pairs`` says which ordered host pairs a suspect affects, ``healthy`` which traced
 ports avoid it, ``TracedPorts`` keeps what was traced per (sender, peer, service).
 """

@@ -77,13 +77,15 @@ def test_bundle_order_runs_each_module_after_what_it_imports() -> None:
 
 def test_every_probe_module_that_runs_remotely_is_in_the_bundle() -> None:
     here = Path(bootstrap.__file__).parent
-    # not bundle modules: local, or shipped on their own before the bundle (assembler;
-    # srunstub, the srun step's per-node stub: cwctl/transport/slurm.py)
+    # not bundle modules: local, or shipped on their own (assembler, before the bundle;
+    # srunstub, the srun step's per-node stub: cwctl/transport/slurm.py; hosttrace, the
+    # port tracer steering runs as one command: cwctl/actions/steer.trace_argv)
     local_only = {
         "cwctl.probe",
         "cwctl.probe.bootstrap",
         "cwctl.probe.assembler",
         "cwctl.probe.srunstub",
+        "cwctl.probe.hosttrace",
     }
     modules = set()
     for path in here.rglob("*.py"):

@@ -9,12 +9,13 @@ import struct
 
 import pytest
 
-from cwctl.actions import hosttrace, steer
+from cwctl.actions import steer
 from cwctl.actions import steerports as sp
 from cwctl.actions.plan import ActionPlan
 from cwctl.actions.runners import CommandResult
 from cwctl.errors import EXIT_PROBLEMS, CwctlError, InputError
 from cwctl.inventory import Host, Inventory, Switch
+from cwctl.probe import hosttrace
 
 LEAF_OF = {"a1": "leaf1", "a2": "leaf1", "b1": "leaf2", "c1": "leaf3"}
 UPLINKS = {"leaf1": ["spine1", "spine2"], "leaf2": ["spine1", "spine2"], "leaf3": ["spine1"]}

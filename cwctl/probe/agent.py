@@ -6,7 +6,8 @@ ships this module and its siblings as one bundle, imports them from memory under
 real names and calls ``main()``; stdin stays open as the control channel and nothing is
 written to disk. The parts: ``wire`` (the datagram), ``stamps`` (kernel timestamps),
 ``exchanges`` (the prober/answerer), ``batch`` (records out), ``channel`` (stdout and
-stdin), ``gpu/`` (the GPU sampler), this module (the loop).
+stdin), ``params`` (the params read once, with every default), ``gpu/`` (the GPU
+sampler), this module (the loop: ``Loop``, one handler per kind of event).
 
 Control protocol (JSON lines on stdin, in this order):
 
@@ -54,6 +55,7 @@ from cwctl.probe.channel import Control, Output
 from cwctl.probe.chronysock import feed
 from cwctl.probe.exchanges import Agent
 from cwctl.probe.gpu.sampler import GpuSampler
+from cwctl.probe.params import AgentParams
 from cwctl.probe.wire import now_ns
 
 
@@ -81,147 +83,205 @@ def run(control, out):
         signal.signal(sig, on_signal)
 
     os.set_blocking(0, False)
-    params = control.wait_line(time.monotonic() + 60.0)
-    if params is None or params.get("type") != "params":
+    msg = control.wait_line(time.monotonic() + 60.0)
+    if msg is None or msg.get("type") != "params":
         out.error("no params on the control channel", fatal=True)
         return 2
     born = time.monotonic()
-    deadline = born + float(params.get("deadline_s", 60.0))
-    host = out.host = str(params.get("host") or socket.gethostname())
-    if params.get("mode") == "chrony":  # cwctl sync --apply: feed chronyd, no probing
-        return feed(params, control, out)
+    if msg.get("mode") == "chrony":  # cwctl sync --apply: feed chronyd, no probing
+        out.host = str(msg.get("host") or socket.gethostname())
+        return feed(msg, control, out)
+    try:
+        params = AgentParams(msg)
+    except (ValueError, TypeError) as exc:
+        out.error(f"bad params: {exc}", fatal=True)
+        return 2
+    out.host = params.host
     try:
         agent = Agent(params, out)
     except (OSError, ValueError, KeyError) as exc:
-        out.error("cannot bind {}: {}".format(params.get("bind"), exc), fatal=True)
+        out.error("cannot bind {}: {}".format(msg.get("bind"), exc), fatal=True)
         return 2
     out.record(agent.hello())
     out.flush()
-    sampler = make_sampler(host)
+    loop = Loop(agent, control, out, wake_r, born + params.deadline_s, stop)
+    reason = loop.run()
+    agent.expire(now_ns(), everything=True)
+    agent.flush_batch()
+    loop.stop_sampler()
+    out.record(agent.summary(reason))
+    out.finish()
+    agent.close()
+    return 0
 
-    poller = select.poll()
-    poller.register(0, select.POLLIN)
-    poller.register(wake_r, select.POLLIN)
-    for fd in agent.by_fd:
-        poller.register(fd, select.POLLIN | select.POLLERR)
-    os.set_blocking(1, False)
-    out_registered = False
-    reason = None
-    last_flush = time.monotonic()
-    starter = None
-    if sampler is not None:  # NVML init or nvidia-smi can take a second: not on our loop
-        starter = threading.Thread(target=sampler.start, name="cwctl-gpu-start", daemon=True)
-        starter.start()
 
-    def on_control(msg):
-        """Act on one control message; a reason to stop, or None."""
-        kind = msg.get("type")
-        if kind == "start" and agent.start_ns is None:
-            agent.start(msg)
-        elif kind == "stop":
-            return "stopped"
-        elif kind != "start":
-            agent.error(f"ignored control message {kind!r}")
-        return None
+class Loop:
+    """The agent's one thread, from its hello to its summary: wait (``poll``) until the
+    next thing falls due, then handle what woke it, one handler per kind of event."""
 
-    for msg in control.backlog:  # lines that came in the same read as the params
-        reason = on_control(msg) or reason
-    control.backlog = []
-    probing = False  # the probing window's CPU is counted from its first due pair
-    linger_ns = int(agent.linger_s * 1e9)
-    woke = 0.0
-    while reason is None:
-        mono = time.monotonic()
-        tick_s = agent.tick_ns / 1e9  # the loop's least period (exchanges.TICK_S)
-        if mono - woke < tick_s:  # woken a moment ago: let more work gather first
-            time.sleep(woke + tick_s - mono)
+    def __init__(self, agent, control, out, wake_r, deadline, stop):
+        self.agent, self.control, self.out = agent, control, out
+        self.wake_r = wake_r
+        self.deadline = deadline  # monotonic
+        self.stop = stop  # {"reason": set by a signal handler}
+        self.poller = select.poll()
+        self.poller.register(0, select.POLLIN)
+        self.poller.register(wake_r, select.POLLIN)
+        for fd in agent.by_fd:
+            self.poller.register(fd, select.POLLIN | select.POLLERR)
+        os.set_blocking(1, False)
+        self.out_registered = False
+        self.last_flush = time.monotonic()
+        self.probing = False  # the probing window's CPU is counted from its first due pair
+        self.linger_ns = int(agent.linger_s * 1e9)
+        self.sampler = make_sampler(agent.host)
+        self.starter = None
+        if self.sampler is not None:  # NVML init or nvidia-smi can take a second: not here
+            self.starter = threading.Thread(
+                target=self.sampler.start, name="cwctl-gpu-start", daemon=True
+            )
+            self.starter.start()
+
+    def run(self):
+        """Until a reason to stop: the summary's ``reason``."""
+        reason = None
+        for msg in self.control.backlog:  # lines that came in the same read as the params
+            reason = self.on_control(msg) or reason
+        self.control.backlog = []
+        woke = 0.0
+        while reason is None:
             mono = time.monotonic()
-        now = now_ns()
-        wait_s = deadline - mono
-        if out.buf:  # records waiting in the buffer: out within 0.2 s
-            wait_s = min(wait_s, last_flush + 0.2 - mono)
+            tick_s = self.agent.tick_ns / 1e9  # the loop's least period (exchanges.TICK_S)
+            if mono - woke < tick_s:  # woken a moment ago: let more work gather first
+                time.sleep(woke + tick_s - mono)
+                mono = time.monotonic()
+            now = now_ns()
+            finish_ns = None if self.agent.end_ns is None else self.agent.end_ns + self.linger_ns
+            wait_ms = self.wait_ms(mono, now, finish_ns)
+            self.watch_stdout()
+            planned_ns = now + int(wait_ms * 1e6)  # when this loop means to run again
+            events = self.poller.poll(wait_ms)
+            woke = time.monotonic()
+            now = now_ns()
+            self.agent.cost.ran(planned_ns, now)  # later than planned: the host starved us
+            for fd, mask in events:
+                reason = self.on_event(fd, mask) or reason
+            if events:
+                now = now_ns()
+            self.on_time(now)
+            reason = reason or self.reason_to_stop(now, finish_ns)
+        return reason
+
+    def wait_ms(self, mono, now, finish_ns):
+        """How long ``poll`` may sleep: until the deadline, a record's flush, the next
+        due pair or timeout, a batch, or the end of the linger."""
+        agent = self.agent
+        wait_s = self.deadline - mono
+        if self.out.buf:  # records waiting in the buffer: out within 0.2 s
+            wait_s = min(wait_s, self.last_flush + 0.2 - mono)
         for due_ns in (agent.next_due_ns(), agent.next_expiry_ns()):  # a pair, a timeout
             if due_ns is not None:
                 wait_s = min(wait_s, (due_ns - now) / 1e9)
         batch_wait_s = agent.batch_wait_s(mono)
         if batch_wait_s is not None:
             wait_s = min(wait_s, batch_wait_s)
-        finish_ns = None if agent.end_ns is None else agent.end_ns + linger_ns
         if finish_ns is not None:
             wait_s = min(wait_s, (finish_ns - now) / 1e9)
-        wait_ms = max(0.0, wait_s) * 1000
-        if out.waiting != out_registered:
-            if out.waiting:
-                poller.register(1, select.POLLOUT)
+        return max(0.0, wait_s) * 1000
+
+    def watch_stdout(self):
+        """Poll stdout for room only while records wait for it."""
+        if self.out.waiting != self.out_registered:
+            if self.out.waiting:
+                self.poller.register(1, select.POLLOUT)
             else:
-                poller.unregister(1)
-            out_registered = out.waiting
-        planned_ns = now + int(wait_ms * 1e6)  # when this loop means to run again
-        events_now = poller.poll(wait_ms)
-        woke = time.monotonic()
-        now = now_ns()
-        agent.cost.ran(planned_ns, now)  # later than planned: the host starved us
-        for fd, events in events_now:
-            if fd == 1:
-                out.flush()
-            elif fd == 0:
-                for msg in control.read_lines():
-                    reason = on_control(msg) or reason
-                if control.eof:
-                    reason = reason or "stdin closed"
-                    poller.unregister(0)
-            elif fd == wake_r:
-                with contextlib.suppress(OSError):
-                    os.read(wake_r, 64)
-            else:
-                sock = agent.by_fd[fd]
-                if events & select.POLLERR:
-                    agent.drain_errqueue(sock)
-                if events & select.POLLIN:
-                    agent.drain(sock)
-        if events_now:
-            now = now_ns()
+                self.poller.unregister(1)
+            self.out_registered = self.out.waiting
+
+    def on_event(self, fd, mask):
+        """One ready descriptor: stdout has room, control lines, a signal, a socket."""
+        if fd == 1:
+            self.out.flush()
+        elif fd == 0:
+            return self.on_stdin()
+        elif fd == self.wake_r:
+            with contextlib.suppress(OSError):
+                os.read(self.wake_r, 64)
+        else:
+            sock = self.agent.by_fd[fd]
+            if mask & select.POLLERR:
+                self.agent.drain_errqueue(sock)
+            if mask & select.POLLIN:
+                self.agent.drain(sock)
+        return None
+
+    def on_stdin(self):
+        reason = None
+        for msg in self.control.read_lines():
+            reason = self.on_control(msg) or reason
+        if self.control.eof:
+            reason = reason or "stdin closed"
+            self.poller.unregister(0)
+        return reason
+
+    def on_control(self, msg):
+        """Act on one control message; a reason to stop, or None."""
+        kind = msg.get("type")
+        if kind == "start" and self.agent.start_ns is None:
+            self.agent.start(msg)
+        elif kind == "stop":
+            return "stopped"
+        elif kind != "start":
+            self.agent.error(f"ignored control message {kind!r}")
+        return None
+
+    def on_time(self, now):
+        """What falls due by ``now``: pairs to send, stamps, timeouts, a batch, a flush."""
+        agent = self.agent
         if agent.start_ns is not None and now >= agent.start_ns:
-            if not probing:
+            if not self.probing:
                 agent.cost.probing_started()
-                probing = True
+                self.probing = True
             if now >= agent.end_ns:
                 agent.cost.probing_ended()
             agent.send_due(now)
         agent.drain_stamped()
         agent.expire(now)
         agent.expire_replies(now)
-        mono = time.monotonic()
-        batch_wait_s = agent.batch_wait_s(mono)
+        batch_wait_s = agent.batch_wait_s(time.monotonic())
         if batch_wait_s is not None and batch_wait_s <= 0:
             agent.flush_batch()
-            out.flush()
-        if stop["reason"]:
-            reason = stop["reason"]
-        elif mono >= deadline:
+            self.out.flush()
+
+    def reason_to_stop(self, now, finish_ns):
+        """A signal, the deadline, the end of the linger, a closed stdout; else None."""
+        mono = time.monotonic()
+        reason = None
+        if self.stop["reason"]:
+            reason = self.stop["reason"]
+        elif mono >= self.deadline:
             reason = "deadline"
         elif finish_ns is not None and now >= finish_ns:
             reason = "done"
-        if mono - last_flush >= 0.2:
-            out.flush()
-            last_flush = mono
-        if out.broken:
+        if mono - self.last_flush >= 0.2:
+            self.out.flush()
+            self.last_flush = mono
+        if self.out.broken:
             reason = reason or "stdout closed"
-    agent.expire(now_ns(), everything=True)
-    agent.flush_batch()
-    if sampler is not None:
+        return reason
+
+    def stop_sampler(self):
+        """The GPU sampler's records, once it has stopped."""
+        if self.sampler is None:
+            return
         try:
-            starter.join(10.0)
-            for rec in sampler.stop() or []:
+            self.starter.join(10.0)
+            for rec in self.sampler.stop() or []:
                 rec.setdefault("type", "gpu")
-                rec.setdefault("host", host)
-                out.record(rec)
+                rec.setdefault("host", self.agent.host)
+                self.out.record(rec)
         except Exception as exc:
-            agent.error(f"gpu sampler failed: {exc}")
-    out.record(agent.summary(reason))
-    out.finish()
-    agent.close()
-    return 0
+            self.agent.error(f"gpu sampler failed: {exc}")
 
 
 def main():

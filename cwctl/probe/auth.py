@@ -62,9 +62,8 @@ class Auth:
         self._keyed = None if key is None else hashlib.blake2b(key=key, digest_size=MAC_SIZE)
 
     @classmethod
-    def from_params(cls, params):
-        """From the params' ``"auth": {"key": hex, "nonce": hex}`` (absent: no signing)."""
-        auth = params.get("auth")
+    def from_params(cls, auth):
+        """From the params' ``"auth"``: ``{"key": hex, "nonce": hex}`` (None: no signing)."""
         if not auth:
             return cls()
         return cls(bytes.fromhex(str(auth["key"])), bytes.fromhex(str(auth["nonce"])))
@@ -131,8 +130,8 @@ class Guard:
     peers that it has not answered before, answers to its own pending probes from the
     peer and port it probed. Every refusal is counted by reason (``dropped``)."""
 
-    def __init__(self, params, limit=1 << 16):
-        self.auth = Auth.from_params(params)
+    def __init__(self, auth=None, limit=1 << 16):
+        self.auth = Auth.from_params(auth)  # ``AgentParams.auth``
         self.peer_ips = set()
         self.name_of = {}  # address -> peer name: every rail of a peer is one prober
         self.seen = {}  # (peer, seq) of probes answered, oldest first

@@ -34,6 +34,7 @@ AGENT_MODULES = (
     "cwctl.probe.stamps",
     "cwctl.probe.hostfacts",
     "cwctl.probe.batch",
+    "cwctl.probe.params",
     "cwctl.probe.channel",
     "cwctl.probe.rails",
     "cwctl.probe.trace",

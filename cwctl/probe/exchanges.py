@@ -10,7 +10,7 @@ import platform
 import socket
 
 from cwctl.probe.auth import Guard
-from cwctl.probe.batch import BATCH_ROWS, BATCH_S, Batch, probe_record
+from cwctl.probe.batch import Batch, probe_record
 from cwctl.probe.cost import Cost
 from cwctl.probe.errqueue import ErrorQueue
 from cwctl.probe.hostfacts import guess_vm, read_text
@@ -56,16 +56,17 @@ TICKS_PER_TIMEOUT = 6
 
 class Agent(Sender, ErrorQueue):
     def __init__(self, params, out):
+        """``params``: ``AgentParams`` (params.py, the defaults)."""
         self.out = out
-        self.host = str(params["host"])
-        self.rate = float(params.get("rate", 100.0))
-        self.gap_ns = int(params.get("gap_ns", 20000))
-        self.duration_s = float(params.get("duration_s", 2.0))
-        self.timeout_ns = int(float(params.get("timeout_s", 0.5)) * 1e9)
-        self.linger_s = float(params.get("linger_s", self.timeout_ns / 1e9 + 0.2))
-        self.batch_rows = max(0, int(params.get("batch", BATCH_ROWS)))  # 0: probe records
-        self.batch_s = float(params.get("batch_s", BATCH_S))
-        self.pack = bool(params.get("pack", True))
+        self.host = params.host
+        self.rate = params.rate
+        self.gap_ns = params.gap_ns
+        self.duration_s = params.duration_s
+        self.timeout_ns = params.timeout_ns
+        self.linger_s = params.linger_s
+        self.batch_rows = params.batch_rows  # 0: probe records
+        self.batch_s = params.batch_s
+        self.pack = params.pack
         self.batch = None  # a Batch once the targets are known
         self.rails = Rails(params)  # one socket set per probe address (rails.py)
         self.answer = self.rails.answers[0]
@@ -82,7 +83,7 @@ class Agent(Sender, ErrorQueue):
         # user-time stamps: every wait would show in them, so no tick (TICK_S)
         self.tick_ns = int(TICK_S * 1e9) if self.rx_kernel and self.tx_kernel else 0
         # path discovery (trace.py): ICMP answers to our sockets' packets, no root needed
-        self.tracing = bool(params.get("trace")) and all(map(enable_recverr, self.by_fd.values()))
+        self.tracing = params.trace and all(map(enable_recverr, self.by_fd.values()))
         self.tracer = None
         self.sports = [s.getsockname()[1] for s in self.sources]
         self.peer_addr = {}  # name -> (address, port) of its first rail
@@ -110,7 +111,7 @@ class Agent(Sender, ErrorQueue):
         self.rx_bufs = [self.rx_buf]
         self.rx_view = memoryview(self.rx_buf)
         self.cost = Cost()  # CPU, bytes on the wire, lateness: the summary's "cost"
-        self.guard = Guard(params)  # signs what it sends, drops what is not this scan's
+        self.guard = Guard(params.auth)  # signs what it sends, drops what is not this scan's
 
     def hello(self):
         uname = platform.uname()

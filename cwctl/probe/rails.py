@@ -45,29 +45,24 @@ def wish_socket(address, port, tos=0):
 
 class Rails:
     def __init__(self, params):
-        binds = params.get("rails") or [[None, str(params.get("bind") or "0.0.0.0")]]
-        port = int(params.get("port", 0))
-        n_ports = max(1, int(params.get("ports", 4)))
-        wishes = [int(p) for p in params.get("sports") or []]
-        answer_wish = params.get("port_wish")  # one port, or one per rail
-        tos = int(params.get("tos", 0)) & 0xFF  # the IP TOS byte of every probe packet
-        if not isinstance(answer_wish, list):
-            answer_wish = [answer_wish] * len(binds)
+        """The sockets ``params`` (``AgentParams``) asks for, every rail's."""
+        binds, port, n_ports, tos = params.rails, params.port, params.ports, params.tos
+        wishes, answer_wish = params.sports, params.port_wish
         self.nics = []  # per rail: its NIC name (None: the host's one address)
         self.answers = []  # per rail: its answering socket
         self.sources = []  # every source socket, rail after rail
         self.source_rail = []  # per source socket: its rail
         for r, (nic, address) in enumerate(binds):
-            self.nics.append(None if nic is None else str(nic))
+            self.nics.append(nic)
             if port:
-                self.answers.append(make_socket(str(address), port, tos))
+                self.answers.append(make_socket(address, port, tos))
             else:
                 wish = answer_wish[r] if r < len(answer_wish) else 0
-                self.answers.append(wish_socket(str(address), wish, tos))
+                self.answers.append(wish_socket(address, wish, tos))
             for i in range(n_ports):
                 k = r * n_ports + i
                 wish = wishes[k] if k < len(wishes) else 0
-                self.sources.append(wish_socket(str(address), wish, tos))
+                self.sources.append(wish_socket(address, wish, tos))
                 self.source_rail.append(r)
         self.rail_of = {s: r for r, s in enumerate(self.answers)}
         for i, s in enumerate(self.sources):

@@ -20,6 +20,7 @@ import pytest
 
 from cwctl.inventory import ProbeSettings
 from cwctl.probe.exchanges import Agent
+from cwctl.probe.params import AgentParams
 from cwctl.request import ScanRequest
 from cwctl.session import analyse, scan
 from cwctl.snapshot import FabricSnapshot
@@ -140,7 +141,7 @@ def test_an_icmp_error_quoting_a_probe_in_flight_is_no_tx_stamp() -> None:
     TX stamp. Before: the error's arrival stamp overwrote t1. Now: t1 stays, counted."""
     auth = {"key": secrets.token_hex(32), "nonce": secrets.token_hex(8)}
     params = {"host": "a", "bind": "127.0.0.2", "ports": 1, "trace": True, "auth": auth}
-    agent = Agent(params, _Out())
+    agent = Agent(AgentParams(params), _Out())
     peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     peer.bind(("127.0.0.3", 0))
     raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)

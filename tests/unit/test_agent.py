@@ -21,6 +21,7 @@ from cwctl.probe.bootstrap import (
     agent_payload,
     bootstrap_argv,
 )
+from cwctl.probe.params import AgentParams
 from cwctl.records import ProbeTableBuilder, decode_probe, parse_line
 
 
@@ -254,7 +255,9 @@ def test_the_loop_waits_for_the_next_pair_up_to_a_sixth_of_the_timeout(
     from cwctl.probe.channel import Output
     from cwctl.probe.exchanges import TICK_S, Agent
 
-    agent = Agent({"host": "a", "bind": "127.0.0.2", "rate": rate, "timeout_s": 0.5}, Output())
+    agent = Agent(
+        AgentParams({"host": "a", "bind": "127.0.0.2", "rate": rate, "timeout_s": 0.5}), Output()
+    )
     try:
         assert agent.tick_ns == (TICK_S * 1e9 if agent.rx_kernel and agent.tx_kernel else 0)
         names = [f"p{i}" for i in range(peers)]

@@ -69,7 +69,7 @@ def test_a_guessed_mac_on_a_forged_follow_up_is_refused(tag: bytes, seq: int, t3
 
 
 def test_guard_answers_peers_once_and_takes_answers_only_from_the_peer_probed() -> None:
-    guard = Guard({"auth": {"key": KEY.hex(), "nonce": NONCE.hex()}})
+    guard = Guard({"key": KEY.hex(), "nonce": NONCE.hex()})
     # before its start message (the peer table) came, a signed probe is a peer's
     assert guard.accept_probe(("10.0.0.1", 39999), 1)
     guard.set_peers({"a": ("10.0.0.1", 5000), "b": ("10.0.0.2", 5000)}, {"10.0.1.1": "a"})
@@ -89,7 +89,7 @@ def test_guard_answers_peers_once_and_takes_answers_only_from_the_peer_probed() 
 
 
 def test_a_forgotten_probe_replayed_late_is_still_a_replay() -> None:
-    guard = Guard({}, limit=4)
+    guard = Guard(None, limit=4)
     guard.set_peers({"a": ("10.0.0.1", 5000)})
     assert all(guard.accept_probe(("10.0.0.1", 40001 + s % 3), s) for s in range(1, 11))
     assert len(guard.seen) == 4  # bounded

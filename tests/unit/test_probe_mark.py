@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 
 from cwctl import settings
+from cwctl.probe.params import AgentParams
 from cwctl.probe.rails import Rails
 from cwctl.request import ScanRequest, SimOptions
 from cwctl.watch.policy import Allow, Policy
@@ -18,8 +19,10 @@ def _tos(sock: socket.socket) -> int:
 
 
 def test_every_probe_socket_carries_the_mark_it_is_given() -> None:
-    marked = Rails({"bind": "127.0.0.1", "ports": 3, "tos": settings.PROBE_OBSERVE_TOS})
-    plain = Rails({"bind": "127.0.0.1", "ports": 3})
+    marked = Rails(
+        AgentParams({"bind": "127.0.0.1", "ports": 3, "tos": settings.PROBE_OBSERVE_TOS})
+    )
+    plain = Rails(AgentParams({"bind": "127.0.0.1", "ports": 3}))
     try:
         assert {_tos(s) for s in marked.all_sockets()} == {settings.PROBE_OBSERVE_TOS}
         assert {_tos(s) for s in plain.all_sockets()} == {0}

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from cwctl import budgets, settings
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.session import ScanSession, analyse
 from cwctl.snapshot import FabricSnapshot
 from cwctl.transport.sim import simulate
@@ -62,7 +62,7 @@ def p99_error_ns(snapshot: FabricSnapshot) -> float:
 def one_scan(stamps: str, seed: int, rate: float, duration_s: float, budget: str) -> float:
     """One scan's p99 at ``rate`` x ``duration_s``, from the ports of ``budget``."""
     options = SimOptions(hosts=HOSTS, seed=seed, timestamps=stamps, load=LOAD)
-    request = ScanRequest(sim=options, overrides={"rate": rate}).at_budget(budget)
+    request = ScanRequest(sim=options, overrides=ProbeOverrides(rate=rate)).at_budget(budget)
     return p99_error_ns(analyse(simulate(options, duration_s, request=request)))
 
 

@@ -29,7 +29,7 @@ import numpy as np
 from cwctl.collection import Collection
 from cwctl.inventory import Host, Inventory, ProbeSettings, SSHDefaults
 from cwctl.probe.wire import WIRE
-from cwctl.request import ScanRequest
+from cwctl.request import ProbeOverrides, ScanRequest
 from cwctl.sync.coded import send_spacing_ns
 from cwctl.transport.local import LocalSource
 from cwctl.transport.ssh import scan_inventory
@@ -159,7 +159,7 @@ def _local_scan(n: int, peers: int, duration_s: float) -> tuple[Collection, dict
     """A local scan at the default rate: (collection, progress events, agents' CPU s, ours)."""
     events: dict[str, Any] = {}
     request = ScanRequest(
-        local=n, duration_s=duration_s, overrides={"peers": peers, "rate": 100.0, "ports": 4}
+        local=n, duration_s=duration_s, overrides=ProbeOverrides(peers=peers, rate=100.0, ports=4)
     )
     before_children = resource.getrusage(resource.RUSAGE_CHILDREN)
     before_self = resource.getrusage(resource.RUSAGE_SELF)

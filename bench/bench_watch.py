@@ -31,7 +31,7 @@ from collections import Counter
 from prometheus_client.exposition import generate_latest
 
 from cwctl.allocator import tune
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.watch.metrics import registry_of
 from cwctl.watch.policy import Allow, Policy
 from cwctl.watch.rounds import Watch
@@ -54,7 +54,9 @@ def rss_mib() -> float:
 
 async def run(rounds: int) -> tuple[dict[int, float], Counter[str], float]:
     request = ScanRequest(
-        sim=SimOptions(hosts=HOSTS, faults=(FAULT,)), duration_s=0.1, overrides={"rate": RATE}
+        sim=SimOptions(hosts=HOSTS, faults=(FAULT,)),
+        duration_s=0.1,
+        overrides=ProbeOverrides(rate=RATE),
     )
     policy = Policy(rounds=2, min_score=0.5, max_per_hour=1000, hold_s=5.0,
                     allow=(Allow("link", "reroute"), Allow("switch", "reroute")))  # fmt: skip

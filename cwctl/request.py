@@ -10,12 +10,15 @@ interface every source of records answers: sim, ssh, local, replay, and slurm ne
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cwctl import settings
 from cwctl.collection import Collection
+
+if TYPE_CHECKING:
+    from cwctl.inventory import ProbeSettings
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,27 @@ class SimOptions:
 
 
 @dataclass(frozen=True)
+class ProbeOverrides:
+    """The probe settings a command's flags give (``--rate``, ...), over the inventory's
+    ``[probe]`` and the budget's; None where not given. ``seed``: the scan's seed."""
+
+    rate: float | None = None  # coded pairs per second per peer
+    peers: int | None = None  # peers each host probes
+    ports: int | None = None  # source ports each host probes from
+    gap_us: float | None = None  # spacing of the two probes of a coded pair
+    seed: int | None = None
+
+    def over(self, base: ProbeSettings) -> ProbeSettings:
+        """``base`` with what these give (the seed is not a probe setting)."""
+        given = {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name != "seed" and getattr(self, f.name) is not None
+        }
+        return replace(base, **given)
+
+
+@dataclass(frozen=True)
 class ScanRequest:
     """Where the hosts come from (exactly one of inventory, local, sim, replay) and how.
 
@@ -50,7 +74,7 @@ class ScanRequest:
     concurrency: int | None = None
     accept_new_host_keys: bool = False
     via: str = "ssh"  # how inventory hosts are reached: ssh | slurm (one srun step)
-    overrides: dict[str, Any] = field(default_factory=dict)  # probe settings from flags
+    overrides: ProbeOverrides = ProbeOverrides()  # probe settings from flags
     budget: str | None = None  # --budget: quick | watch; None: the inventory's, else below
     command_budget: str = settings.BUDGET_QUICK  # the budget of the command that asks
     # the IP TOS byte of every probe (0: unmarked); the watch sets PROBE_OBSERVE_TOS while a

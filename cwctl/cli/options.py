@@ -316,7 +316,7 @@ def build_request(flags: SourceFlags, budget: str = settings.BUDGET_QUICK) -> An
     if not given:
         inventory = inventory or Path(settings.INVENTORY_FILE)
     check_reference(flags, inventory if (not given or flags.sim) else None, replay)
-    from cwctl.request import ScanRequest, SimOptions  # after the cheap checks
+    from cwctl.request import ProbeOverrides, ScanRequest, SimOptions  # after the cheap checks
 
     sim_options = None
     if flags.sim:
@@ -343,7 +343,7 @@ def build_request(flags: SourceFlags, budget: str = settings.BUDGET_QUICK) -> An
         concurrency=flags.concurrency,
         accept_new_host_keys=flags.accept_new_host_keys,
         via=flags.via.value,
-        overrides={} if flags.rate is None else {"rate": flags.rate},
+        overrides=ProbeOverrides(rate=flags.rate),
         budget=flags.budget.value if flags.budget is not None else None,
         command_budget=budget,
     )

@@ -23,7 +23,7 @@ from cwctl.probe.bootstrap import bootstrap_argv
 from cwctl.request import Progress, ScanRequest
 from cwctl.transport.base import hard_lifetime_s, run_scan
 from cwctl.transport.hostrun import HostFailure, end_process, read_tail
-from cwctl.transport.plan import probe_settings, request_plan
+from cwctl.transport.plan import request_plan
 
 
 def local_hosts(n: int) -> list[HostInfo]:
@@ -104,8 +104,7 @@ class LocalSource:
 
     async def scan(self, request: ScanRequest, progress: Progress | None = None) -> Collection:
         """Run the agents and bring their records home."""
-        settings = probe_settings(ProbeSettings(), request.overrides)
-        plan = request_plan(request, self.hosts, settings, "local")
+        plan = request_plan(request, self.hosts, ProbeSettings(), "local")
         launch = partial(launch_local, lifetime_s=hard_lifetime_s(plan))
         return await run_scan(plan, launch, progress)
 

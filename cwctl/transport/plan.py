@@ -5,7 +5,7 @@ from the request (duration, seed, probe flags) and, for ssh and slurm, the inven
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cwctl import budgets
@@ -55,12 +55,6 @@ def inventory_hosts(inventory: Inventory) -> list[HostInfo]:
     ]
 
 
-def probe_settings(base: ProbeSettings, overrides: dict[str, Any]) -> ProbeSettings:
-    """``base`` with the flags' overrides (keys named as ProbeSettings fields)."""
-    known = {f.name for f in fields(ProbeSettings)}
-    return replace(base, **{k: v for k, v in overrides.items() if k in known and v is not None})
-
-
 def resolve_probe(
     request: ScanRequest, base: ProbeSettings | None = None, hosts: int | None = None
 ) -> ProbeSettings:
@@ -68,7 +62,7 @@ def resolve_probe(
     inventory's (``base``) over the chosen budget's rate and window (``cwctl.budgets``).
     ``budget`` names the budget chosen. Over ``hosts`` hosts the budget's rate is the
     fleet's share of ``settings.SCAN_MAX_ROWS`` where that is lower (``fleet_rate``)."""
-    base = probe_settings(base or ProbeSettings(), request.overrides)
+    base = request.overrides.over(base or ProbeSettings())
     chosen = budgets.choose(request.budget, base.budget, request.command_budget)
     duration = request.duration_s if request.duration_s is not None else base.duration
     window = duration if duration is not None else chosen.duration_s
@@ -111,7 +105,7 @@ def request_plan(
         settings=settings,
         duration_s=float(settings.duration or 0.0),
         source=source,
-        seed=int(request.overrides.get("seed", 0) or 0),
+        seed=request.overrides.seed or 0,
         tos=request.probe_tos,
         **more,
     )
@@ -130,12 +124,12 @@ def inventory_plan(
     probe address, not the management one), its rails (one per NIC where the inventory
     gives ``probe_addresses``), path discovery where switch addresses can name the hops
     it finds, and ``hello_margin_s`` past the connect timeout for each agent's hello."""
-    settings = probe_settings(inventory.probe, request.overrides)
+    probe = inventory.probe  # the flags' overrides are applied once, by request_plan
     hosts = inventory.hosts
     return request_plan(
         request,
         inventory_hosts(inventory),
-        settings,
+        probe,
         source,
         topology=inventory.topology(),
         hello_timeout_s=inventory.ssh.connect_timeout + hello_margin_s,
@@ -146,7 +140,7 @@ def inventory_plan(
             for h in hosts
             if h.probe_addresses
         },
-        trace=TraceSettings.for_ratelimit(settings.icmp_ratelimit_ms)
-        if settings.trace and inventory.switch_of_address()
+        trace=TraceSettings.for_ratelimit(probe.icmp_ratelimit_ms)
+        if probe.trace and inventory.switch_of_address()
         else None,
     )

@@ -30,22 +30,20 @@ from cwctl.transport.plan import budget_params, resolve_probe
 _PROBE_KEYS = {"rate": "rate", "peers": "peers", "ports": "ports", "gap_us": "gap_ns"}
 
 
-def _params(
-    options: SimOptions, probe: Any = None, overrides: dict[str, Any] | None = None
-) -> SimParams:
-    """SimParams from the options, the probe settings and flag overrides."""
+def _params(options: SimOptions, probe: Any = None) -> SimParams:
+    """SimParams from the options and the probe settings (the flags' already over them:
+    ``resolve_probe``)."""
     knobs: dict[str, Any] = {
         "timestamps": options.timestamps,
         "load": options.load,
         "ecmp": options.ecmp,
         "discovery": options.discovery,
     }
-    sources = [asdict(probe) if probe is not None else {}, overrides or {}]
-    for source in sources:
-        for key, name in _PROBE_KEYS.items():
-            if source.get(key) is not None:
-                value = source[key]
-                knobs[name] = round(float(value) * 1000) if key == "gap_us" else value
+    source = asdict(probe) if probe is not None else {}
+    for key, name in _PROBE_KEYS.items():
+        if source.get(key) is not None:
+            value = source[key]
+            knobs[name] = round(float(value) * 1000) if key == "gap_us" else value
     return SimParams(**knobs)
 
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from cwctl.report import render
-from cwctl.request import ScanRequest
+from cwctl.request import ProbeOverrides, ScanRequest
 from cwctl.session import ScanSession, analyse
 from cwctl.snapshot import FabricSnapshot, HostReport, PathReport
 
@@ -40,7 +40,7 @@ def test_a_stopped_agent_is_reported_busy_not_as_a_network_suspect() -> None:
             delay = fields["start_in_s"] + STOP_AFTER_S
             threading.Timer(delay, stop_and_continue, (pids[victim],)).start()
 
-    request = ScanRequest(local=4, duration_s=3.0, overrides={"rate": 50.0})
+    request = ScanRequest(local=4, duration_s=3.0, overrides=ProbeOverrides(rate=50.0))
     collection = asyncio.run(ScanSession(request, progress=progress).collect())
     assert stopped.is_set()
     assert all(s.status == "ok" for s in collection.status.values()), collection.status

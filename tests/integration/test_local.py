@@ -16,7 +16,7 @@ import pytest
 
 from cwctl.collection import Collection
 from cwctl.recordfile import read_collection, write_collection
-from cwctl.request import Progress, ScanRequest
+from cwctl.request import ProbeOverrides, Progress, ScanRequest
 from cwctl.session import analyse
 from cwctl.sync.coded import send_spacing_ns
 from cwctl.transport.local import LocalSource
@@ -24,7 +24,7 @@ from tests.integration.sshfleet import wait_gone
 from tests.unit.test_recordfile import comparable_snapshot
 
 N_AGENTS = 8
-OVERRIDES = {"peers": 3, "rate": 50.0, "ports": 2}
+OVERRIDES = ProbeOverrides(peers=3, rate=50.0, ports=2)
 
 
 def collect_local(request: ScanRequest, progress: Progress | None = None) -> Any:
@@ -54,14 +54,14 @@ def test_every_agent_ok_on_its_own_loopback_address(local_scan: Collection) -> N
     assert c.host_names == names
     assert {n: s.status for n, s in c.status.items()} == dict.fromkeys(names, "ok")
     assert [c.hello[n]["address"] for n in names] == [f"127.0.0.{i + 2}" for i in range(N_AGENTS)]
-    assert all(len(c.hello[n]["sports"]) == OVERRIDES["ports"] for n in names)
+    assert all(len(c.hello[n]["sports"]) == OVERRIDES.ports for n in names)
     assert len({c.hello[n]["pid"] for n in names}) == N_AGENTS
 
 
 def test_every_assigned_pair_exchanges_probes(local_scan: Collection) -> None:
     c = local_scan
     t = c.table
-    assert all(len(peers) == OVERRIDES["peers"] for peers in c.peers.values())
+    assert all(len(peers) == OVERRIDES.peers for peers in c.peers.values())
     for src, dsts in c.peers.items():
         for dst in dsts:
             rows = (t.src == t.host_index(src)) & (t.dst == t.host_index(dst))
@@ -70,7 +70,7 @@ def test_every_assigned_pair_exchanges_probes(local_scan: Collection) -> None:
             assert int((rows & t.complete).sum()) == summary["complete"][dst]
             # ~rate * duration pairs, two probes each, over every source port (pairs overdue
             # by a stall of a busy machine are skipped, hence the margin)
-            assert (rows & t.complete).sum() >= 0.7 * 2 * OVERRIDES["rate"]
+            assert (rows & t.complete).sum() >= 0.7 * 2 * OVERRIDES.rate
             assert set(t.sport[rows].tolist()) == set(c.hello[src]["sports"])
     assert t.complete.mean() > 0.98
 

@@ -21,7 +21,7 @@ import pytest
 from cwctl.inventory import ProbeSettings
 from cwctl.probe.exchanges import Agent
 from cwctl.probe.params import AgentParams
-from cwctl.request import ScanRequest
+from cwctl.request import ProbeOverrides, ScanRequest
 from cwctl.session import analyse, scan
 from cwctl.snapshot import FabricSnapshot
 from cwctl.transport import plan
@@ -47,7 +47,9 @@ async def test_forged_and_replayed_datagrams_change_neither_offsets_nor_loss(
     )
     with Attacker(skew_ns=5_000_000, nonce=nonce) as attacker:
         # rate 100: over a hundred datagrams of each forgery in 1.5 s
-        snapshot = await scan(ScanRequest(local=3, duration_s=1.5, overrides={"rate": 100.0}))
+        snapshot = await scan(
+            ScanRequest(local=3, duration_s=1.5, overrides=ProbeOverrides(rate=100.0))
+        )
     assert attacker.sent.get("forged_follow", 0) > 100, attacker.sent
     assert attacker.sent.get("forged_reply", 0) > 100 and attacker.sent.get("replay", 0) > 100
     offsets = {h.name: h.offset_ns for h in snapshot.hosts}

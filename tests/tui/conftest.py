@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from tui_fixtures import known_snapshot
 
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.snapshot import FabricSnapshot
 
 
@@ -30,5 +30,5 @@ def sim_request() -> Iterator[ScanRequest]:
             faults=("link:leaf1-spine2:lossy=0.2@0.3",),
         ),
         duration_s=0.3,
-        overrides={"rate": 100.0},
+        overrides=ProbeOverrides(rate=100.0),
     )

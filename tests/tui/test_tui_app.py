@@ -10,7 +10,7 @@ from textual.widgets import Button, DataTable, Input
 from textual.widgets._footer import FooterKey
 from tui_fixtures import SIZE, known_snapshot, wait_for
 
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.session import ScanSession
 from cwctl.snapshot import FabricSnapshot
 from cwctl.tui import app as app_module
@@ -279,7 +279,7 @@ async def test_reroute_on_the_simulator_changes_the_next_scan(
     request = ScanRequest(
         sim=SimOptions(hosts=16, hosts_per_leaf=4, seed=3, faults=("switch:spine3:down",)),
         duration_s=0.3,
-        overrides={"rate": 100.0},  # 0.3 s windows with volume to name spine3
+        overrides=ProbeOverrides(rate=100.0),  # 0.3 s windows with volume to name spine3
     )
     source = ScanSession(request, sliding=True)
     app = make_app(source, interval_s=0.01)

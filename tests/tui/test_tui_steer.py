@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from tui_fixtures import SIZE, wait_for
 
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.session import ScanSession
 from cwctl.tui.app import make_app
 from cwctl.tui.screens.confirm import ConfirmScreen
@@ -22,7 +22,7 @@ async def test_steer_key_plans_host_steering_and_the_suspect_goes(
     request = ScanRequest(
         sim=SimOptions(hosts=16, hosts_per_leaf=4, seed=3, faults=("switch:spine3:down",)),
         duration_s=0.3,
-        overrides={"rate": 100.0},
+        overrides=ProbeOverrides(rate=100.0),
     )
     source = ScanSession(request, sliding=True)
     app = make_app(source, interval_s=0.01)

@@ -11,7 +11,7 @@ from cwctl import budgets, settings
 from cwctl.cli import app
 from cwctl.errors import InputError
 from cwctl.inventory import ProbeSettings
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.transport.plan import resolve_probe
 from cwctl.transport.sim import SimSource
 
@@ -34,7 +34,7 @@ def test_explicit_rate_and_duration_win_over_the_budget() -> None:
     inv = ProbeSettings(rate=7.0)
     got = resolve_probe(ScanRequest().at_budget("watch"), inv)
     assert (got.budget, got.rate, got.duration) == ("watch", 7.0, WATCH.duration_s)
-    flagged = ScanRequest(overrides={"rate": 3.0}, duration_s=1.5)
+    flagged = ScanRequest(overrides=ProbeOverrides(rate=3.0), duration_s=1.5)
     got = resolve_probe(flagged, inv)
     assert (got.rate, got.duration) == (3.0, 1.5)
 
@@ -115,7 +115,7 @@ def test_the_collector_caps_a_budget_s_rate_by_the_fleet_s_rows() -> None:
     assert rows == pytest.approx(settings.SCAN_MAX_ROWS)
     assert resolve_probe(request, hosts=64).rate == 100.0  # 63 peers at most, 10 probed
     # the operator's rate is not capped; nor is the watch budget (2 M rows a window)
-    explicit = ScanRequest(overrides={"rate": 100.0})
+    explicit = ScanRequest(overrides=ProbeOverrides(rate=100.0))
     assert resolve_probe(explicit, hosts=10_000).rate == 100.0
     watch = ScanRequest().at_budget(settings.BUDGET_WATCH)
     assert resolve_probe(watch, hosts=10_000).rate == settings.BUDGETS["watch"].rate
@@ -128,3 +128,14 @@ def test_a_capped_scan_says_so() -> None:
     params = budget_params(probe, 10_000)
     assert params["fleet_capped"] and params["own"] and params["rate"] == pytest.approx(10.0)
     assert not budget_params(resolve_probe(ScanRequest(), hosts=256), 256)["fleet_capped"]
+
+
+def test_flag_overrides_are_typed_and_only_what_was_given_wins() -> None:
+    """What the flags give replaces the inventory's; what they leave None keeps it; the
+    seed is the scan's, not a probe setting; a key no flag has is a TypeError, not a
+    setting silently dropped."""
+    base = ProbeSettings(rate=40.0, peers=5, ports=3)
+    over = ProbeOverrides(rate=7.0, seed=11).over(base)
+    assert (over.rate, over.peers, over.ports, over.gap_us) == (7.0, 5, 3, base.gap_us)
+    with pytest.raises(TypeError):
+        ProbeOverrides(**{"rates": 7.0})  # type: ignore[arg-type]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cwctl.report.table import summary_lines
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.session import analyse
 from cwctl.snapshot import FabricSnapshot
 from cwctl.telemetry import THRESHOLDS
@@ -11,7 +11,9 @@ from cwctl.transport.sim import simulate
 
 
 def _scan(duration_s: float, rate: float) -> FabricSnapshot:
-    request = ScanRequest(sim=SimOptions(hosts=16, hosts_per_leaf=4), overrides={"rate": rate})
+    request = ScanRequest(
+        sim=SimOptions(hosts=16, hosts_per_leaf=4), overrides=ProbeOverrides(rate=rate)
+    )
     return analyse(simulate(request=request, duration_s=duration_s))
 
 

@@ -14,7 +14,7 @@ from cwctl.chrony.fleet import fleet_for
 from cwctl.collection import HostInfo
 from cwctl.inventory import ProbeSettings, load_inventory
 from cwctl.pathcache import PathCache
-from cwctl.request import ScanRequest
+from cwctl.request import ProbeOverrides, ScanRequest
 from cwctl.transport.plan import inventory_hosts, inventory_plan, request_plan
 from cwctl.transport.ssh import SSHLauncher
 
@@ -105,14 +105,14 @@ def test_request_duration_else_the_settings() -> None:
     hosts = [HostInfo("a", "127.0.0.2")]
     plain = request_plan(ScanRequest(), hosts, ProbeSettings(duration=4.0), "local")
     assert (plain.duration_s, plain.seed, plain.source) == (4.0, 0, "local")
-    asked = ScanRequest(duration_s=1.5, overrides={"seed": 9})
+    asked = ScanRequest(duration_s=1.5, overrides=ProbeOverrides(seed=9))
     plan = request_plan(asked, hosts, ProbeSettings(duration=4.0), "local")
     assert (plan.duration_s, plan.seed, plan.hosts) == (1.5, 9, hosts)
 
 
 def test_an_inventory_plan_takes_the_inventory_under_the_request(inventory_file: Path) -> None:
     cache = PathCache()
-    request = ScanRequest(inventory=inventory_file, overrides={"rate": 50.0, "seed": 3})
+    request = ScanRequest(inventory=inventory_file, overrides=ProbeOverrides(rate=50.0, seed=3))
     plan = inventory_plan(
         load_inventory(inventory_file), request, source="slurm", hello_margin_s=30.0, cache=cache
     )

@@ -11,7 +11,7 @@ import pytest
 from cwctl.collection import Collection
 from cwctl.errors import InputError
 from cwctl.recordfile import read_collection
-from cwctl.request import PROGRESS_EVENTS, Progress, ScanRequest, SimOptions
+from cwctl.request import PROGRESS_EVENTS, ProbeOverrides, Progress, ScanRequest, SimOptions
 from cwctl.session import SOURCES, ScanSession, open_source
 from cwctl.transport.local import LocalSource
 from cwctl.transport.replay import ReplaySource
@@ -107,7 +107,7 @@ async def test_sources_report_only_the_declared_progress_events() -> None:
     reads it): the simulator and real agents on loopback say nothing else."""
     for request in (
         ScanRequest(sim=SMALL, duration_s=0.2),
-        ScanRequest(local=2, duration_s=0.2, overrides={"peers": 1, "ports": 1}),
+        ScanRequest(local=2, duration_s=0.2, overrides=ProbeOverrides(peers=1, ports=1)),
     ):
         events: list[str] = []
         await ScanSession(request, progress=lambda e, _f, seen=events: seen.append(e)).collect()

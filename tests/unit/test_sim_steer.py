@@ -7,6 +7,7 @@ import numpy as np
 
 from cwctl.actions import simulated, steer
 from cwctl.actions.steerports import Suspect
+from cwctl.request import ProbeOverrides
 from cwctl.sim import FabricModel
 from cwctl.sim.model import SteerPairs
 from cwctl.sim.state import state_from_json, state_to_json
@@ -62,7 +63,7 @@ async def test_the_steer_ask_plans_applies_and_verifies_through_the_front_door(
     request = ScanRequest(
         sim=SimOptions(hosts=16, hosts_per_leaf=4, seed=3, faults=("switch:spine3:down",)),
         duration_s=0.3,
-        overrides={"rate": 100.0},
+        overrides=ProbeOverrides(rate=100.0),
     )
     async with ActionSession(request, journal=Journal(tmp_path / "journal")) as session:
         plan = await session.plan(Ask("steer", "spine3"))

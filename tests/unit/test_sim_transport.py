@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cwctl.errors import InputError
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.session import ScanSession
 from cwctl.sim import FabricModel, SetEcmpWeight
 from cwctl.transport.sim import SimSource, model_for, simulate
@@ -21,7 +21,7 @@ SMALL = SimOptions(hosts=16, hosts_per_leaf=4, spines=2, seed=4)
 async def test_the_sim_source_gives_a_sim_collection_with_truth():
     options = SimOptions(hosts=16, hosts_per_leaf=4, spines=2, faults=("switch:spine2:congested",))
     events = []
-    request = ScanRequest(sim=options, duration_s=0.5, overrides={"rate": 100.0})
+    request = ScanRequest(sim=options, duration_s=0.5, overrides=ProbeOverrides(rate=100.0))
     session = ScanSession(request, progress=lambda event, fields: events.append(event))
     collection = await session.collect()
     assert collection.source == "sim"

@@ -8,12 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cwctl.records import ProbeTable
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.sync import solve
 from cwctl.sync.blocks import pair_blocks
 from cwctl.transport.sim import simulate
 
-RATE_100 = {"rate": 100.0}
+RATE_100 = ProbeOverrides(rate=100.0)
 
 
 def _table(src: list[int], dst: list[int]) -> ProbeTable:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from cwctl.records import ProbeTable
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.sync import solve
 from cwctl.sync.history import ProbeHistory
 from cwctl.sync.incremental import SlidingSolver
@@ -65,7 +65,9 @@ def test_a_window_fitted_in_blocks_agrees_with_one_pass() -> None:
 def test_a_watchs_history_is_allocated_at_its_first_round_and_never_grows() -> None:
     """64 simulated hosts, rounds of 10 coded pairs a peer: the window (120 pairs a peer)
     is full after 12 rounds; its columns are the same arrays from round 1 to round 30."""
-    request = ScanRequest(sim=SimOptions(hosts=64), duration_s=0.5, overrides={"rate": 20.0})
+    request = ScanRequest(
+        sim=SimOptions(hosts=64), duration_s=0.5, overrides=ProbeOverrides(rate=20.0)
+    )
     seen: list[dict[str, Any]] = []
 
     async def rounds() -> None:

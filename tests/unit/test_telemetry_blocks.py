@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 import cwctl.telemetry.blockwise as blockwise
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.session import analyse
 from cwctl.transport.sim import simulate
 
-RATE_100 = {"rate": 100.0}
+RATE_100 = ProbeOverrides(rate=100.0)
 
 FAULTS = (
     ("link:leaf2-spine3:lossy=0.05", "switch:spine2:congested"),

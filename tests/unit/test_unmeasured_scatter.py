@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.session import analyse
 from cwctl.transport.sim import simulate
 
@@ -18,7 +18,7 @@ from cwctl.transport.sim import simulate
 @pytest.mark.parametrize("seed", [1, 3])
 def test_a_congested_spine_at_a_sparse_rate_blames_no_host(seed: int) -> None:
     options = SimOptions(hosts=256, seed=seed, faults=("switch:spine2:congested",))
-    request = ScanRequest(sim=options, overrides={"rate": 10.0})
+    request = ScanRequest(sim=options, overrides=ProbeOverrides(rate=10.0))
     snap = analyse(simulate(options, 2.0, request=request))
     assert [s.element for s in snap.suspects] == ["spine2"], [
         (s.element, round(s.score, 2)) for s in snap.suspects

@@ -55,7 +55,7 @@ COMMAND_BUDGETS = {
 
 
 @dataclass(frozen=True)
-class Cost:
+class BudgetCost:
     """What probing costs one agent each second, at a rate and a number of peers."""
 
     rate: float  # coded pairs per second per peer
@@ -74,10 +74,10 @@ class Cost:
         }
 
 
-def cost(rate: float, peers: int = settings.PROBE_PEERS) -> Cost:
+def cost(rate: float, peers: int = settings.PROBE_PEERS) -> BudgetCost:
     """The cost of probing ``peers`` peers at ``rate`` coded pairs per second each."""
     sent = DATAGRAMS_PER_PAIR * rate * peers
-    return Cost(
+    return BudgetCost(
         rate=rate,
         peers=peers,
         probes_s=2.0 * rate * peers,

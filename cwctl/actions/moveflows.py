@@ -112,7 +112,7 @@ def chain_script(table: str, hook: str, device: str, maps: Maps) -> str:
 
 def move_steps(
     moves: Sequence[Move],
-    fabric: steer.Fabric,
+    fabric: steer.HostFabric,
     device: dict[str, str],
     table: str,
     syn_pools: dict[sp.Key, list[int]],
@@ -180,7 +180,7 @@ class Seen:
 
 async def read_flows(
     runner: Runner,
-    fabric: steer.Fabric,
+    fabric: steer.HostFabric,
     pairs: list[tuple[str, str]],
     sudo: bool,
     plan: ActionPlan,
@@ -214,8 +214,8 @@ async def read_flows(
 
 
 async def plan_moves(
-    fabric: steer.Fabric,
-    suspect: sp.Suspect,
+    fabric: steer.HostFabric,
+    suspect: sp.Avoided,
     pairs: list[tuple[str, str]],
     runner: Runner,
     options: steer.SteerOptions,
@@ -290,9 +290,9 @@ async def plan_moves(
 
 async def find_pools(
     runner: Runner,
-    fabric: steer.Fabric,
+    fabric: steer.HostFabric,
     wanted: dict[sp.Key, int],
-    suspect: sp.Suspect,
+    suspect: sp.Avoided,
     used: dict[str, set[int]],
     sudo: bool,
 ) -> tuple[dict[sp.Key, list[int]], sp.TracedPorts]:

@@ -33,7 +33,7 @@ from cwctl.actions.drainreason import DEFAULT_REASON, suspect_reason, with_suspe
 from cwctl.actions.naming import Element, covering, resolve
 from cwctl.actions.plan import LOCAL, ActionPlan, Step, new_plan_id
 from cwctl.actions.runners import Runner, read_on_all
-from cwctl.actions.steerports import Suspect
+from cwctl.actions.steerports import Avoided
 from cwctl.errors import InputError
 from cwctl.sim import state as sim_state
 
@@ -182,7 +182,7 @@ async def _host_steps(
             f"--at hosts steers around a spine or a leaf-spine link, not {element.kind} "
             f"{element.name}"
         )
-    suspect = Suspect(element.name, element.spine, element.leaf)
+    suspect = Avoided(element.name, element.spine, element.leaf)
     if target.model is not None:
         if options.steer.roce:
             raise InputError("--roce traces real hosts: give an inventory (-i), not --sim")

@@ -60,7 +60,7 @@ class SteerOptions:
 
 
 @dataclass
-class Fabric:
+class HostFabric:
     """What planning needs of the inventory: each host's fabric address, leaf, python."""
 
     address: dict[str, str]
@@ -71,7 +71,7 @@ class Fabric:
     spines: set[str] = field(default_factory=set)
 
     @classmethod
-    def of(cls, inv: Any) -> Fabric:
+    def of(cls, inv: Any) -> HostFabric:
         return cls(
             address={h.name: h.probe_binds()[0][1] for h in inv.hosts},
             leaf_of={h.name: h.leaf for h in inv.hosts},
@@ -82,7 +82,7 @@ class Fabric:
         )
 
 
-def model_pairs(fabric: Any, suspect: sp.Suspect) -> list[tuple[str, str]]:
+def model_pairs(fabric: Any, suspect: sp.Avoided) -> list[tuple[str, str]]:
     """The pairs a suspect affects in the simulator's fabric (``cwctl.sim.fabric``)."""
     leaf_of = {
         h: fabric.leaves[int(i)] for h, i in zip(fabric.hosts, fabric.host_leaf, strict=True)
@@ -113,7 +113,7 @@ Job = tuple[sp.Key, int, bool]  # (pair and service, candidate port, is the reve
 
 
 async def _trace_on(
-    runner: Runner, fabric: Fabric, host: str, jobs: list[tuple[list[Any], Job]], sudo: bool
+    runner: Runner, fabric: HostFabric, host: str, jobs: list[tuple[list[Any], Job]], sudo: bool
 ) -> tuple[str, CommandResult, list[Job], list[str | None]]:
     spec = {
         "src": fabric.address[host],
@@ -144,7 +144,7 @@ def _trace_failure(failed: list[tuple[str, CommandResult]]) -> CwctlError:
 
 async def trace_ports(
     runner: Runner,
-    fabric: Fabric,
+    fabric: HostFabric,
     wanted: dict[sp.Key, list[int]],
     traced: sp.TracedPorts,
     *,
@@ -181,7 +181,7 @@ async def trace_ports(
 
 async def trace_answered(
     runner: Runner,
-    fabric: Fabric,
+    fabric: HostFabric,
     wanted: dict[sp.Key, list[int]],
     sudo: bool,
     rounds: int = MAX_ROUNDS,
@@ -204,9 +204,9 @@ async def trace_answered(
 
 async def find_pools(
     runner: Runner,
-    fabric: Fabric,
+    fabric: HostFabric,
     keys: list[sp.Key],
-    suspect: sp.Suspect,
+    suspect: sp.Avoided,
     pool: int,
     *,
     reply: bool = True,
@@ -257,7 +257,7 @@ def undo_script(table: str) -> str:
     return f"add table ip {table} ; delete table ip {table}"
 
 
-def steer_steps(fabric: Fabric, table: str, pools: dict[sp.Key, list[int]]) -> list[Step]:
+def steer_steps(fabric: HostFabric, table: str, pools: dict[sp.Key, list[int]]) -> list[Step]:
     by_sender: dict[str, list[tuple[str, sp.Service, list[int]]]] = {}
     for (a, b, service), ports in sorted(pools.items()):
         by_sender.setdefault(a, []).append((fabric.address[b], service, ports))
@@ -295,10 +295,10 @@ def _refuse_small(pools: dict[sp.Key, list[int]], traced: sp.TracedPorts, suspec
         )
 
 
-def fabric_pairs(inv: Any, suspect: sp.Suspect) -> tuple[Fabric, list[tuple[str, str]]]:
+def fabric_pairs(inv: Any, suspect: sp.Avoided) -> tuple[HostFabric, list[tuple[str, str]]]:
     """The inventory's fabric and the ordered host pairs whose flows may cross the
     suspect; ``InputError`` where there are none to steer."""
-    fabric = Fabric.of(inv)
+    fabric = HostFabric.of(inv)
     if not any(fabric.leaf_of.values()):
         raise InputError(
             f"cannot steer around {suspect.name} at the hosts: the inventory gives no host "
@@ -338,8 +338,8 @@ def record_prior(plan: ActionPlan, seen: dict[str, str], sudo: bool) -> None:
 
 
 async def plan_host_steering(
-    fabric: Fabric,
-    suspect: sp.Suspect,
+    fabric: HostFabric,
+    suspect: sp.Avoided,
     pairs: list[tuple[str, str]],
     runner: Runner,
     options: SteerOptions,
@@ -421,7 +421,7 @@ class SteerVerification(Verification):
 async def verify_steering(plan: ActionPlan, inv: Any, runner: Runner) -> SteerVerification:
     """Trace every installed port again, both ways, from the steered ports themselves."""
     sudo = any(v.get("read", [None])[0] == SUDO[0] for v in plan.prior.values())
-    fabric = Fabric.of(inv)
+    fabric = HostFabric.of(inv)
     wanted: dict[sp.Key, list[int]] = {}
     for entry in plan.steering.get("pools", []):
         key = (entry["host"], entry["peer"], sp.Service(entry["proto"], int(entry["dport"])))

@@ -58,7 +58,7 @@ def parse_service(spec: str) -> Service:
 
 
 @dataclass(frozen=True)
-class Suspect:
+class Avoided:
     """The spine to avoid; ``leaf`` set for a link ``leaf-spine`` (only pairs with an end
     on that leaf cross it)."""
 
@@ -68,7 +68,7 @@ class Suspect:
 
 
 def plan_pairs(
-    leaf_of: Mapping[str, str | None], uplinks: Mapping[str, Iterable[str]], suspect: Suspect
+    leaf_of: Mapping[str, str | None], uplinks: Mapping[str, Iterable[str]], suspect: Avoided
 ) -> list[tuple[str, str]]:
     """The ordered pairs (sender, peer) whose flows may cross the suspect: hosts on two
     different leaves that both reach the spine (for a link, one of them on its leaf)."""
@@ -105,7 +105,7 @@ class TracedPorts:
         self.reverse.setdefault(key, {})[port] = reverse
 
 
-def healthy(traced: TracedPorts, key: Key, suspect: Suspect, *, reply: bool = True) -> list[int]:
+def healthy(traced: TracedPorts, key: Key, suspect: Avoided, *, reply: bool = True) -> list[int]:
     """The traced ports whose forward (and, with ``reply``, reverse) spine is known and
     not the suspect's, in the order they were traced."""
     fwd = traced.forward.get(key, {})

@@ -56,7 +56,7 @@ import stat
 import struct
 import time
 
-from cwctl.probe.clockwatch import Watch, read_gap
+from cwctl.probe.clockwatch import ClockWatch, read_gap
 
 SOCK_MAGIC = 0x534F434B
 # timeval (time_t and suseconds_t are C longs on Linux), offset, pulse, leap, pad, magic
@@ -119,7 +119,7 @@ class Feeder:
         self.last_error = None
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.setblocking(False)
-        self.watch = Watch()  # how the clock is steered, reading by reading
+        self.watch = ClockWatch()  # how the clock is steered, reading by reading
 
     def on_control(self, msg):
         kind = msg.get("type")

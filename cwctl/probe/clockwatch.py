@@ -16,7 +16,7 @@ was steered beyond that since is ``gap(now) - gap(t_ref) - rate * (raw(now) -
 raw(t_ref))``; the scan's drift already holds ``rate``. The rate is the kernel's own
 (``adjtimex``: ``tick`` and ``freq``, the way chronyd slews on Linux), exact; where that
 cannot be read, the gap's slope over the readings around ``t_ref`` (noisier: two clock
-reads each). ``Watch`` keeps one reading per feeder tick to answer for any ``t_ref`` it
+reads each). ``ClockWatch`` keeps one reading per feeder tick to answer for any ``t_ref`` it
 has seen (the first scan's, before the feeder started, it has not: no correction then,
 and no feedback yet either).
 """
@@ -99,7 +99,7 @@ def read_gap():
     return r, r - m, kernel_rate_ppb()
 
 
-class Watch:
+class ClockWatch:
     """``(realtime_ns, gap_ns, kernel_rate_ppb)`` readings in time order, and what they
     say."""
 

@@ -54,7 +54,7 @@ def valid_mark(why: Any) -> TypeGuard[dict[str, str]]:
     )
 
 
-def left_behind(fabric: Fabric, journal: Journal | None = None) -> Left:
+def left_behind(fabric: WatchTarget, journal: Journal | None = None) -> Left:
     """The watch's own actions on this fabric that a restarted watch (systemd, a crash,
     kill -9) must take up: applied and not rolled back (adopted, so that it still
     restores them), or interrupted (rolled back at once: the fabric as before them)."""
@@ -116,7 +116,7 @@ class Done:
 
 
 @dataclass(frozen=True)
-class Fabric:
+class WatchTarget:
     """What actions apply to: the watch's request, and its simulator model (--sim)."""
 
     request: Any
@@ -138,7 +138,7 @@ def ask_for(decision: Decision, job_log: str | None = None) -> Ask:
     )
 
 
-async def act(fabric: Fabric, decision: Decision) -> Done:
+async def act(fabric: WatchTarget, decision: Decision) -> Done:
     """Plan, apply, rescan (a reroute), roll back if the rescan still names the element."""
     try:
         session = ActionSession(
@@ -182,7 +182,7 @@ async def act(fabric: Fabric, decision: Decision) -> Done:
     return Done(False, True, plan.id, "verify", f"{checked.message()}; {back} ({undo.id})")
 
 
-def _rollback_session(fabric: Fabric, action_id: str | None) -> tuple[ActionSession, Any]:
+def _rollback_session(fabric: WatchTarget, action_id: str | None) -> tuple[ActionSession, Any]:
     """The session that undoes ``action_id`` on the watch's fabric, and its plan."""
     undo = ActionSession.rollback(
         action_id,
@@ -201,7 +201,7 @@ def _not_opened(action_id: str | None, exc: CwctlError) -> Done:
     )
 
 
-async def undo_interrupted(fabric: Fabric, action_id: str) -> Done:
+async def undo_interrupted(fabric: WatchTarget, action_id: str) -> Done:
     """Roll back what ``action_id`` (cut short, or its restore cut short) may have
     changed: every undo sets the prior state, so a step that never ran changes nothing."""
     try:
@@ -217,7 +217,7 @@ async def undo_interrupted(fabric: Fabric, action_id: str) -> Done:
     return Done(True, True, plan.id, "rolled-back", f"rolled back ({plan.id})")
 
 
-async def restore(fabric: Fabric, decision: Decision) -> Done:
+async def restore(fabric: WatchTarget, decision: Decision) -> Done:
     """Roll ``decision.action_id`` back and rescan; ``ok`` when the element is clean.
     Named again: the action is applied anew and ``action_id`` is the new one (None when
     that could not be done)."""

@@ -29,7 +29,7 @@ from cwctl.inventory import load_inventory
 from cwctl.request import ScanRequest
 from cwctl.session import ScanSession
 from cwctl.snapshot import FabricSnapshot
-from cwctl.watch.act import Done, Fabric, act, left_behind, restore, undo_interrupted
+from cwctl.watch.act import Done, WatchTarget, act, left_behind, restore, undo_interrupted
 from cwctl.watch.decide import Decider, Decision, seen_in
 from cwctl.watch.metrics import WatchMetrics
 from cwctl.watch.policy import Policy, load_policy
@@ -49,7 +49,7 @@ class Watch:
         session: ScanSession | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
-        fabric: Fabric | None = None,
+        fabric: WatchTarget | None = None,
     ) -> None:
         self.request = request
         self.session = session or _session(request)
@@ -70,13 +70,13 @@ class Watch:
         return self.decider.policy if self.decider is not None else None
 
     @property
-    def fabric(self) -> Fabric:
+    def fabric(self) -> WatchTarget:
         """What actions apply to: this session's hosts (for --sim, the model it probes)."""
         protect = self.policy.protect if self.policy is not None else ()
         job_log = self.policy.job_log if self.policy is not None else None
         if self._fabric is not None:
             return replace(self._fabric, protect=protect, job_log=job_log)
-        return Fabric(self.request, model=self.session.model, protect=protect, job_log=job_log)
+        return WatchTarget(self.request, model=self.session.model, protect=protect, job_log=job_log)
 
     async def scan(self) -> FabricSnapshot | None:
         """One scan of the session; a failure is logged and counted, not raised."""
@@ -154,7 +154,7 @@ class Watch:
         it was killed during, for ``take_up``; skip (and say) marks no watch wrote."""
         assert self.decider is not None
         try:
-            left = left_behind(Fabric(self.request))
+            left = left_behind(WatchTarget(self.request))
         except CwctlError as exc:  # an unreadable journal: say so, start afresh
             self.metrics.error("journal")
             self.log({"event": "error", "kind": "journal", "error": str(exc).splitlines()[0]})

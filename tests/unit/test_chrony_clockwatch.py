@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cwctl.probe.chronysock import sample_now
-from cwctl.probe.clockwatch import Watch, read_gap
+from cwctl.probe.clockwatch import ClockWatch, read_gap
 
 S = 1_000_000_000
 T0 = 1_800_000_000 * S  # realtime at raw 0
@@ -41,8 +41,8 @@ def model(rate_ppb: float, events: list[tuple[float, float, float]]):
     return gap
 
 
-def watched(gap, until_s: float, every_s: float = 0.2, kernel: bool = True) -> Watch:
-    w = Watch()
+def watched(gap, until_s: float, every_s: float = 0.2, kernel: bool = True) -> ClockWatch:
+    w = ClockWatch()
     raw = 0
     while raw <= until_s * S:
         w.add(reading(gap, raw / S, kernel))
@@ -84,14 +84,14 @@ def test_no_readings_back_to_the_scan_no_correction():
 
 
 def test_a_clock_stepped_back_starts_the_readings_over():
-    w = Watch()
+    w = ClockWatch()
     w.add((T0 + 10 * S, 5, None))
     w.add((T0 + 9 * S, 7, None))
     assert w.readings == [(T0 + 9 * S, 7, None)]
 
 
 def test_the_real_clock_unsteered_over_a_second_is_not_steered_much():
-    w = Watch()
+    w = ClockWatch()
     import time
 
     first = read_gap()

@@ -190,7 +190,7 @@ async def _as_shell(run: Any, host: str, script: str) -> CommandResult:
 
 
 async def _plan_moves(runner: Hosts, pool: int = 8) -> tuple[ActionPlan, list]:
-    suspect = sp.Suspect("spine2", "spine2")
+    suspect = sp.Avoided("spine2", "spine2")
     plan = ActionPlan(kind="reroute", element="spine2", reason="", steps=[])
     fabric, pairs = steer.fabric_pairs(_inventory(), suspect)
     options = steer.SteerOptions(pool=pool)

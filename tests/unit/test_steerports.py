@@ -22,14 +22,14 @@ UPLINKS = {"leaf1": ["spine1", "spine2"], "leaf2": ["spine1", "spine2"], "leaf3"
 
 
 def test_pairs_of_a_spine_skip_same_leaf_and_leaves_without_it() -> None:
-    pairs = sp.plan_pairs(LEAF_OF, UPLINKS, sp.Suspect("spine2", "spine2"))
+    pairs = sp.plan_pairs(LEAF_OF, UPLINKS, sp.Avoided("spine2", "spine2"))
     assert pairs == [("a1", "b1"), ("a2", "b1"), ("b1", "a1"), ("b1", "a2")]
 
 
 def test_pairs_of_a_link_need_an_end_on_its_leaf() -> None:
     leaf_of = {**LEAF_OF, "d1": "leaf4"}
     uplinks = {**UPLINKS, "leaf4": ["spine1", "spine2"]}
-    pairs = sp.plan_pairs(leaf_of, uplinks, sp.Suspect("leaf2-spine2", "spine2", "leaf2"))
+    pairs = sp.plan_pairs(leaf_of, uplinks, sp.Avoided("leaf2-spine2", "spine2", "leaf2"))
     assert ("a1", "d1") not in pairs and ("b1", "d1") in pairs and ("a1", "b1") in pairs
 
 
@@ -42,7 +42,7 @@ def test_healthy_needs_both_directions_known_and_off_the_spine() -> None:
     traced.record(key, 61003, "spine1", None)  # reply unknown: never healthy
     traced.record(key, 61004, None, "spine1")
     traced.record(key, 61005, "spine1", "spine1")
-    suspect = sp.Suspect("spine2", "spine2")
+    suspect = sp.Avoided("spine2", "spine2")
     assert sp.healthy(traced, key, suspect) == [61000, 61005]
     assert sp.healthy(traced, key, suspect, reply=False) == [61000, 61002, 61003, 61005]
 
@@ -177,7 +177,7 @@ def _plan() -> ActionPlan:
     return ActionPlan(kind="reroute", element="spine2", reason="", steps=[])
 
 
-SPINE2 = sp.Suspect("spine2", "spine2")
+SPINE2 = sp.Avoided("spine2", "spine2")
 
 
 async def plan_steering(inv: Inventory, runner: Fabric, options: steer.SteerOptions, plan):

@@ -290,13 +290,13 @@ async def test_a_verify_that_cannot_vouch_rolls_the_reroute_back_exactly_and_jou
     rolled back at once; the model's routes are as before, the journal holds the apply,
     the verify and the rollback, and the element waits its hold."""
     from cwctl.session import ScanSession
-    from cwctl.watch.act import Fabric
+    from cwctl.watch.act import WatchTarget
 
     request = ScanRequest(
         sim=SimOptions(hosts=32, spines=4, faults=("link:leaf1-spine2:down",)), duration_s=1.0
     )
     session = ScanSession(request, sliding=True)
-    fabric = Fabric(request, model=session.model, verify_s=0.03)  # quick rate: 3 pairs a peer
+    fabric = WatchTarget(request, model=session.model, verify_s=0.03)  # quick rate: 3 pairs a peer
     clock, log = Clock(), []
     watch = Watch(
         request, policy=LINKS, log=log.append, clock=clock, session=session, fabric=fabric

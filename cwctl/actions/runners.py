@@ -122,10 +122,11 @@ async def read_together(
     wrap: Callable[[Sequence[str]], Sequence[str]] = tuple,
 ) -> dict[str, dict[str, str]]:
     """``read_on_all`` for several reads at once, in one session per target: per read
-    (by its name in ``reads``), each target's stdout. ``wrap`` prefixes the one command
-    (sudo). A failed read fails as ``read_on_all`` fails, naming the first of ``reads``
-    that failed."""
-    argv = wrap(together_argv(list(reads.values())))
+    (by its name in ``reads``), each target's stdout. ``wrap`` prefixes each read (sudo),
+    not the shell: a sudoers rule that allows ``nft`` and ``ss`` need not allow ``sh``.
+    A failed read fails as ``read_on_all`` fails, naming the first of ``reads`` that
+    failed."""
+    argv = together_argv([wrap(a) for a in reads.values()])
     results = await asyncio.gather(*(runner.run(t, argv) for t in targets))
     seen: dict[str, dict[str, str]] = {what: {} for what in reads}
     failed: dict[str, list[str]] = {}

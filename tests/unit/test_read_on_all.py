@@ -88,3 +88,20 @@ async def test_a_read_that_fails_together_is_named_and_nothing_is_returned() -> 
         await read_together(LocalRunner(), ["h1"], reads)
     assert caught.value.what == "the tables" and caught.value.exit_code == EXIT_PROBLEMS
     assert str(caught.value) == "could not read the tables on 1 host(s): h1: no nft"
+
+
+async def test_sudo_wraps_each_read_and_never_the_shell() -> None:
+    """A sudoers rule may allow ``nft`` and ``ss`` and not ``sh``: the prefix goes on each
+    read inside the one shell, which itself runs unprivileged (``env`` stands in for
+    ``sudo -n`` on this machine: a real prefix, the same outputs)."""
+    hosts = Hosts()
+    reads = {"tables": ["nft", "list", "tables"], "sockets": ["ss", "-t"]}
+    with pytest.raises(ReadFailed):  # (this fake host answers with no sections)
+        await read_together(hosts, ["a"], reads, wrap=lambda a: ("sudo", "-n", *a))
+    ((_, argv),) = hosts.ran
+    assert argv[:2] == ("sh", "-c")
+    assert "sudo -n nft list tables;" in argv[2] and "sudo -n ss -t;" in argv[2]
+    out = await read_together(
+        LocalRunner(), ["h1"], {"one": ["echo", "x"]}, wrap=lambda a: ("env", *a)
+    )
+    assert out == {"one": {"h1": "x\n"}}

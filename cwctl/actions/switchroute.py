@@ -201,6 +201,12 @@ def observe_steps(switch: str, routes: Sequence[Mapping[str, Any]], table: int) 
     return steps
 
 
+def is_observe_rule(step: Step) -> bool:
+    """``step`` adds the rule that routes the watch's marked probes as before
+    (``observe_steps``): a plan with one leaves the probes' paths as they were."""
+    return step.argv[:3] == ("ip", "rule", "add") and "tos" in step.argv
+
+
 def affected_leaves(inv: Any, spine: str) -> list[Any]:
     """The leaves whose ECMP groups can send traffic over the element."""
     return [s for s in inv.switches if s.role == "leaf" and spine in s.uplinks]

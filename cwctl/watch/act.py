@@ -18,7 +18,9 @@ from typing import Any, TypeGuard
 from cwctl.actions.history import APPLIED, INTERRUPTED, history
 from cwctl.actions.jobs import refuse_protected
 from cwctl.actions.journal import Journal, LockHeld
+from cwctl.actions.plan import ActionPlan
 from cwctl.actions.session import ActionSession, Ask
+from cwctl.actions.switchroute import is_observe_rule
 from cwctl.errors import CwctlError
 from cwctl.watch.decide import Decision
 from cwctl.watch.policy import ACTIONS, KINDS
@@ -113,6 +115,17 @@ class Done:
     action_id: str | None
     code: str
     why: str
+    # the watch's probes take other paths after it (the paths learnt before are stale)
+    moves_probes: bool = True
+
+
+def keeps_probes(plan: ActionPlan) -> bool:
+    """The watch's probes keep their paths under ``plan``: host steering never moves them
+    (the agents' sockets are unconnected), and a switch-side reroute keeps a rule that
+    routes them as before (``switchroute.observe_steps``). Forgetting the paths learnt
+    before would have them traced again while the fault is on, where a trace through the
+    dead element never answers and its flows go unplaced."""
+    return bool(plan.steering) or any(is_observe_rule(s) for s in plan.steps)
 
 
 @dataclass(frozen=True)
@@ -176,7 +189,8 @@ async def act(fabric: WatchTarget, decision: Decision) -> Done:
     assert checked is not None
     if outcome.undone is None:
         job = f"; {outcome.job.message()}" if outcome.job is not None else ""
-        return Done(True, True, plan.id, "verified", checked.message() + job)
+        why = checked.message() + job
+        return Done(True, True, plan.id, "verified", why, moves_probes=not keeps_probes(plan))
     undo = outcome.undone.execution.plan
     back = "ROLLBACK FAILED" if outcome.undone.failed else "rolled back"
     return Done(False, True, plan.id, "verify", f"{checked.message()}; {back} ({undo.id})")

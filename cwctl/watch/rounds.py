@@ -79,7 +79,9 @@ class Watch:
         return WatchTarget(self.request, model=self.session.model, protect=protect, job_log=job_log)
 
     async def scan(self) -> FabricSnapshot | None:
-        """One scan of the session; a failure is logged and counted, not raised."""
+        """One scan of the session, its probes marked while a reroute the watch made is
+        in place; a failure is logged and counted, not raised."""
+        self._mark_probes()  # here, not in round(): the service's loop calls scan itself
         start = self.clock()
         snapshot: FabricSnapshot | None = None
         try:
@@ -112,7 +114,6 @@ class Watch:
 
     async def round(self) -> FabricSnapshot | None:
         await self.take_up()
-        self._mark_probes()
         snapshot = await self.scan()
         if snapshot is not None:
             await self.decide(snapshot)
@@ -127,7 +128,7 @@ class Watch:
             why = f"{str(exc).splitlines()[0]} (cwctl journal shows what ran)"
             done = Done(False, True, d.action_id, "error", why)
         now = self.clock()
-        if done.applied:
+        if done.applied and (done.moves_probes or self.session.simulated):
             self.session.fabric_changed()  # the paths learnt before no longer hold
         if d.verb == "act":
             verb = "acted" if done.ok else "failed"

@@ -32,6 +32,13 @@ def test_every_probe_socket_carries_the_mark_it_is_given() -> None:
             s.close()
 
 
+async def service_round(watch: Watch) -> None:
+    """A round as ``cwctl watch``'s loop runs one (watch/service.py): scan, then decide."""
+    snapshot = await watch.scan()
+    assert snapshot is not None
+    await watch.decide(snapshot)
+
+
 async def test_the_watch_marks_its_rounds_while_its_reroute_is_in_place() -> None:
     request = ScanRequest(
         sim=SimOptions(hosts=32, faults=("link:leaf1-spine2:down",)), duration_s=1
@@ -40,14 +47,14 @@ async def test_the_watch_marks_its_rounds_while_its_reroute_is_in_place() -> Non
         request, policy=Policy(rounds=1, hold_s=3600.0, allow=(Allow("link", "reroute"),))
     )
     try:
-        await watch.round()  # named, acted on
+        await service_round(watch)  # named, acted on
         assert "leaf1-spine2" in watch.decider.acted_on  # type: ignore[union-attr]
         assert watch.session.request.probe_tos == 0  # the round that acted was unmarked
-        await watch.round()
+        await service_round(watch)
         assert watch.session.request.probe_tos == settings.PROBE_OBSERVE_TOS
         assert watch.request.probe_tos == 0  # what the action's rescans are built from
         watch.decider.restored(0.0, "leaf1-spine2")  # type: ignore[union-attr]
-        await watch.round()
+        await service_round(watch)
         assert watch.session.request.probe_tos == 0
     finally:
         await watch.aclose()

@@ -10,6 +10,7 @@ rounds (2 s of probing, --interval 2) and a short hold keep it to a few minutes.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -48,9 +49,19 @@ def test_a_sick_link_is_rerouted_verified_then_restored_exactly(
 def test_an_intermittent_fault_causes_at_most_one_action_per_hold(
     fabric: Testbed, watching: WatchRun
 ) -> None:
+    start = time.monotonic()
     acts = intermittent(
         fabric, watching, "leaf1>spine2", "down", on_s=10.0, off_s=10.0, total_s=2.5 * HOLD_S
     )
     # the rerouted traffic avoids the link, the watch's marked probes still cross it: each
     # "off" (shorter than the hold) is seen for what it is, so no restore to test, no re-act
     assert len(acts) == 1, acts
+    # and the rounds after the action saw the fault come back: the probes crossed the link
+    acted = min(t for t, e in watching.decisions(start) if e["verb"] == "acted")
+    seen = [
+        e["round"]
+        for t, e in watching.lines
+        if t > acted and e.get("event") == "round"
+        and any("spine2" in s["element"] for s in e.get("suspects", []))
+    ]  # fmt: skip
+    assert seen, "no round after the reroute named the link: the marked probes avoided it"

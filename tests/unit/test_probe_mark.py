@@ -58,3 +58,23 @@ async def test_the_watch_marks_its_rounds_while_its_reroute_is_in_place() -> Non
         assert watch.session.request.probe_tos == 0
     finally:
         await watch.aclose()
+
+
+def test_only_a_change_that_moves_the_probes_makes_the_watch_forget_their_paths() -> None:
+    """A switch-side reroute keeps the marked probes on the routes as they were (its
+    observe rule), host steering never moves them: the paths learnt before still hold.
+    Host routes move them."""
+    from cwctl.actions.plan import ActionPlan, Step
+    from cwctl.actions.switchroute import observe_steps
+    from cwctl.watch.act import keeps_probes
+
+    route = {"dst": "10.0.2.0/24", "gateway": "10.0.0.2", "dev": "spine1"}
+    observed = ActionPlan(kind="reroute", element="spine2", reason="", steps=[])
+    observed.steps = observe_steps("leaf1", [route], 7326)
+    assert keeps_probes(observed)
+    steered = ActionPlan(kind="reroute", element="spine2", reason="", steps=[])
+    steered.steering = {"moves": [{"host": "a"}]}
+    assert keeps_probes(steered)
+    hosts = ActionPlan(kind="reroute", element="spine2", reason="", steps=[])
+    hosts.steps = [Step("gpu-001", "route via spine1", ("ip", "route", "replace", "x"))]
+    assert not keeps_probes(hosts)

@@ -125,22 +125,25 @@ async def read_together(
     (by its name in ``reads``), each target's stdout. ``wrap`` prefixes each read (sudo),
     not the shell: a sudoers rule that allows ``nft`` and ``ss`` need not allow ``sh``.
     A failed read fails as ``read_on_all`` fails, naming the first of ``reads`` that
-    failed."""
+    failed; a host whose one command failed as a whole (unreachable, no shell) names all
+    of them, since none was read."""
     argv = together_argv([wrap(a) for a in reads.values()])
     results = await asyncio.gather(*(runner.run(t, argv) for t in targets))
     seen: dict[str, dict[str, str]] = {what: {} for what in reads}
     failed: dict[str, list[str]] = {}
+    unread: list[str] = []
     for target, r in zip(targets, results, strict=True):
         parts = split_together(r.stdout, len(reads)) if r.ok else None
         if parts is None:
-            for what in reads:
-                failed.setdefault(what, []).append(f"{target}: {r.detail() or f'exit {r.rc}'}")
+            unread.append(f"{target}: {r.detail() or f'exit {r.rc}'}")
             continue
         for what, (status, text) in zip(reads, parts, strict=True):
-            if status != 0:
-                why = r.stderr.strip().splitlines()[-1][-300:] if r.stderr.strip() else ""
-                failed.setdefault(what, []).append(f"{target}: {why or f'exit {status}'}")
+            if status != 0:  # its own words are on the shared stderr
+                why = CommandResult(status, stderr=r.stderr).detail() or f"exit {status}"
+                failed.setdefault(what, []).append(f"{target}: {why}")
             seen[what][target] = text
+    if unread:
+        raise ReadFailed(", ".join(reads), unread)
     for what in reads:  # the first read (in ``reads``' order) that failed anywhere
         if what in failed:
             raise ReadFailed(what, failed[what])

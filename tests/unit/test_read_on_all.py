@@ -105,3 +105,14 @@ async def test_sudo_wraps_each_read_and_never_the_shell() -> None:
         LocalRunner(), ["h1"], {"one": ["echo", "x"]}, wrap=lambda a: ("env", *a)
     )
     assert out == {"one": {"h1": "x\n"}}
+
+
+async def test_a_host_whose_one_command_failed_names_every_read_it_lacks() -> None:
+    """Unreachable, no read ran there: the error is not one read's (not "no nftables")."""
+    reads = {"tables": ["nft", "list", "tables"], "sockets": ["ss", "-t"]}
+    with pytest.raises(ReadFailed) as caught:
+        await read_together(Hosts(down=["b"]), ["b"], reads)
+    assert caught.value.what == "tables, sockets"
+    assert str(caught.value) == (
+        "could not read tables, sockets on 1 host(s): b: ssh: connect to b: connection refused"
+    )

@@ -321,13 +321,17 @@ class ActionSession:
         job = plan.context.get("job_log") if plan.kind != "rollback" else None
         inv = self.target.inventory
         before: dict[str, float] = {}
-        prior_read = self.check_prior(plan) if recheck else asyncio.sleep(0)
+
+        async def prior_read() -> None:
+            if recheck:
+                await self.check_prior(plan)
+
         if job and inv is not None:  # the job's steps so far, read beside the prior
             before, _ = await asyncio.gather(
-                marks(self.runner, inv, plan, job["pattern"]), prior_read
+                marks(self.runner, inv, plan, job["pattern"]), prior_read()
             )
         else:
-            await prior_read
+            await prior_read()
         plan.context = {**plan.context, "by": self.by, "user": acting_user()}
         execution = await apply_plan(plan, self.runner, self.journal, progress)
         outcome = Outcome(execution, lines=[execution.summary()])

@@ -19,7 +19,7 @@ from cwctl.actions.history import APPLIED, INTERRUPTED, history
 from cwctl.actions.jobs import refuse_protected
 from cwctl.actions.journal import Journal, LockHeld
 from cwctl.actions.plan import ActionPlan
-from cwctl.actions.session import ActionSession, Ask
+from cwctl.actions.session import ActionSession, Ask, Rollback
 from cwctl.actions.switchroute import is_observe_rule
 from cwctl.errors import CwctlError
 from cwctl.watch.decide import Decision
@@ -196,16 +196,15 @@ async def act(fabric: WatchTarget, decision: Decision) -> Done:
     return Done(False, True, plan.id, "verify", f"{checked.message()}; {back} ({undo.id})")
 
 
-def _rollback_session(fabric: WatchTarget, action_id: str | None) -> tuple[ActionSession, Any]:
+def _rollback_session(fabric: WatchTarget, action_id: str | None) -> Rollback:
     """The session that undoes ``action_id`` on the watch's fabric, and its plan."""
-    undo = ActionSession.rollback(
+    return ActionSession.rollback(
         action_id,
         journal=fabric.journal,
         request=fabric.request,
         model=fabric.model,
         by="watch",
     )
-    return undo.session, undo.plan
 
 
 def _not_opened(action_id: str | None, exc: CwctlError) -> Done:
@@ -219,7 +218,7 @@ async def undo_interrupted(fabric: WatchTarget, action_id: str) -> Done:
     """Roll back what ``action_id`` (cut short, or its restore cut short) may have
     changed: every undo sets the prior state, so a step that never ran changes nothing."""
     try:
-        session, plan = _rollback_session(fabric, action_id)
+        session, plan, *_ = _rollback_session(fabric, action_id)
     except CwctlError as exc:
         return _not_opened(action_id, exc)
     try:
@@ -236,7 +235,7 @@ async def restore(fabric: WatchTarget, decision: Decision) -> Done:
     Named again: the action is applied anew and ``action_id`` is the new one (None when
     that could not be done)."""
     try:
-        session, plan = _rollback_session(fabric, decision.action_id)
+        session, plan, *_ = _rollback_session(fabric, decision.action_id)
     except CwctlError as exc:
         return _not_opened(None, exc)
     try:  # undone, then a rescan: is the element clean, now it carries traffic again?

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
 from cwctl.actions.drainreason import DEFAULT_REASON
+from cwctl.actions.steerports import DEFAULT_POOL, MOVE_POOL
 from cwctl.cli.app import STATE, app, run_guarded
 from cwctl.cli.complete import complete_action_id, complete_element, complete_host
-from cwctl.cli.options import SIM_SHAPE, SourceFlags, build_request, source_flags
+from cwctl.cli.options import SIM_SHAPE, SourceFlags, build_request, flag_group, source_flags
 from cwctl.errors import InputError
 
 ApplyOpt = Annotated[
@@ -21,6 +24,9 @@ YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confir
 VerifyOpt = Annotated[
     bool, typer.Option("--verify", help="After applying, rescan: exit 3 if the suspect remains.")
 ]
+
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class At(StrEnum):
@@ -36,9 +42,6 @@ class PlanFormat(StrEnum):
 SudoOpt = Annotated[
     bool, typer.Option("--sudo", help="Run each command through 'sudo -n' on its host.")
 ]
-# The ScanRequest an action plans against (and --verify rescans) comes from these.
-ACTION_FLAGS = ("inventory", "sim", *SIM_SHAPE, "fault", "budget", "duration", "jobs")
-RESUME_FLAGS = ("inventory", "sim", *SIM_SHAPE)
 
 PlanFormatOpt = Annotated[
     PlanFormat,
@@ -49,6 +52,36 @@ PlanFormatOpt = Annotated[
         help="table (the plan as text) or json (cwctl.action/1).",
     ),
 ]
+
+
+@dataclass(frozen=True)
+class ActionFlags:
+    """How an action command carries its plan out, as its flags said."""
+
+    apply: bool = False
+    yes: bool = False
+    fmt: PlanFormat = PlanFormat.table
+    sudo: bool = False
+    verify: bool = False
+
+
+ACTION_OPTIONS: dict[str, Any] = {
+    "apply": ApplyOpt,
+    "yes": YesOpt,
+    "fmt": PlanFormatOpt,
+    "sudo": SudoOpt,
+    "verify": VerifyOpt,
+}
+
+
+def action_flags(*names: str) -> Callable[[F], F]:
+    """Give the command the action flags ``names``; it gets them as ``act: ActionFlags``."""
+    return flag_group("act", ActionFlags, ACTION_OPTIONS, names)
+
+
+# The ScanRequest an action plans against (and --verify rescans) comes from these.
+ACTION_FLAGS = ("inventory", "sim", *SIM_SHAPE, "fault", "budget", "duration", "jobs")
+RESUME_FLAGS = ("inventory", "sim", *SIM_SHAPE)
 
 
 def _shell(yes: bool, fmt: PlanFormat = PlanFormat.table) -> Any:
@@ -97,6 +130,7 @@ def _shell(yes: bool, fmt: PlanFormat = PlanFormat.table) -> Any:
 
 @app.command()
 @source_flags(*ACTION_FLAGS)
+@action_flags("apply", "yes", "fmt", "sudo", "verify")
 def reroute(
     element: Annotated[
         str,
@@ -107,6 +141,7 @@ def reroute(
         ),
     ],
     flags: SourceFlags,
+    act: ActionFlags,
     prefix: Annotated[
         str | None,
         typer.Option("--prefix", metavar="CIDR", help="Only the route for exactly this prefix."),
@@ -150,7 +185,7 @@ def reroute(
             min=1,
             max=4096,
             help="--at hosts: healthy source ports per peer and port for new connections "
-            "(default 64 with --port; 16 beside the open flows moved).",
+            f"(default {DEFAULT_POOL} with --port; {MOVE_POOL} beside the open flows moved).",
         ),
     ] = None,
     roce: Annotated[
@@ -170,11 +205,6 @@ def reroute(
             "--apply, wait for the job's own pace to come back and say when.",
         ),
     ] = None,
-    apply: ApplyOpt = False,
-    yes: YesOpt = False,
-    fmt: PlanFormatOpt = PlanFormat.table,
-    sudo: SudoOpt = False,
-    verify: VerifyOpt = False,
 ) -> None:
     """Plan steering traffic around a suspect; --apply carries it out.
 
@@ -182,13 +212,12 @@ def reroute(
     """
 
     def body() -> int:
-        from cwctl.actions.planner import RouteOptions
         from cwctl.actions.route import parse_gateways
         from cwctl.actions.session import Ask
-        from cwctl.actions.shell import act
-        from cwctl.actions.steer import SteerOptions
-        from cwctl.actions.steerports import parse_service
+        from cwctl.actions.steerports import SteerOptions, parse_service
+        from cwctl.actions.target import RouteOptions
 
+        sudo = act.sudo
         if (port or roce) and at is not At.hosts:
             raise InputError("--port and --roce steer at the hosts: add --at hosts")
         steer = SteerOptions(
@@ -205,27 +234,24 @@ def reroute(
             steer=steer,
         )
         request = build_request(flags)
-
         ask = Ask("reroute", element, options=options, sudo=sudo, job_log=job_log)
-        import asyncio  # lazy: `cwctl --help` need not load it
-
-        return asyncio.run(act(ask, request, _shell(yes, fmt), apply=apply, check=verify))
+        return _carry_out(request, ask, act)
 
     raise typer.Exit(run_guarded(body))
 
 
-def _scheduler_action(
-    request: Any, ask: Any, *, apply: bool, yes: bool, verify: bool, fmt: PlanFormat
-) -> int:
+def _carry_out(request: Any, ask: Any, flags: ActionFlags) -> int:
     import asyncio  # lazy: `cwctl --help` need not load it
 
     from cwctl.actions.shell import act
 
-    return asyncio.run(act(ask, request, _shell(yes, fmt), apply=apply, check=verify))
+    shell = _shell(flags.yes, flags.fmt)
+    return asyncio.run(act(ask, request, shell, apply=flags.apply, check=flags.verify))
 
 
 @app.command()
 @source_flags(*ACTION_FLAGS)
+@action_flags("apply", "yes", "fmt", "sudo", "verify")
 def drain(
     host: Annotated[
         str,
@@ -236,6 +262,7 @@ def drain(
         ),
     ],
     flags: SourceFlags,
+    act: ActionFlags,
     reason: Annotated[
         str, typer.Option("--reason", metavar="TEXT", help="Why, for the scheduler.")
     ] = DEFAULT_REASON,
@@ -252,11 +279,6 @@ def drain(
             "Slurm's Reason and Kubernetes' annotations and taint carry it.",
         ),
     ] = None,
-    apply: ApplyOpt = False,
-    yes: YesOpt = False,
-    fmt: PlanFormatOpt = PlanFormat.table,
-    sudo: SudoOpt = False,
-    verify: VerifyOpt = False,
 ) -> None:
     """Take a host out of the scheduler (Slurm drain with a reason; Kubernetes cordon,
     annotations and a taint that carry the reason and the suspect).
@@ -267,16 +289,15 @@ def drain(
     def body() -> int:
         from cwctl.actions.session import Ask
 
-        ask = Ask("drain", host, reason=reason, evict=evict, sudo=sudo, suspect=suspect)
-        return _scheduler_action(
-            build_request(flags), ask, apply=apply, yes=yes, verify=verify, fmt=fmt
-        )
+        ask = Ask("drain", host, reason=reason, evict=evict, sudo=act.sudo, suspect=suspect)
+        return _carry_out(build_request(flags), ask, act)
 
     raise typer.Exit(run_guarded(body))
 
 
 @app.command()
 @source_flags(*RESUME_FLAGS)
+@action_flags("apply", "yes", "fmt", "sudo")
 def resume(
     host: Annotated[
         str,
@@ -287,10 +308,7 @@ def resume(
         ),
     ],
     flags: SourceFlags,
-    apply: ApplyOpt = False,
-    yes: YesOpt = False,
-    fmt: PlanFormatOpt = PlanFormat.table,
-    sudo: SudoOpt = False,
+    act: ActionFlags,
 ) -> None:
     """Put a drained host back into the scheduler.
 
@@ -300,10 +318,8 @@ def resume(
     def body() -> int:
         from cwctl.actions.session import Ask
 
-        ask = Ask("resume", host, sudo=sudo)
-        return _scheduler_action(
-            build_request(flags), ask, apply=apply, yes=yes, verify=False, fmt=fmt
-        )
+        ask = Ask("resume", host, sudo=act.sudo)
+        return _carry_out(build_request(flags), ask, act)
 
     raise typer.Exit(run_guarded(body))
 

@@ -250,21 +250,28 @@ def source_flags(*names: str) -> Callable[[F], F]:
     The flags go after the command's arguments and before its own options, so ``--help``
     lists them first, in the order given.
     """
-    unknown = [n for n in names if n not in FLAGS]
+    return flag_group("flags", SourceFlags, FLAGS, names)
+
+
+def flag_group(
+    param: str, group: Callable[..., Any], table: dict[str, Any], names: tuple[str, ...]
+) -> Callable[[F], F]:
+    """Give the command the flags ``names`` of ``table`` (name -> annotated type; the
+    default is the ``group`` dataclass's); it gets them as ``param: group``. The flags go
+    after the command's arguments and before its own options."""
+    unknown = [n for n in names if n not in table]
     if unknown:
         raise ValueError(f"no shared flag {unknown}")
+    defaults = {f.name: f.default for f in fields(group)}  # type: ignore[arg-type]
 
     def decorate(command: F) -> F:
         sig = inspect.signature(command, eval_str=True)
-        own = [p for p in sig.parameters.values() if p.name != "flags"]
-        if "flags" not in sig.parameters:
-            raise TypeError(f"{command.__name__} takes no 'flags' parameter")
+        own = [p for p in sig.parameters.values() if p.name != param]
+        if param not in sig.parameters:
+            raise TypeError(f"{command.__name__} takes no {param!r} parameter")
         shared = [
             inspect.Parameter(
-                name,
-                inspect.Parameter.KEYWORD_ONLY,
-                default=_DEFAULTS[name],
-                annotation=FLAGS[name],
+                name, inspect.Parameter.KEYWORD_ONLY, default=defaults[name], annotation=table[name]
             )
             for name in names
         ]
@@ -279,7 +286,7 @@ def source_flags(*names: str) -> Callable[[F], F]:
         @functools.wraps(command)
         def wrapper(**kwargs: Any) -> Any:
             given = {name: kwargs.pop(name) for name in names}
-            return command(flags=SourceFlags(**given), **kwargs)
+            return command(**{param: group(**given)}, **kwargs)
 
         wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
         wrapper.__annotations__ = {p.name: p.annotation for p in params}

@@ -14,13 +14,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cwctl import settings
 from cwctl.actions.history import Action
 from cwctl.actions.journal import Journal, JournalWriteError
 from cwctl.actions.plan import ActionPlan, Step, utc_now
 from cwctl.actions.runners import CommandResult, Runner
+from cwctl.actions.target import ActionTarget
+
+if TYPE_CHECKING:
+    from cwctl.snapshot import FabricSnapshot
 
 LINE_ROOM = 512  # bytes a step, verify or end line of the journal takes, with room
 
@@ -259,7 +263,7 @@ class Verification:
         return f"verify: {self.element} is still a suspect after the change"
 
 
-def check_snapshot(snapshot: Any, element: str) -> Verification:
+def check_snapshot(snapshot: FabricSnapshot, element: str) -> Verification:
     """Gone only when no suspect is the element or a candidate set holding it, the rescan
     found no loss or delay that nothing explains (it could be the element's), and its
     window could tell (an inconclusive one vouches for nothing)."""
@@ -274,7 +278,7 @@ def check_snapshot(snapshot: Any, element: str) -> Verification:
     return Verification(element, gone, names, held, inconclusive, unexplained)
 
 
-def _could_not_tell(snapshot: Any, element: str) -> list[str]:
+def _could_not_tell(snapshot: FabricSnapshot, element: str) -> list[str]:
     """The rescan window's reasons it could not tell, unless the only elements it crossed
     too thinly are the ones steered around: the acted-on element and whatever shares a
     switch with it (a spine and its links; a link's spine, which the simulator's leaves
@@ -297,28 +301,21 @@ def _switch_parts(name: str) -> set[str]:
     return {p for p in name.split("-") if "/" not in p and p[:1].isalpha() and p[-1:].isdigit()}
 
 
-async def verify(target: Any, element: str, *, duration_s: float | None = None) -> Verification:
+async def verify(
+    target: ActionTarget, element: str, *, duration_s: float | None = None
+) -> Verification:
     """Rescan the target through a scan session on the same hosts: the simulator model
     the plan changed, or the inventory over SSH."""
     from dataclasses import replace
 
     from cwctl.session import ScanSession
 
+    assert target.request is not None, "a verification rescans the request's fabric"
     # a verdict now, as a scan gives it: the quick budget unless --budget said otherwise
     request = target.request.at_budget(settings.BUDGET_QUICK)
     if duration_s is not None:
         request = replace(request, duration_s=duration_s)
-    source: Any = None
-    if target.model is not None:
-        from cwctl.transport.sim import SimSource
-
-        source = SimSource(request, model=target.model)
-    elif target.inventory is not None:
-        from cwctl.transport.ssh import SSHSource
-
-        options = target.ssh_options.get("client_options")
-        source = SSHSource(request, inventory=target.inventory, client_options=options)
-    async with ScanSession(request, source=source) as session:
+    async with ScanSession(request, source=target.scan_source(request)) as session:
         return check_snapshot(await session.scan(), element)
 
 

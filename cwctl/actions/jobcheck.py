@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cwctl.actions.plan import ActionPlan
 from cwctl.actions.runners import Runner
 from cwctl.jobs.steps import JobCheck, Pace, pace, parse, read_argv
+
+if TYPE_CHECKING:
+    from cwctl.inventory import Inventory
 
 JOB_WAIT_S = 60.0
 POLL_S = 2.0
 Marks = dict[str, float]  # "host:path" -> the t of its last step before the action
 
 
-def hosts_of(plan: ActionPlan, inv: Any) -> list[str]:
+def hosts_of(plan: ActionPlan, inv: Inventory) -> list[str]:
     """The inventory hosts whose flows the plan moves, else those its steps run on, else
     every host (a switch-side reroute: any of them may carry the job)."""
     names = {h.name for h in inv.hosts}
@@ -33,7 +36,7 @@ def hosts_of(plan: ActionPlan, inv: Any) -> list[str]:
 
 
 async def _read(
-    runner: Runner, inv: Any, hosts: list[str], pattern: str
+    runner: Runner, inv: Inventory, hosts: list[str], pattern: str
 ) -> dict[str, list[tuple[float, float]]]:
     python = {h.name: inv.endpoint(h).python for h in inv.hosts}
     results = await asyncio.gather(*(runner.run(h, read_argv(python[h], pattern)) for h in hosts))
@@ -45,13 +48,13 @@ async def _read(
     return out
 
 
-async def marks(runner: Runner, inv: Any, plan: ActionPlan, pattern: str) -> Marks:
+async def marks(runner: Runner, inv: Inventory, plan: ActionPlan, pattern: str) -> Marks:
     logs = await _read(runner, inv, hosts_of(plan, inv), pattern)
     return {name: steps[-1][0] + 1e-6 for name, steps in logs.items() if steps}
 
 
 async def job_pace(
-    runner: Runner, inv: Any, plan: ActionPlan, pattern: str, wait_s: float, before: Marks
+    runner: Runner, inv: Inventory, plan: ActionPlan, pattern: str, wait_s: float, before: Marks
 ) -> JobCheck:
     hosts = hosts_of(plan, inv)
     started = time.monotonic()

@@ -25,20 +25,19 @@ import shlex
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cwctl.actions.history import APPLIED, INTERRUPTED, History, history
 from cwctl.actions.nccl import RDMA_PREFIXES, setting_for
-from cwctl.actions.plan import LOCAL
-from cwctl.actions.runners import LocalRunner, Runner, SSHRunner
+from cwctl.actions.runners import Runner
+from cwctl.actions.session import build_target
+from cwctl.actions.target import ActionTarget, same_fabric
 from cwctl.errors import InputError
 from cwctl.inventory import load_inventory
-from cwctl.jobs import JobRead
-from cwctl.jobs.read import read_jobs, scheduler_of
-from cwctl.jobs.simjobs import sim_jobs
-from cwctl.names import sim_host_names
-from cwctl.settings import SIM_HOST_PREFIX
+
+if TYPE_CHECKING:
+    from cwctl.actions.journal import Journal
+    from cwctl.request import ScanRequest
 
 
 @dataclass
@@ -88,17 +87,6 @@ def _printable(text: str) -> str:
     )
 
 
-def _same_fabric(context: Mapping[str, Any], fabric: Mapping[str, Any]) -> bool:
-    """A journalled plan's context is the fabric asked about (the same inventory file,
-    or the simulator)."""
-    if fabric.get("source") == "sim":
-        return context.get("source") == "sim"
-    inventory = fabric.get("inventory")
-    return context.get("source") != "sim" and (
-        inventory is None or str(context.get("inventory")) == str(Path(inventory).absolute())
-    )
-
-
 def in_effect(hist: History, fabric: Mapping[str, Any]) -> list[Any]:
     """The applies on ``fabric`` whose changes may stand: applied (or interrupted after
     a step may have changed something), not rolled back since."""
@@ -109,7 +97,7 @@ def in_effect(hist: History, fabric: Mapping[str, Any]) -> list[Any]:
         stands = action.status == APPLIED or (
             action.status == INTERRUPTED and bool(action.may_have_changed())
         )
-        if stands and _same_fabric(action.plan.context, fabric):
+        if stands and same_fabric(action.plan.context) == same_fabric(fabric):
             out.append(action)
     return out
 
@@ -173,55 +161,43 @@ def _common_left(
     return [n for n in common or [] if n not in excluded]
 
 
-def _sim_hosts(request: Any) -> list[str]:
-    """The simulated fabric's hosts: its inventory's, else the simulator's names."""
-    if request.inventory is not None:
-        return [h.name for h in load_inventory(request.inventory).hosts]
-    return sim_host_names(request.sim.hosts, SIM_HOST_PREFIX)
-
-
-async def _read_jobs(request: Any, **ssh: Any) -> JobRead | None:
-    """The running jobs of ``request``'s fabric (None: no scheduler to ask)."""
-    if request.sim is not None:
-        sim = request.sim
-        if sim.jobs <= 0:
-            return None
-        return sim_jobs(_sim_hosts(request), sim.jobs, sim.seed)
-    inventory = load_inventory(request.inventory)
-    found = scheduler_of(inventory)
-    if found is None:
-        return None
-    runner: Runner = LocalRunner() if found[1] == LOCAL else SSHRunner(inventory, **ssh)
-    try:
-        return await read_jobs(inventory, runner)
-    finally:
-        await runner.close()
-
-
 async def env_for(
-    request: Any, *, job_id: str | None, hosts: Sequence[str], journal: Any, **ssh: Any
+    request: ScanRequest,
+    *,
+    job_id: str | None,
+    hosts: Sequence[str],
+    journal: Journal,
+    **ssh: Any,
 ) -> tuple[str, JobEnv]:
     """(a header line, the environment) for job ``job_id`` (its hosts read from the
     scheduler, or the simulated job set) or for ``hosts``; every name checked first."""
     nics: dict[str, tuple[str, ...]] = {}
-    if request.inventory is not None:
-        inventory = load_inventory(request.inventory)
-        nics = {h.name: tuple(h.nics) for h in inventory.hosts}
-    if request.sim is not None:
-        known = _sim_hosts(request)
-        fabric: dict[str, Any] = {"source": "sim"}
-        where = "the simulated fabric"
-    else:
-        known = list(nics)
-        fabric = {"source": "ssh", "inventory": str(request.inventory)}
-        where = str(request.inventory)
+    if request.inventory is not None:  # positive NIC lists need the inventory's NICs
+        nics = {h.name: tuple(h.nics) for h in load_inventory(request.inventory).hosts}
+    target, runner = build_target(request, **ssh)
+    try:
+        return await _env_for(target, runner, job_id, hosts, journal, nics)
+    finally:
+        await runner.close()
+
+
+async def _env_for(
+    target: ActionTarget,
+    runner: Runner,
+    job_id: str | None,
+    hosts: Sequence[str],
+    journal: Journal,
+    nics: dict[str, tuple[str, ...]],
+) -> tuple[str, JobEnv]:
+    shape = target.shape()
+    known, where = shape.hosts, shape.where
     unknown = [h for h in hosts if h not in known]
     if unknown:
         raise InputError(f"--nodes: no host {unknown[0]!r} in {where}")
     header = f"cwctl job-env for {', '.join(hosts)}"
     warnings: list[str] = []
     if job_id is not None:
-        read = await _read_jobs(request, **ssh)
+        read = await target.read_jobs(runner)
         if read is None:
             raise InputError(
                 f"{where} names no scheduler to ask for job {job_id} ([scheduler] kind; "
@@ -241,6 +217,6 @@ async def env_for(
             raise InputError(f"job {job_id} runs on no host of {where} ({', '.join(job.nodes)})")
         hosts = list(job.hosts)
         header = f"cwctl job-env for job {job.label()}: {', '.join(hosts)}"
-    env = job_env(hosts, in_effect(history(journal), fabric), nics)
+    env = job_env(hosts, in_effect(history(journal), target.context()), nics)
     env.warnings = warnings
     return header, env

@@ -14,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from cwctl.actions.naming import resolve
 from cwctl.actions.plan import LOCAL, ActionPlan
 from cwctl.actions.runners import LocalRunner, Runner, SSHRunner
+from cwctl.actions.target import ActionTarget
 from cwctl.collection import Collection
 from cwctl.jobs import Job, JobRead
 from cwctl.jobs.affected import (
@@ -27,15 +29,17 @@ from cwctl.jobs.affected import (
     uses_nic,
 )
 from cwctl.jobs.read import read_jobs, scheduler_of
-from cwctl.jobs.simjobs import sim_jobs
+from cwctl.request import ScanRequest
 from cwctl.session import JobReader, default_jobs
 
 JOBS_UNKNOWN = "the running jobs are not known"  # a plan's note when the scheduler failed
 
 
-def job_reader(request: Any, **ssh_options: Any) -> JobReader | None:
-    """What a scan of ``request`` reads its jobs from (None: nothing to read)."""
-    if request.sim is not None or request.inventory is None or request.replay is not None:
+def job_reader(request: ScanRequest, **ssh_options: Any) -> JobReader | None:
+    """What a scan of ``request`` reads its jobs from (None: nothing to read): the
+    inventory's scheduler where the hosts are the inventory's, else what the session
+    reads by itself (the simulated job set)."""
+    if request.source not in ("ssh", "slurm", "local") or request.inventory is None:
         return default_jobs(request)
     from cwctl.inventory import load_inventory
 
@@ -54,43 +58,17 @@ def job_reader(request: Any, **ssh_options: Any) -> JobReader | None:
     return read
 
 
-async def plan_read(target: Any, runner: Runner) -> JobRead | None:
+async def plan_read(target: ActionTarget, runner: Runner) -> JobRead | None:
     """The jobs running on a plan's target: the simulated set, or the scheduler's."""
-    if target.model is not None:
-        sim = target.request.sim if target.request is not None else None
-        if sim is None or sim.jobs <= 0:
-            return None
-        return sim_jobs(list(target.model.fabric.hosts), sim.jobs, sim.seed)
-    return await read_jobs(target.inventory, runner)
+    return await target.read_jobs(runner)
 
 
-def _leaf_of(target: Any) -> dict[str, str | None]:
-    if target.model is not None:
-        f = target.model.fabric
-        return {h: f.leaves[int(i)] for h, i in zip(f.hosts, f.host_leaf, strict=True)}
-    return {h.name: h.leaf for h in target.inventory.hosts}
-
-
-def _serves(target: Any, spine: str) -> list[str]:
-    """The leaves with an uplink to ``spine``."""
-    if target.model is not None:
-        f = target.model.fabric
-        return [
-            leaf
-            for leaf, ups in zip(f.leaves, f.uplinks, strict=True)
-            if spine in {f.spines[s] for s in ups}
-        ]
-    return [s.name for s in target.inventory.switches if s.role == "leaf" and spine in s.uplinks]
-
-
-def touched(plan: ActionPlan, target: Any, read: JobRead) -> list[tuple[Job, str]]:
+def touched(plan: ActionPlan, target: ActionTarget, read: JobRead) -> list[tuple[Job, str]]:
     """The jobs ``plan`` touches and how (none for a resume or a plan with no steps)."""
-    from cwctl.actions.planner import resolve
-
     if plan.kind not in ("drain", "reroute") or not plan.steps:
         return []
-    jobs = read.map
-    if plan.kind == "drain" or plan.element in _leaf_of(target):  # (a reroute of a host
+    jobs, shape = read.map, target.shape()
+    if plan.kind == "drain" or plan.element in shape.leaf_of:  # (a reroute of a host
         # is its drain)
         return loses_node(jobs, plan.element)
     steered = plan.steering.get("pools") or plan.steering.get("roce")
@@ -104,17 +82,15 @@ def touched(plan: ActionPlan, target: Any, read: JobRead) -> list[tuple[Job, str
     if element.kind == "link" and element.host is not None:  # an access link: drained
         return loses_node(jobs, element.host)
     spine = element.spine or element.name
-    simulated = target.model is not None  # the simulator's groups are per leaf: every
-    # leaf stops using the spine, whichever link of it is named
-    if element.kind == "link" and not simulated:
+    if element.kind == "link" and not shape.groups_per_leaf:
         assert element.leaf is not None
         leaves, what = [element.leaf], f"traffic of {element.leaf} avoids {element.name}"
     else:
-        leaves, what = _serves(target, spine), f"every leaf avoids {spine}"
-    return flows_move(jobs, leaves=leaves, spine=spine, leaf_of=_leaf_of(target), what=what)
+        leaves, what = shape.serves(spine), f"every leaf avoids {spine}"
+    return flows_move(jobs, leaves=leaves, spine=spine, leaf_of=dict(shape.leaf_of), what=what)
 
 
-def with_jobs(plan: ActionPlan, target: Any, read: JobRead | None) -> ActionPlan:
+def with_jobs(plan: ActionPlan, target: ActionTarget, read: JobRead | None) -> ActionPlan:
     """``plan`` with the jobs it touches (``plan.jobs``) in ``read`` (``plan_read``), or
     a note saying why they are not known; untouched when there is no scheduler to ask."""
     if read is None:

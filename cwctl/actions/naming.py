@@ -7,18 +7,38 @@ order accepted), ``gpu-001/mlx5_1``, ``gpu-001``, and ``gpu-001-leaf1`` for an a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from cwctl.errors import InputError
 
 
-class Fabricked(Protocol):
-    """What naming reads of a plan's target (``planner.Target``): the simulator's model,
-    or else the inventory."""
+@dataclass(frozen=True)
+class FabricShape:
+    """The names of a target's fabric, in its own order."""
 
-    model: Any
-    inventory: Any
+    hosts: tuple[str, ...]
+    leaves: tuple[str, ...]
+    spines: tuple[str, ...]
+    nics: Mapping[str, tuple[str, ...]]
+    leaf_of: Mapping[str, str | None]
+    uplinks: Mapping[str, frozenset[str]]  # leaf -> the spines it reaches
+    where: str  # how an error names the fabric: "the simulated fabric", the inventory path
+    # the simulator's ECMP groups are per leaf, for every destination: a reroute of any
+    # link of a spine takes the whole spine out of every leaf's group
+    groups_per_leaf: bool = False
+    hidden: frozenset[str] = frozenset()  # switches no name can reach (the simulator's)
+
+    def serves(self, spine: str) -> list[str]:
+        """The leaves with an uplink to ``spine``."""
+        return [leaf for leaf in self.leaves if spine in self.uplinks.get(leaf, ())]
+
+
+class Shaped(Protocol):
+    """What naming reads of a plan's target (``target.ActionTarget``)."""
+
+    def shape(self) -> FabricShape: ...
 
 
 @dataclass(frozen=True)
@@ -41,31 +61,12 @@ def _link_ends(name: str, lower: set[str], upper: set[str]) -> tuple[str, str] |
     return None
 
 
-def resolve(name: str, target: Fabricked) -> Element:
+def resolve(name: str, target: Shaped) -> Element:
     """The element ``name`` names in the target's fabric; ``InputError`` when none."""
-    if target.model is not None:
-        fabric = target.model.fabric
-        hosts = set(fabric.hosts)
-        leaves = {x for x in fabric.leaves if fabric.has("switch", x)}
-        spines = set(fabric.spines)
-        nics = {h: tuple(n) for h, n in zip(fabric.hosts, fabric.nics, strict=True)}
-        leaf_of = {
-            h: fabric.leaves[int(i)] for h, i in zip(fabric.hosts, fabric.host_leaf, strict=True)
-        }
-        uplinks = {
-            leaf: {fabric.spines[s] for s in ups}
-            for leaf, ups in zip(fabric.leaves, fabric.uplinks, strict=True)
-        }
-        where = "the simulated fabric"
-    else:
-        inv = target.inventory
-        hosts = {h.name for h in inv.hosts}
-        leaves = {s.name for s in inv.switches if s.role == "leaf"}
-        spines = {s.name for s in inv.switches if s.role == "spine"}
-        nics = {h.name: tuple(h.nics) for h in inv.hosts}
-        leaf_of = {h.name: h.leaf for h in inv.hosts}
-        uplinks = {s.name: set(s.uplinks) for s in inv.switches if s.role == "leaf"}
-        where = str(inv.path or "the inventory")
+    shape = target.shape()
+    hosts, spines = set(shape.hosts), set(shape.spines)
+    leaves = set(shape.leaves) - shape.hidden
+    nics, leaf_of, uplinks, where = shape.nics, shape.leaf_of, shape.uplinks, shape.where
     if name in spines:
         return Element("switch", name, spine=name)
     if name in leaves:
@@ -89,7 +90,18 @@ def resolve(name: str, target: Fabricked) -> Element:
     )
 
 
-def covering(name: str, target: Fabricked) -> tuple[Element, list[Element]]:
+def covering_switch(candidates: list[str]) -> str | None:
+    """The switch every candidate is, or is a link of (``leaf1-spine2`` ends on
+    ``spine2``), or None: read off the names alone, as the watch sees a suspect's
+    candidates (``covering`` takes it first, so the two never disagree on a switch)."""
+    for c in candidates:
+        end = c.rsplit("-", 1)[-1]
+        if all(x == end or x.endswith(f"-{end}") for x in candidates):
+            return end
+    return None
+
+
+def covering(name: str, target: Shaped) -> tuple[Element, list[Element]]:
     """The one element that covers a candidate set (``a|b|c``, as a scan names a suspect
     it cannot narrow): a switch every candidate is, or a link of; a host every candidate
     is, or a NIC or access link of. The switch of a spine and its links is the spine.
@@ -97,6 +109,10 @@ def covering(name: str, target: Fabricked) -> tuple[Element, list[Element]]:
     members = [resolve(m.strip(), target) for m in name.split("|") if m.strip()]
     if not members:
         raise InputError(f"empty candidate set {name!r}: name its elements joined with '|'")
+    switch = covering_switch([e.name for e in members])
+    shape = target.shape()
+    if switch is not None and switch in shape.spines + shape.leaves:
+        return resolve(switch, target), members
 
     def ends(e: Element) -> set[str]:
         if e.kind == "nic":

@@ -23,10 +23,10 @@ from typing import Any
 from cwctl.actions import nccl, switchroute
 from cwctl.actions.plan import ActionPlan
 from cwctl.actions.runners import Runner
-from cwctl.sim import state as sim_state
+from cwctl.actions.target import ActionTarget
 
 
-async def current(plan: ActionPlan, target: Any, runner: Runner) -> dict[str, Any]:
+async def current(plan: ActionPlan, target: ActionTarget, runner: Runner) -> dict[str, Any]:
     """``plan.prior`` as it reads now."""
     out: dict[str, Any] = {}
     reads = {k: v for k, v in plan.prior.items() if isinstance(v, dict) and "read" in v}
@@ -34,21 +34,17 @@ async def current(plan: ActionPlan, target: Any, runner: Runner) -> dict[str, An
     for (key, was), result in zip(reads.items(), results, strict=True):
         seen = result.stdout if result.ok else f"<unreadable: {result.detail() or result.rc}>"
         out[key] = {**was, "seen": seen}
+    inventory = target.inventory
     switches = {
         s.name
-        for s in getattr(getattr(target, "inventory", None), "switches", ())
+        for s in (inventory.switches if inventory is not None else ())
         if s.kind is not None and s.name in plan.prior
     }
     tables = await switchroute.read_tables(runner, sorted(switches)) if switches else {}
     for name, table in tables.items():
         by_dst = {str(r.get("dst", "")): r for r in table}
         out[name] = {dst: by_dst.get(dst) for dst in plan.prior[name]}
-    if "sim" in plan.prior:
-        request = getattr(target, "request", None)
-        if request is not None and request.sim is not None:
-            out["sim"] = sim_state.saved_state_json(request)
-        else:
-            out["sim"] = sim_state.state_to_json(target.model.state)
+    out.update({k: v for k, v in target.state_now().items() if k in plan.prior})
     return out
 
 

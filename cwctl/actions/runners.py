@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from cwctl.actions.plan import LOCAL, SIM
+from cwctl.actions.plan import LOCAL
 from cwctl.errors import EXIT_PROBLEMS, CwctlError, InputError
+
+if TYPE_CHECKING:
+    from cwctl.inventory import Inventory
 
 COMMAND_TIMEOUT_S = 120.0
 # Commands run at once on one host's connection: under OpenSSH's MaxSessions (10 by
@@ -188,7 +190,7 @@ class SSHRunner:
 
     def __init__(
         self,
-        inventory: Any,
+        inventory: Inventory,
         *,
         client_options: Mapping[str, Any] | None = None,
         accept_new_host_keys: bool = False,
@@ -272,51 +274,3 @@ class SSHRunner:
         self._conns.clear()
         if self._launcher is not None:
             await self._launcher.close()
-
-
-ALREADY = "already so: nothing changed (the simulated fabric had it; a sim reset since?)"
-
-
-def _effect(state: Any) -> tuple[Any, ...]:
-    """What a model state does to traffic (an ECMP weight of 1 is no weight at all)."""
-    weights = {k: w for k, w in state.ecmp_weight.items() if w != 1}
-    return weights, state.excluded_nics, state.drained_hosts, state.steered
-
-
-class SimRunner:
-    """Model changes applied to a ``FabricModel``; its state saved after each change
-    when ``request`` is given (so the next ``cwctl scan --sim`` starts from it)."""
-
-    def __init__(self, model: Any, request: Any = None) -> None:
-        self.model = model
-        self.request = request
-
-    async def run(self, host: str, argv: Sequence[str]) -> CommandResult:
-        return CommandResult(2, "", f"{host}: a command step cannot run on the simulator")
-
-    async def apply_change(self, change: dict[str, Any]) -> CommandResult:
-        from cwctl.actions.simulated import to_change
-        from cwctl.sim.state import save_state
-
-        before = copy.deepcopy(self.model.state)
-        try:
-            self.model.apply(to_change(change))
-        except InputError as exc:
-            return CommandResult(2, "", str(exc))
-        if _effect(before) == _effect(self.model.state):  # e.g. undone by `cwctl sim reset`
-            return CommandResult(0, ALREADY)
-        if self.request is not None:
-            try:
-                save_state(self.model, self.request)
-            except OSError as exc:  # not saved, so not done: the model as it was
-                self.model.state = before
-                self.model.path_cache.clear()
-                return CommandResult(1, "", f"cannot save the simulator state: {exc.strerror}")
-        return CommandResult(0)
-
-    async def close(self) -> None:
-        return None
-
-
-def is_sim_step(host: str) -> bool:
-    return host == SIM

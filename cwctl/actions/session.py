@@ -43,15 +43,20 @@ from cwctl.actions.executor import (
     Progress as StepProgress,
 )
 from cwctl.actions.history import Action, History, find, history
+from cwctl.actions.inventorytarget import InventoryTarget
 from cwctl.actions.jobcheck import JOB_WAIT_S, job_pace, marks
 from cwctl.actions.jobs import plan_read, with_jobs
 from cwctl.actions.journal import ActionLock, Journal, acting_user
 from cwctl.actions.plan import ActionPlan, with_sudo
-from cwctl.actions.planner import RouteOptions, Target, plan_drain, plan_reroute, plan_resume
-from cwctl.actions.runners import Runner, SimRunner, SSHRunner
+from cwctl.actions.planner import plan_drain, plan_reroute, plan_resume
+from cwctl.actions.runners import Runner
+from cwctl.actions.simulated import SimTarget, catch_up
 from cwctl.actions.steer import verify_steering
+from cwctl.actions.target import ActionTarget, RouteOptions
 from cwctl.errors import CwctlError, InputError
 from cwctl.jobs.steps import JobCheck
+from cwctl.request import ScanRequest, SimOptions
+from cwctl.sim.model import FabricModel
 
 # "steer": a reroute by source port at the hosts (``reroute --at hosts``, steer.py);
 # its options' ``steer`` says which ports (none needed on the simulator)
@@ -104,42 +109,29 @@ class Outcome:
         return "\n".join(self.lines)
 
 
-def build_target(request: Any, model: Any = None, **ssh_options: Any) -> tuple[Target, Runner]:
-    """The target and runner for ``request``: the simulator's model (the caller's, else
-    one with the state earlier actions saved) or the inventory's hosts over SSH."""
-    if model is not None:
-        if request is not None and request.sim is not None:
+def build_target(
+    request: ScanRequest, model: FabricModel | None = None, **ssh_options: Any
+) -> tuple[ActionTarget, Runner]:
+    """The target and runner for ``request``: the simulator's model (the caller's, brought
+    to the state saved for its fabric; else one with that state) or the inventory's
+    hosts over SSH. The one place a request picks its kind of target."""
+    target: ActionTarget
+    if model is not None or request.sim is not None:
+        if model is not None and request.sim is not None:
             catch_up(model, request)
-        return Target(model=model, request=request), SimRunner(model, request)
-    if request.sim is not None:
-        from cwctl.transport.sim import SimSource
+        target = SimTarget(model, request)
+    else:
+        from cwctl.inventory import load_inventory
 
-        model = SimSource(request).model
-        return Target(model=model, request=request), SimRunner(model, request)
-    from cwctl.inventory import load_inventory
-
-    inventory = load_inventory(request.inventory)
-    target = Target(inventory=inventory, request=request, ssh_options=dict(ssh_options))
-    return target, SSHRunner(inventory, **ssh_options)
+        if request.inventory is None:
+            raise InputError("nothing to act on: give an inventory (-i FILE) or --sim")
+        inventory = load_inventory(request.inventory)
+        target = InventoryTarget(inventory, request, dict(ssh_options))
+    return target, target.open_runner()
 
 
-def catch_up(model: Any, request: Any) -> None:
-    """Bring the caller's long-lived simulator model (the TUI's) to the state saved for
-    its fabric, which other cwctl processes may have changed since (a CLI reroute, a
-    rollback, ``cwctl sim reset``): the saved state is the one every plan is checked on."""
-    from cwctl.sim.model import ModelState
-    from cwctl.sim.state import restore_saved_state, saved_state_json, state_to_json
-
-    if state_to_json(model.state) != saved_state_json(request) and not restore_saved_state(
-        model, request
-    ):
-        model.restore_state(ModelState())
-
-
-def request_from_context(context: dict[str, Any]) -> Any:
+def request_from_context(context: dict[str, Any]) -> ScanRequest:
     """The ScanRequest a journalled plan ran against (rollback rebuilds it)."""
-    from cwctl.request import ScanRequest, SimOptions
-
     inventory = Path(context["inventory"]) if context.get("inventory") else None
     if context.get("source") == "sim":
         sim = context.get("sim") or {}
@@ -191,9 +183,9 @@ class Rollback(NamedTuple):
 class ActionSession:
     def __init__(
         self,
-        request: Any,
+        request: ScanRequest,
         *,
-        model: Any = None,
+        model: FabricModel | None = None,
         journal: Journal | None = None,
         lock: bool = True,
         by: str = "cli",
@@ -224,8 +216,8 @@ class ActionSession:
         *,
         journal: Journal | None = None,
         lock: bool = True,
-        request: Any = None,
-        model: Any = None,
+        request: ScanRequest | None = None,
+        model: FabricModel | None = None,
         by: str = "cli",
         **ssh: Any,
     ) -> Rollback:
@@ -319,7 +311,7 @@ class ActionSession:
         if not self._lock.held:
             self._lock.__enter__()
         job = plan.context.get("job_log") if plan.kind != "rollback" else None
-        inv = self.target.inventory
+        inv = self.target.inventory  # the job's step logs are read on real hosts
         before: dict[str, float] = {}
 
         async def prior_read() -> None:
@@ -367,8 +359,9 @@ class ActionSession:
         """Is ``plan``'s element avoided now? Host steering on real hosts: its installed
         ports traced again both ways (a scan's probes are not steered); anything else, and
         steering on the simulator: a rescan of the same hosts or model."""
-        if plan.steering.get("pools") or plan.steering.get("moves"):
-            return await verify_steering(plan, self.target.inventory, self.runner)
+        inventory = self.target.inventory
+        if inventory is not None and (plan.steering.get("pools") or plan.steering.get("moves")):
+            return await verify_steering(plan, inventory, self.runner)
         return await verify(self.target, plan.element, duration_s=duration_s)
 
     async def close(self) -> None:

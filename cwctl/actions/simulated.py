@@ -1,4 +1,15 @@
-"""Actions on the simulator: model changes as data, plans for ``--sim``, saved state.
+"""The simulator's model as an action target: its mechanisms, model changes as data.
+
+``SimTarget`` is what ``--sim`` acts on; its runner (``SimRunner``) applies a
+step's change to the model. Its reroute mechanisms (``MECHANISMS["sim"]``):
+
+=============================  ===============================================
+spine or link                  "ecmp": weight 0 in every leaf's group (the
+                               simulator's groups are per leaf, not per
+                               destination: see ``_link_note``)
+spine or link, ``--at hosts``  "hosts": the pairs steered in the model
+NIC ``gpu-001/mlx5_1``         "nic": the NIC excluded
+=============================  ===============================================
 
 A change is a dict (``{"op": "ecmp_weight", "leaf": "leaf1", "spine": "spine2",
 "weight": 0}``, ``exclude_nic``/``include_nic`` with ``nic``, ``drain_host``/
@@ -11,20 +22,36 @@ What an applied change leaves behind for later runs is the simulator's own busin
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from cwctl.actions.plan import SIM, Step
+from cwctl.actions.naming import Element, FabricShape
+from cwctl.actions.plan import SIM, ActionPlan, Step
+from cwctl.actions.runners import CommandResult, Runner
+from cwctl.actions.steer import model_pairs
+from cwctl.actions.steerports import Avoided
+from cwctl.actions.target import RouteOptions, fabric_context, mechanism
 from cwctl.errors import InputError
+from cwctl.jobs.simjobs import sim_jobs
+from cwctl.sim import state as sim_state
 from cwctl.sim.model import (
     Change,
     DrainHost,
     ExcludeNic,
     FabricModel,
     IncludeNic,
+    ModelState,
     ResumeHost,
     SetEcmpWeight,
     SteerPairs,
 )
+
+if TYPE_CHECKING:
+    from cwctl.jobs import JobRead
+    from cwctl.request import ScanRequest, Source
+
+KIND = "sim"
 
 
 def to_change(data: dict[str, Any]) -> Change:
@@ -162,3 +189,211 @@ def steer_pairs_step(model: FabricModel, pairs: list[tuple[str, str]], spine: st
             undo_description=f"{len(todo)} host pair(s): source ports as before",
         )
     ]
+
+
+# --- the runner --------------------------------------------------------------------------
+
+
+ALREADY = "already so: nothing changed (the simulated fabric had it; a sim reset since?)"
+
+
+def _effect(state: ModelState) -> tuple[Any, ...]:
+    """What a model state does to traffic (an ECMP weight of 1 is no weight at all)."""
+    weights = {k: w for k, w in state.ecmp_weight.items() if w != 1}
+    return weights, state.excluded_nics, state.drained_hosts, state.steered
+
+
+class SimRunner:
+    """Model changes applied to a ``FabricModel``; its state saved after each change
+    when ``request`` is given (so the next ``cwctl scan --sim`` starts from it)."""
+
+    def __init__(self, model: FabricModel, request: ScanRequest | None = None) -> None:
+        self.model = model
+        self.request = request
+
+    async def run(self, host: str, argv: Sequence[str]) -> CommandResult:
+        return CommandResult(2, "", f"{host}: a command step cannot run on the simulator")
+
+    async def apply_change(self, change: dict[str, Any]) -> CommandResult:
+        before = copy.deepcopy(self.model.state)
+        try:
+            self.model.apply(to_change(change))
+        except InputError as exc:
+            return CommandResult(2, "", str(exc))
+        if _effect(before) == _effect(self.model.state):  # e.g. undone by `cwctl sim reset`
+            return CommandResult(0, ALREADY)
+        if self.request is not None:
+            try:
+                sim_state.save_state(self.model, self.request)
+            except OSError as exc:  # not saved, so not done: the model as it was
+                self.model.state = before
+                self.model.path_cache.clear()
+                return CommandResult(1, "", f"cannot save the simulator state: {exc.strerror}")
+        return CommandResult(0)
+
+    async def close(self) -> None:
+        return None
+
+
+# --- the target --------------------------------------------------------------------------
+
+
+class SimTarget:
+    """The simulator's model: the caller's (the TUI's), else built for ``request`` with
+    the state earlier actions saved, on first use."""
+
+    kind: ClassVar[str] = KIND
+    inventory = None  # no hosts to log in to
+
+    def __init__(self, model: FabricModel | None = None, request: ScanRequest | None = None):
+        if model is None and (request is None or request.sim is None):
+            raise ValueError("a SimTarget needs a model or a --sim request")
+        self._model = model
+        self.request = request
+        self._shape: FabricShape | None = None
+
+    @property
+    def model(self) -> FabricModel:
+        if self._model is None:
+            from cwctl.transport.sim import SimSource
+
+            assert self.request is not None
+            self._model = SimSource(self.request).model
+        return self._model
+
+    def shape(self) -> FabricShape:
+        if self._shape is None:
+            self._shape = self._read_shape()
+        return self._shape
+
+    def _read_shape(self) -> FabricShape:
+        f = self.model.fabric
+        return FabricShape(
+            hosts=tuple(f.hosts),
+            leaves=tuple(f.leaves),
+            spines=tuple(f.spines),
+            nics={h: tuple(n) for h, n in zip(f.hosts, f.nics, strict=True)},
+            leaf_of={h: f.leaves[int(i)] for h, i in zip(f.hosts, f.host_leaf, strict=True)},
+            uplinks={
+                leaf: frozenset(f.spines[s] for s in ups)
+                for leaf, ups in zip(f.leaves, f.uplinks, strict=True)
+            },
+            where="the simulated fabric",
+            groups_per_leaf=True,
+            hidden=frozenset(x for x in f.leaves if not f.has("switch", x)),
+        )
+
+    def context(self) -> dict[str, Any]:
+        out = fabric_context(self.request)
+        if out["source"] == "sim":
+            return out
+        return {"source": "sim", **({"inventory": out["inventory"]} if out["inventory"] else {})}
+
+    def open_runner(self) -> Runner:
+        return SimRunner(self.model, self.request)
+
+    def scan_source(self, request: ScanRequest) -> Source:
+        from cwctl.transport.sim import SimSource
+
+        return SimSource(request, model=self.model)
+
+    async def read_jobs(self, runner: Runner) -> JobRead | None:
+        sim = self.request.sim if self.request is not None else None
+        if sim is None or sim.jobs <= 0:
+            return None
+        return sim_jobs(list(self.model.fabric.hosts), sim.jobs, sim.seed)
+
+    def state_now(self) -> dict[str, Any]:
+        """The model's state as the next plan will find it: saved by the last change (by
+        any cwctl process) when the request names a simulated fabric."""
+        if self.request is not None and self.request.sim is not None:
+            return {"sim": sim_state.saved_state_json(self.request)}
+        return {"sim": sim_state.state_to_json(self.model.state)}
+
+    def check_options(self, options: RouteOptions) -> None:
+        if options.gateways:
+            raise InputError(
+                "--gateway: in the simulated fabric the leaves choose the spine (ECMP), the "
+                "hosts have no next hops to reweight; leave --gateway out"
+            )
+        if options.via == "hosts" and options.steer.roce:
+            raise InputError("--roce traces real hosts: give an inventory (-i), not --sim")
+
+    def plan_scheduler(
+        self, plan: ActionPlan, *, reason: str, evict: bool, suspect: str | None
+    ) -> None:
+        host = plan.element
+        if host not in self.model.fabric.hosts:
+            raise InputError(f"no host named {host!r} in the simulated fabric")
+        plan.prior = {"sim": sim_state.state_to_json(self.model.state)}
+        plan.steps = drain_step(self.model, host, resume=plan.kind == "resume")
+        if not plan.steps:
+            state = "drained" if plan.kind == "drain" else "in service"
+            plan.notes.append(f"nothing to change: {host} is already {state}")
+
+
+def catch_up(model: FabricModel, request: ScanRequest) -> None:
+    """Bring the caller's long-lived model (the TUI's) to the state saved for its
+    fabric, which other cwctl processes may have changed since (a CLI reroute, a
+    rollback, ``cwctl sim reset``): the saved state is the one every plan is checked on."""
+    from cwctl.sim.model import ModelState
+
+    if sim_state.state_to_json(model.state) != sim_state.saved_state_json(
+        request
+    ) and not sim_state.restore_saved_state(model, request):
+        model.restore_state(ModelState())
+
+
+# --- mechanisms ---------------------------------------------------------------------------
+
+
+def _link_note(element: Element) -> str:
+    return (
+        f"the simulator's ECMP groups are per leaf, not per destination: to keep traffic "
+        f"to and from {element.leaf} off {element.name}, every leaf stops using {element.spine}"
+    )
+
+
+def _at_hosts(element: Element, options: RouteOptions) -> bool:
+    return options.via == "hosts"
+
+
+@mechanism(KIND, "hosts", _at_hosts)
+async def _steer_steps(
+    element: Element, target: SimTarget, runner: Runner, options: RouteOptions, plan: ActionPlan
+) -> list[Step]:
+    assert element.spine is not None  # planner.check_at_hosts
+    model = target.model
+    suspect = Avoided(element.name, element.spine, element.leaf)
+    plan.prior = {"sim": sim_state.state_to_json(model.state)}
+    pairs = model_pairs(model.fabric, suspect)
+    plan.steering = {"method": "simulated", "suspect": element.name, "pairs": len(pairs)}
+    return steer_pairs_step(model, pairs, suspect.spine)
+
+
+def _nic(element: Element, options: RouteOptions) -> bool:
+    return element.kind == "nic" and options.via != "hosts"
+
+
+@mechanism(KIND, "nic", _nic)
+async def _nic_steps(
+    element: Element, target: SimTarget, runner: Runner, options: RouteOptions, plan: ActionPlan
+) -> list[Step]:
+    plan.prior = {"sim": sim_state.state_to_json(target.model.state)}
+    return exclude_nic_step(target.model, element.name)
+
+
+def _ecmp(element: Element, options: RouteOptions) -> bool:
+    return element.kind != "nic" and options.via != "hosts"
+
+
+@mechanism(KIND, "ecmp", _ecmp)
+async def _ecmp_steps(
+    element: Element, target: SimTarget, runner: Runner, options: RouteOptions, plan: ActionPlan
+) -> list[Step]:
+    model = target.model
+    plan.prior = {"sim": sim_state.state_to_json(model.state)}
+    steps = ecmp_steps(model, element.spine or element.name, list(model.fabric.leaves))
+    if element.kind == "link":
+        plan.notes.append(_link_note(element))
+    return steps

@@ -28,14 +28,19 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cwctl.actions import steerports as sp
 from cwctl.actions.executor import Verification
 from cwctl.actions.plan import SUDO, ActionPlan, Step
 from cwctl.actions.runners import CommandResult, ReadFailed, Runner, read_on_all
+from cwctl.actions.steerports import SteerOptions
 from cwctl.errors import EXIT_PROBLEMS, CwctlError, InputError
 from cwctl.probe import hosttrace
+
+if TYPE_CHECKING:
+    from cwctl.inventory import Inventory
+    from cwctl.sim.fabric import Fabric
 
 LIST_ARGV = ("nft", "list", "tables")
 MAX_ROUNDS = 4
@@ -52,14 +57,6 @@ TCP_OPENING = "tcp flags & (syn | ack) == syn "
 
 
 @dataclass
-class SteerOptions:
-    services: tuple[sp.Service, ...] = ()
-    pool: int | None = None  # healthy ports per key; None: DEFAULT_POOL, MOVE_POOL moving
-    roce: bool = False
-    sudo: bool = False  # reads too (nft and raw sockets need root); steps: with_sudo
-
-
-@dataclass
 class HostFabric:
     """What planning needs of the inventory: each host's fabric address, leaf, python."""
 
@@ -71,7 +68,7 @@ class HostFabric:
     spines: set[str] = field(default_factory=set)
 
     @classmethod
-    def of(cls, inv: Any) -> HostFabric:
+    def of(cls, inv: Inventory) -> HostFabric:
         return cls(
             address={h.name: h.probe_binds()[0][1] for h in inv.hosts},
             leaf_of={h.name: h.leaf for h in inv.hosts},
@@ -82,7 +79,7 @@ class HostFabric:
         )
 
 
-def model_pairs(fabric: Any, suspect: sp.Avoided) -> list[tuple[str, str]]:
+def model_pairs(fabric: Fabric, suspect: sp.Avoided) -> list[tuple[str, str]]:
     """The pairs a suspect affects in the simulator's fabric (``cwctl.sim.fabric``)."""
     leaf_of = {
         h: fabric.leaves[int(i)] for h, i in zip(fabric.hosts, fabric.host_leaf, strict=True)
@@ -295,7 +292,7 @@ def _refuse_small(pools: dict[sp.Key, list[int]], traced: sp.TracedPorts, suspec
         )
 
 
-def fabric_pairs(inv: Any, suspect: sp.Avoided) -> tuple[HostFabric, list[tuple[str, str]]]:
+def fabric_pairs(inv: Inventory, suspect: sp.Avoided) -> tuple[HostFabric, list[tuple[str, str]]]:
     """The inventory's fabric and the ordered host pairs whose flows may cross the
     suspect; ``InputError`` where there are none to steer."""
     fabric = HostFabric.of(inv)
@@ -418,7 +415,7 @@ class SteerVerification(Verification):
         return f"verify: {n} of {self.ports} steered ports cross {self.element}: {shown}"
 
 
-async def verify_steering(plan: ActionPlan, inv: Any, runner: Runner) -> SteerVerification:
+async def verify_steering(plan: ActionPlan, inv: Inventory, runner: Runner) -> SteerVerification:
     """Trace every installed port again, both ways, from the steered ports themselves."""
     sudo = any(v.get("read", [None])[0] == SUDO[0] for v in plan.prior.values())
     fabric = HostFabric.of(inv)

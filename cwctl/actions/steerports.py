@@ -48,6 +48,14 @@ class Service:
 ROCE = Service("udp", ROCE_PORT)
 
 
+@dataclass
+class SteerOptions:
+    services: tuple[Service, ...] = ()
+    pool: int | None = None  # healthy ports per key; None: DEFAULT_POOL, MOVE_POOL moving
+    roce: bool = False
+    sudo: bool = False  # reads too (nft and raw sockets need root); steps: with_sudo
+
+
 def parse_service(spec: str) -> Service:
     """``5201`` (TCP), ``tcp:5201`` or ``udp:9000``; ``InputError`` naming the spec."""
     proto, colon, port = spec.strip().rpartition(":")

@@ -32,12 +32,15 @@ import json
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cwctl import settings
 from cwctl.actions.plan import Step
 from cwctl.actions.runners import Runner, read_on_all
 from cwctl.errors import EXIT_PROBLEMS, CwctlError, InputError
+
+if TYPE_CHECKING:
+    from cwctl.inventory import Inventory
 
 READ_ARGV = ("ip", "-j", "route", "show")
 KINDS = ("linux",)
@@ -207,12 +210,12 @@ def is_observe_rule(step: Step) -> bool:
     return step.argv[:3] == ("ip", "rule", "add") and "tos" in step.argv
 
 
-def affected_leaves(inv: Any, spine: str) -> list[Any]:
+def affected_leaves(inv: Inventory, spine: str) -> list[Any]:
     """The leaves whose ECMP groups can send traffic over the element."""
     return [s for s in inv.switches if s.role == "leaf" and spine in s.uplinks]
 
 
-def check_access(inv: Any, element: str, spine: str, leaves: Sequence[Any]) -> None:
+def check_access(inv: Inventory, element: str, spine: str, leaves: Sequence[Any]) -> None:
     """Refuse, naming what is missing, unless cwctl can read and change every leaf."""
     where = inv.path or "the inventory"
     if not leaves:
@@ -254,7 +257,7 @@ def healthy(hop: Mapping[str, Any]) -> bool:
 
 
 async def plan_switch_reroute(
-    inv: Any,
+    inv: Inventory,
     element: str,
     spine: str,
     leaf: str | None,

@@ -115,10 +115,6 @@ def parse_fault(spec: str) -> Fault:
     return Fault(kind=kind, name=name, mode=mode, value=value, at_s=at_s, text=spec)
 
 
-def parse_faults(specs: tuple[str, ...] | list[str]) -> list[Fault]:
-    return [parse_fault(spec) for spec in specs]
-
-
 def fault_active(
     fault_mode: str, value: float | None, at_s: float, t_ns: F64
 ) -> npt.NDArray[np.bool_]:

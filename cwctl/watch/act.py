@@ -12,7 +12,6 @@ drain by design; its scheduler steps read their state back).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeGuard
 
 from cwctl.actions.history import APPLIED, INTERRUPTED, history
@@ -21,6 +20,7 @@ from cwctl.actions.journal import Journal, LockHeld
 from cwctl.actions.plan import ActionPlan
 from cwctl.actions.session import ActionSession, Ask, Rollback
 from cwctl.actions.switchroute import is_observe_rule
+from cwctl.actions.target import fabric_context, same_fabric
 from cwctl.errors import CwctlError
 from cwctl.watch.decide import Decision
 from cwctl.watch.policy import ACTIONS, KINDS
@@ -61,12 +61,12 @@ def left_behind(fabric: WatchTarget, journal: Journal | None = None) -> Left:
     kill -9) must take up: applied and not rolled back (adopted, so that it still
     restores them), or interrupted (rolled back at once: the fabric as before them)."""
     hist = history(journal or fabric.journal or Journal())
-    where = _where(fabric.request)
+    where = same_fabric(fabric_context(fabric.request))
     out = Left()
     undo: set[str] = set()
     for a in hist.actions:
         why = a.plan.context.get(BY)
-        if why is None or _where_context(a.plan.context) != where:
+        if why is None or same_fabric(a.plan.context) != where:
             continue
         if not valid_mark(why):
             out.skipped.append(f"journal action {a.id}: its watch mark {str(why)[:80]} skipped")
@@ -84,25 +84,9 @@ def left_behind(fabric: WatchTarget, journal: Journal | None = None) -> Left:
         why = a.plan.context.get(BY)
         if a.event != "apply" or a.status != APPLIED or a.id in undo or not valid_mark(why):
             continue
-        if hist.undone_by(a.id) is None and _where_context(a.plan.context) == where:
+        if hist.undone_by(a.id) is None and same_fabric(a.plan.context) == where:
             out.adopt.append((why, a.id))
     return out
-
-
-def _where(request: Any) -> tuple[Any, ...]:
-    """Which fabric a request scans, as a plan's context records it (planner.Target)."""
-    if request.sim is not None:
-        sim = request.sim
-        return ("sim", sim.hosts, sim.hosts_per_leaf, sim.spines, sim.seed)
-    return ("ssh", str(Path(request.inventory).absolute()) if request.inventory else None)
-
-
-def _where_context(context: dict[str, Any]) -> tuple[Any, ...]:
-    if context.get("source") == "sim":
-        sim = context.get("sim") or {}
-        keys = ("hosts", "hosts_per_leaf", "spines", "seed")
-        return ("sim", *(sim.get(k) for k in keys))
-    return ("ssh", context.get("inventory"))
 
 
 @dataclass(frozen=True)

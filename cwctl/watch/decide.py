@@ -28,6 +28,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from cwctl.actions.naming import covering_switch
 from cwctl.snapshot import FabricSnapshot
 from cwctl.watch.policy import Policy
 
@@ -58,16 +59,6 @@ def seen_in(snapshot: FabricSnapshot) -> list[Seen]:
             out.append(Seen(s.element, s.kind, float(s.score)))
     out += [Seen(h.name, "gpu", 1.0) for h in snapshot.hosts if h.gpu_verdict == "fail"]
     return out
-
-
-def covering_switch(candidates: list[str]) -> str | None:
-    """The switch every candidate is, or is a link of (``leaf1-spine2`` ends on
-    ``spine2``), or None."""
-    for c in candidates:
-        end = c.rsplit("-", 1)[-1]
-        if all(x == end or x.endswith(f"-{end}") for x in candidates):
-            return end
-    return None
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ import pytest
 
 from cwctl.actions.executor import apply_plan, rollback_plan, verify
 from cwctl.actions.history import find
+from cwctl.actions.inventorytarget import InventoryTarget
 from cwctl.actions.journal import Journal
-from cwctl.actions.planner import RouteOptions, Target, plan_drain, plan_reroute
+from cwctl.actions.planner import RouteOptions, plan_drain, plan_reroute
 from cwctl.actions.route import parse_gateways
 from cwctl.actions.runners import SSHRunner
 from cwctl.inventory import Inventory, Scheduler, Switch
@@ -40,7 +41,7 @@ async def test_nic_reroute_and_rollback_over_ssh(fleet: SSHFleet, tmp_path: Path
     runner = SSHRunner(inv, client_options=fleet.client_options)
     journal = Journal(tmp_path / "state")
     try:
-        target = Target(inventory=inv)
+        target = InventoryTarget(inv)
         plan = await plan_reroute(
             "gpu-001/mlx5_1", target, runner, RouteOptions(nccl_conf=str(conf))
         )
@@ -92,7 +93,7 @@ async def test_drain_runs_on_the_scheduler_host_over_ssh(
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     inv = dataclasses.replace(fleet.inventory(), scheduler=Scheduler("slurm", "slurm-ctl"))
     reason = "'; touch /tmp/cwctl-pwned #"
-    plan = plan_drain("gpu-001", Target(inventory=inv), reason=reason)
+    plan = plan_drain("gpu-001", InventoryTarget(inv), reason=reason)
     runner = SSHRunner(inv, client_options=fleet.client_options)
     try:
         execution = await apply_plan(plan, runner, Journal(tmp_path / "state"))
@@ -111,7 +112,7 @@ async def test_verify_rescans_the_inventory_over_ssh(fleet: SSHFleet, tmp_path: 
         await fleet.add(name)
     inv = fleet.inventory()
     request = ScanRequest(inventory=tmp_path / "inv.toml", duration_s=0.5)
-    target = Target(
+    target = InventoryTarget(
         inventory=inv, request=request, ssh_options={"client_options": fleet.client_options}
     )
     # the fleet's inventory probes at 40 pairs/s: 5 s gives every element the 300
@@ -160,7 +161,7 @@ async def test_tcp_reroute_over_ssh_reads_then_replaces_then_rolls_back(
     runner = SSHRunner(inv, client_options=fleet.client_options)
     journal = Journal(tmp_path / "state")
     try:
-        plan = await plan_reroute("spine2", Target(inventory=inv), runner, options)
+        plan = await plan_reroute("spine2", InventoryTarget(inv), runner, options)
         assert [s.host for s in plan.steps] == ["gpu-001", "gpu-002"]
         assert not log.exists()  # planning only read
         assert (await apply_plan(plan, runner, journal)).status == "applied"

@@ -15,8 +15,9 @@ import pytest
 
 from cwctl.actions import prior
 from cwctl.actions.executor import apply_plan
+from cwctl.actions.inventorytarget import InventoryTarget
 from cwctl.actions.journal import Journal
-from cwctl.actions.planner import RouteOptions, Target, plan_reroute
+from cwctl.actions.planner import RouteOptions, plan_reroute
 from cwctl.actions.route import parse_gateways
 from cwctl.actions.runners import CommandResult, LocalRunner
 from cwctl.errors import InputError
@@ -79,12 +80,12 @@ def options(gateway: str) -> RouteOptions:
 async def test_a_mistyped_gateway_is_refused_not_already_avoided(netns: str) -> None:
     runner = NetnsRunner(netns)
     with pytest.raises(InputError, match=r"spine2=10\.205\.9\.1: no host's route .* directly"):
-        await plan_reroute("spine2", Target(inventory=inventory()), runner, options("10.205.9.1"))
+        await plan_reroute("spine2", InventoryTarget(inventory()), runner, options("10.205.9.1"))
 
 
 async def test_a_gateway_already_removed_is_already_avoided(netns: str, tmp_path: object) -> None:
     runner = NetnsRunner(netns)
-    target = Target(inventory=inventory())
+    target = InventoryTarget(inventory())
     plan = await plan_reroute("spine2", target, runner, options("10.205.2.1"))
     assert len(plan.steps) == 1
     execution = await apply_plan(plan, runner, Journal(tmp_path / "state"))  # type: ignore[operator]
@@ -96,7 +97,7 @@ async def test_a_gateway_already_removed_is_already_avoided(netns: str, tmp_path
 
 async def test_a_route_changed_by_hand_makes_the_plan_stale(netns: str) -> None:
     runner = NetnsRunner(netns)
-    target = Target(inventory=inventory())
+    target = InventoryTarget(inventory())
     plan = await plan_reroute("spine2", target, runner, options("10.205.2.1"))
     assert prior.stale(plan, await prior.current(plan, target, runner)) == []
     ip("-n", netns, "route", "replace", PREFIX, "nexthop", "via", "10.205.1.1", "dev", "t0",
@@ -112,7 +113,7 @@ async def test_a_device_coming_or_going_leaves_an_nccl_plan_fresh_a_setting_does
     conf = tmp_path / "nccl.conf"
     conf.write_text("NCCL_DEBUG=WARN\n")
     inv = Inventory(hosts=(Host("gpu-001", "192.0.2.1", nics=("mlx5_0", "mlx5_1")),))
-    runner, target = NetnsRunner(netns), Target(inventory=inv)
+    runner, target = NetnsRunner(netns), InventoryTarget(inv)
     plan = await plan_reroute("gpu-001/mlx5_1", target, runner, RouteOptions(nccl_conf=str(conf)))
     assert plan.steps and "nccl:gpu-001" in plan.prior
     ip("-n", netns, "link", "add", "c0", "type", "veth", "peer", "name", "c1")

@@ -10,9 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cwctl.actions import k8s, nccl, route, slurm
+from cwctl.actions.inventorytarget import InventoryTarget
 from cwctl.actions.plan import ActionPlan, Step, format_plan, with_sudo
-from cwctl.actions.planner import RouteOptions, Target, plan_drain, plan_reroute, resolve
+from cwctl.actions.planner import RouteOptions, plan_drain, plan_reroute, resolve
 from cwctl.actions.runners import CommandResult
+from cwctl.actions.simulated import SimTarget
 from cwctl.errors import InputError
 from cwctl.inventory import Host, Inventory, Scheduler, Switch
 from cwctl.sim.model import FabricModel
@@ -138,7 +140,7 @@ def test_route_single_path_undo_keeps_metric_proto_and_src() -> None:
 
 
 async def test_real_reroute_without_route_data_names_what_is_missing() -> None:
-    target = Target(inventory=inventory())
+    target = InventoryTarget(inventory())
     with pytest.raises(InputError) as err:
         await plan_reroute("spine2", target, FakeHosts({}), RouteOptions())
     assert "--prefix" in str(err.value) and "--gateway spine2=ADDRESS" in str(err.value)
@@ -148,7 +150,7 @@ async def test_real_reroute_without_route_data_names_what_is_missing() -> None:
 async def test_real_reroute_of_a_spine_reads_routes_on_the_hosts_it_serves() -> None:
     hosts = FakeHosts({"gpu-001": MULTIPATH, "gpu-002": MULTIPATH})
     options = RouteOptions(prefix="10.0.0.0/8", gateways=route.parse_gateways(["spine2=10.9.2.1"]))
-    plan = await plan_reroute("spine2", Target(inventory=inventory()), hosts, options)
+    plan = await plan_reroute("spine2", InventoryTarget(inventory()), hosts, options)
     # leaf2 has no uplink to spine2: gpu-003 is not touched
     assert [c[0] for c in hosts.calls] == ["gpu-001", "gpu-002"]
     assert hosts.calls[0][1] == ["ip", "-j", "route", "show", "10.0.0.0/8"]
@@ -160,7 +162,10 @@ async def test_nic_reroute_plans_an_nccl_exclusion_with_the_value_read() -> None
     read = json.dumps({"exists": True, "value": "^=mlx5_3"})
     hosts = FakeHosts({"gpu-001": read})
     plan = await plan_reroute(
-        "gpu-001/mlx5_1", Target(inventory=inventory()), hosts, RouteOptions(nccl_conf="/x/n.conf")
+        "gpu-001/mlx5_1",
+        InventoryTarget(inventory()),
+        hosts,
+        RouteOptions(nccl_conf="/x/n.conf"),
     )
     (step,) = plan.steps
     assert step.host == "gpu-001"
@@ -209,19 +214,19 @@ def test_setting_for_hca_or_interface() -> None:
 
 
 def test_drain_plan_runs_where_the_scheduler_is_and_refuses_none() -> None:
-    plan = plan_drain("gpu-002", Target(inventory=inventory()), reason=HOSTILE)
+    plan = plan_drain("gpu-002", InventoryTarget(inventory()), reason=HOSTILE)
     assert [s.host for s in plan.steps] == ["slurm-ctl"]
     assert plan.steps[0].argv[-1] == f"Reason={HOSTILE}"
-    local = plan_drain("gpu-002", Target(inventory=inventory("k8s", None)), reason="r")
+    local = plan_drain("gpu-002", InventoryTarget(inventory("k8s", None)), reason="r")
     assert [(s.host, list(s.argv)[:2]) for s in local.steps] == [
         ("local", ["kubectl", "cordon"]),
         ("local", ["kubectl", "annotate"]),
         ("local", ["kubectl", "taint"]),
     ]
     with pytest.raises(InputError, match="kind is 'none'"):
-        plan_drain("gpu-002", Target(inventory=inventory("none", None)), reason="r")
+        plan_drain("gpu-002", InventoryTarget(inventory("none", None)), reason="r")
     with pytest.raises(InputError, match="no host named 'gpu-009'"):
-        plan_drain("gpu-009", Target(inventory=inventory()), reason="r")
+        plan_drain("gpu-009", InventoryTarget(inventory()), reason="r")
 
 
 def test_plan_round_trips_through_json_and_inverse_swaps() -> None:
@@ -248,7 +253,7 @@ def test_programs_are_elided_unless_full() -> None:
 
 
 def test_names_resolve_in_an_inventory() -> None:
-    target = Target(inventory=inventory())
+    target = InventoryTarget(inventory())
     assert resolve("spine2", target).kind == "switch"
     assert resolve("spine2-leaf1", target).name == "leaf1-spine2"
     assert resolve("gpu-001/mlx5_1", target).nic == "mlx5_1"
@@ -265,32 +270,32 @@ def small_model() -> FabricModel:
 
 async def test_sim_reroute_of_a_spine_sets_weight_zero_per_leaf() -> None:
     model = small_model()
-    plan = await plan_reroute("spine2", Target(model=model), FakeHosts({}))
+    plan = await plan_reroute("spine2", SimTarget(model), FakeHosts({}))
     assert [s.change for s in plan.steps] == [
         {"op": "ecmp_weight", "leaf": "leaf1", "spine": "spine2", "weight": 0},
         {"op": "ecmp_weight", "leaf": "leaf2", "spine": "spine2", "weight": 0},
     ]
     assert all(s.undo_change and s.undo_change["weight"] == 1 for s in plan.steps)
-    link = await plan_reroute("spine2-leaf1", Target(model=model), FakeHosts({}))
+    link = await plan_reroute("spine2-leaf1", SimTarget(model), FakeHosts({}))
     assert link.element == "leaf1-spine2" and len(link.steps) == 2 and link.notes
 
 
 async def test_sim_refusals() -> None:
     model = small_model()
     with pytest.raises(InputError, match="is a leaf"):
-        await plan_reroute("leaf1", Target(model=model), FakeHosts({}))
+        await plan_reroute("leaf1", SimTarget(model), FakeHosts({}))
     with pytest.raises(InputError, match="last NIC"):
-        await plan_reroute("gpu-001/mlx5_0", Target(model=model), FakeHosts({}))
+        await plan_reroute("gpu-001/mlx5_0", SimTarget(model), FakeHosts({}))
     model.apply(*[])
     from cwctl.sim.model import SetEcmpWeight
 
     model.apply(SetEcmpWeight("spine1", 0))
     with pytest.raises(InputError, match="last spine"):
-        await plan_reroute("spine2", Target(model=model), FakeHosts({}))
+        await plan_reroute("spine2", SimTarget(model), FakeHosts({}))
 
 
 async def test_sim_reroute_of_a_host_is_a_drain() -> None:
-    plan = await plan_reroute("gpu-002", Target(model=small_model()), FakeHosts({}))
+    plan = await plan_reroute("gpu-002", SimTarget(small_model()), FakeHosts({}))
     assert [s.change for s in plan.steps] == [{"op": "drain_host", "host": "gpu-002"}]
     assert "draining gpu-002" in plan.notes[0]
 
@@ -331,7 +336,7 @@ def test_exact_lists_never_leave_the_nic_in_use(items: list[str], mode: str) -> 
 
 
 def test_sudo_wraps_commands_and_undos_not_sim_changes() -> None:
-    plan = plan_drain("gpu-002", Target(inventory=inventory()), reason="r")
+    plan = plan_drain("gpu-002", InventoryTarget(inventory()), reason="r")
     plan.steps.append(Step("sim", "d", change={"op": "drain_host", "host": "x"}))
     with_sudo(plan)
     assert plan.steps[0].argv[:4] == ("sudo", "-n", "--", "scontrol")
@@ -367,7 +372,7 @@ async def test_the_readme_reroute_example_plans() -> None:
     )
     hosts = FakeHosts({"gpu-001": answer, "gpu-002": answer})
     options = RouteOptions(prefix=prefix, gateways=route.parse_gateways(gateways))
-    plan = await plan_reroute(element, Target(inventory=inventory()), hosts, options)
+    plan = await plan_reroute(element, InventoryTarget(inventory()), hosts, options)
     assert [s.host for s in plan.steps] == ["gpu-001", "gpu-002"]
     assert by_spine[element] not in plan.steps[0].argv  # the suspect's next hop is dropped
     assert by_spine["spine1"] in plan.steps[0].argv

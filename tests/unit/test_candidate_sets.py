@@ -10,7 +10,8 @@ import re
 import pytest
 
 from cwctl.actions.executor import check_snapshot
-from cwctl.actions.planner import Target, covering
+from cwctl.actions.planner import covering
+from cwctl.actions.simulated import SimTarget
 from cwctl.errors import InputError
 from cwctl.sim.model import FabricModel
 from cwctl.snapshot import FabricSnapshot, Suspect
@@ -37,13 +38,13 @@ def test_on_two_leaves_a_spine_and_its_links_are_one_suspect_of_kind_set() -> No
 
 
 def test_a_set_of_a_spine_and_its_links_is_covered_by_the_spine() -> None:
-    element, members = covering(SET, Target(model=_model()))
+    element, members = covering(SET, SimTarget(_model()))
     assert (element.kind, element.name) == ("switch", "spine2")
     assert [m.name for m in members] == SET.split("|")
 
 
 def test_links_of_one_leaf_are_covered_by_the_leaf_and_two_spines_by_nothing() -> None:
-    target = Target(model=_model())
+    target = SimTarget(_model())
     assert covering("leaf1-spine2|leaf1-spine3", target)[0].name == "leaf1"
     covers_none = re.escape("no one element covers the candidate set 'spine1|spine3'")
     with pytest.raises(InputError, match=covers_none):

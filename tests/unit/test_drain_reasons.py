@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from cwctl.actions import k8s, slurm
 from cwctl.actions.drainreason import suspect_reason, with_suspect
-from cwctl.actions.planner import Target, plan_drain
+from cwctl.actions.inventorytarget import InventoryTarget
+from cwctl.actions.planner import plan_drain
 from cwctl.cli import app
 from cwctl.inventory import Host, Inventory, Scheduler
 
@@ -28,17 +29,17 @@ def _inventory(kind: str) -> Inventory:
 
 
 def test_slurm_reason_names_the_suspect() -> None:
-    plan = plan_drain("gpu-007", Target(inventory=_inventory("slurm")), reason="NIC flaps",
+    plan = plan_drain("gpu-007", InventoryTarget(_inventory("slurm")), reason="NIC flaps",
                       suspect="gpu-007/mlx5_1")  # fmt: skip
     assert plan.steps[0].argv[-1] == "Reason=NIC flaps (suspect gpu-007/mlx5_1)"
     assert list(plan.steps[0].argv[:3]) == ["scontrol", "update", "NodeName=gpu-007"]
-    same = plan_drain("gpu-007", Target(inventory=_inventory("slurm")),
+    same = plan_drain("gpu-007", InventoryTarget(_inventory("slurm")),
                       reason="cwctl: suspect leaf1", suspect="leaf1")  # fmt: skip
     assert same.steps[0].argv[-1] == "Reason=cwctl: suspect leaf1"  # said once
 
 
 def test_kubernetes_annotation_and_taint_carry_reason_and_suspect() -> None:
-    plan = plan_drain("gpu-007", Target(inventory=_inventory("k8s")), reason="NIC flaps",
+    plan = plan_drain("gpu-007", InventoryTarget(_inventory("k8s")), reason="NIC flaps",
                       suspect="gpu-007/mlx5_1")  # fmt: skip
     argvs = [list(s.argv) for s in plan.steps]
     assert argvs[0] == ["kubectl", "cordon", "gpu-007"]
@@ -78,7 +79,7 @@ def test_with_suspect() -> None:
 @pytest.mark.parametrize("kind", ["slurm", "k8s"])
 def test_both_schedulers_cite_the_reason_alike_and_never_raw(kind: str) -> None:
     hostile = "NIC flaps\x1b[2J\nrm -rf /"
-    plan = plan_drain("gpu-007", Target(inventory=_inventory(kind)), reason=hostile)
+    plan = plan_drain("gpu-007", InventoryTarget(_inventory(kind)), reason=hostile)
     texts = [t for s in plan.steps for t in (s.description, s.undo_description or "")]
     assert all("\x1b" not in t and "\n" not in t for t in texts), texts
     cites = [t for t in texts if "reason 'NIC flaps\\x1b[2J\\nrm -rf /'" in t]

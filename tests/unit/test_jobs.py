@@ -204,9 +204,9 @@ def test_a_host_suspect_hurts_the_jobs_on_it_even_without_paths() -> None:
 
 
 def test_a_steering_plan_names_the_jobs_of_the_pairs_it_steers(tmp_path: Path) -> None:
+    from cwctl.actions.inventorytarget import InventoryTarget
     from cwctl.actions.jobs import touched
     from cwctl.actions.plan import ActionPlan, Step
-    from cwctl.actions.planner import Target
     from cwctl.inventory import load_inventory
 
     inv = tmp_path / "inv.toml"
@@ -218,6 +218,6 @@ def test_a_steering_plan_names_the_jobs_of_the_pairs_it_steers(tmp_path: Path) -
         {"host": "a1", "peer": "b1"}, {"host": "b2", "peer": "c1"},
     ]}  # fmt: skip
     read = JobRead("slurm", (job("1", "a1", "b1"), job("2", "a2"), job("3", "b2", "c1")))
-    found = touched(plan, Target(inventory=load_inventory(inv)), read)
+    found = touched(plan, InventoryTarget(load_inventory(inv)), read)
     assert [j.id for j, _ in found] == ["1", "3"]
     assert "1 of its host pairs" in found[0][1] and "leaf1-spine2" in found[0][1]

@@ -228,7 +228,7 @@ def test_decisions_read_as_json_lines() -> None:
 
 
 def test_a_candidate_set_of_one_spine_and_its_links_is_that_spine() -> None:
-    from cwctl.watch.decide import covering_switch
+    from cwctl.actions.naming import covering_switch
 
     assert covering_switch(["spine2", "leaf1-spine2", "leaf2-spine2"]) == "spine2"
     assert covering_switch(["leaf1-spine2", "leaf2-spine2"]) == "spine2"

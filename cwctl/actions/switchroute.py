@@ -256,6 +256,43 @@ def healthy(hop: Mapping[str, Any]) -> bool:
     return not {"dead", "linkdown"} & set(hop.get("flags") or ())
 
 
+def _without_spine(
+    switch: str,
+    route: dict[str, Any],
+    hops: list[dict[str, Any]],
+    via_spine: set[str],
+    spine: str,
+    owner: Mapping[str, str],
+) -> Step | str:
+    """The step that takes ``spine``'s next hops out of ``route`` on ``switch``, or why
+    it must not (the last next hop, the last healthy one, a route cwctl cannot restore)."""
+    dst = str(route["dst"])
+    kept = [h for h in hops if str(h.get("gateway")) not in via_spine]
+    if not kept:
+        return (
+            f"{switch}: every next hop of {dst} leads to {spine} ({_names(hops, owner)}); "
+            "removing them would cut the route"
+        )
+    if not any(healthy(h) for h in kept):  # configured is not enough: carrying
+        return (
+            f"{switch}: every other next hop of {dst} is dead or its link down "
+            f"({_names(kept, owner)}); {spine} is the last healthy path"
+        )
+    try:
+        undo = replace_argv(route)
+        argv = replace_argv(route, kept)
+    except Unwritable as exc:
+        return f"{switch}: {exc}: cwctl would not restore it exactly"
+    before, after = _names(hops, owner), _names(kept, owner)
+    return Step(
+        host=switch,
+        description=f"{switch} route {dst}: next hops {before} -> {after}",
+        argv=argv,
+        undo_argv=undo,
+        undo_description=f"{switch} route {dst}: next hops back to {before}",
+    )
+
+
 async def plan_switch_reroute(
     inv: Inventory,
     element: str,
@@ -277,7 +314,6 @@ async def plan_switch_reroute(
     considered = 0
     refused = []
     for s in leaves:
-        wanted = []
         for route in tables[s.name]:
             dst = str(route.get("dst", ""))
             if prefix is not None and not same_prefix(dst, prefix):
@@ -286,40 +322,14 @@ async def plan_switch_reroute(
                 continue  # not towards leaf's hosts: does not come down the link
             considered += 1
             hops = hops_of(route)
-            if any(str(h.get("gateway")) in via_spine for h in hops):
-                wanted.append((route, hops))
-        for route, hops in wanted:
-            dst = str(route["dst"])
-            kept = [h for h in hops if str(h.get("gateway")) not in via_spine]
-            if not kept:
-                refused.append(
-                    f"{s.name}: every next hop of {dst} leads to {spine} ({_names(hops, owner)}); "
-                    "removing them would cut the route"
-                )
+            if not any(str(h.get("gateway")) in via_spine for h in hops):
                 continue
-            if not any(healthy(h) for h in kept):  # configured is not enough: carrying
-                refused.append(
-                    f"{s.name}: every other next hop of {dst} is dead or its link down "
-                    f"({_names(kept, owner)}); {spine} is the last healthy path"
-                )
-                continue
-            try:
-                undo = replace_argv(route)
-                argv = replace_argv(route, kept)
-            except Unwritable as exc:
-                refused.append(f"{s.name}: {exc}: cwctl would not restore it exactly")
+            made = _without_spine(s.name, route, hops, via_spine, spine, owner)
+            if isinstance(made, str):
+                refused.append(made)
                 continue
             out.prior.setdefault(s.name, {})[dst] = route
-            before, after = _names(hops, owner), _names(kept, owner)
-            out.steps.append(
-                Step(
-                    host=s.name,
-                    description=f"{s.name} route {dst}: next hops {before} -> {after}",
-                    argv=argv,
-                    undo_argv=undo,
-                    undo_description=f"{s.name} route {dst}: next hops back to {before}",
-                )
-            )
+            out.steps.append(made)
     if refused:
         raise InputError(f"cannot reroute around {element}: " + "; ".join(refused))
     table = observe_table(element)

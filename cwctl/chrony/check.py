@@ -20,7 +20,7 @@ from typing import Any
 from cwctl.chrony.chronyc import (
     REFID,
     ChronycError,
-    Source,
+    ChronySource,
     SourceStats,
     Tracking,
     chronyc_argv,
@@ -40,7 +40,7 @@ class HostCheck:
     line: str  # the refclock line for this host's socket
     running: bool = False
     tracking: Tracking | None = None
-    source: Source | None = None  # the CWC refclock as chronyd lists it
+    source: ChronySource | None = None  # the CWC refclock as chronyd lists it
     stats: SourceStats | None = None
     socket_ok: bool = False
     problems: list[str] = field(default_factory=list)

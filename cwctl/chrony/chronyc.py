@@ -75,7 +75,7 @@ class Tracking:
 
 
 @dataclass(frozen=True)
-class Source:
+class ChronySource:
     mode: str
     state: str
     name: str
@@ -141,13 +141,13 @@ def parse_tracking(text: str) -> Tracking:
         raise ChronycError(f"chronyc tracking: {exc}") from None
 
 
-def parse_sources(text: str) -> list[Source]:
+def parse_sources(text: str) -> list[ChronySource]:
     out = []
     for f in _fields(text, 10, "sources"):
         try:
             last_rx = int(f[6])
             out.append(
-                Source(
+                ChronySource(
                     mode=f[0],
                     state=f[1],
                     name=f[2],

@@ -55,7 +55,7 @@ class RoundTally:
 
 
 @dataclass
-class Feeder:
+class HostFeeder:
     """One host's feeder session and what it reported."""
 
     host: str
@@ -116,10 +116,10 @@ Launcher = Callable[[HostInfo], Awaitable[AgentSession]]
 
 async def open_feeder(
     launch: Launcher, info: HostInfo, params: dict[str, Any], timeout_s: float = HELLO_TIMEOUT_S
-) -> Feeder:
+) -> HostFeeder:
     """Start the agent in chrony mode on ``info``; raises ``HostFailure`` with the reason."""
     session = await launch(info)
-    feeder = Feeder(host=info.name, session=session)
+    feeder = HostFeeder(host=info.name, session=session)
     feeder.reader = asyncio.create_task(feeder._read())
     try:
         await session.send(agent_payload(params))
@@ -139,7 +139,7 @@ async def open_feeder(
     return feeder
 
 
-async def close_feeder(feeder: Feeder) -> None:
+async def close_feeder(feeder: HostFeeder) -> None:
     """Close stdin (the agent exits on EOF), then wait for its last records."""
     with contextlib.suppress(Exception):
         await asyncio.wait_for(feeder.session.close(), 5.0)
@@ -161,7 +161,7 @@ class Feeders:
         self.launch = launch
         self.info = {h.name: h for h in hosts}
         self.settings = settings
-        self.live: dict[str, Feeder] = {}
+        self.live: dict[str, HostFeeder] = {}
 
     async def feed(self, decisions: Sequence[FeedDecision], round_no: int) -> None:
         """Send every fed host its estimate (starting feeders as needed); withdraw the

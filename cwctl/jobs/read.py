@@ -32,7 +32,7 @@ class Result(Protocol):
     def detail(self) -> str: ...
 
 
-class Runner(Protocol):
+class CommandRunner(Protocol):
     async def run(self, host: str, argv: Sequence[str]) -> Result: ...
 
 
@@ -54,7 +54,7 @@ def scheduler_of(inventory: Any) -> tuple[str, str] | None:
     return sched.kind, sched.host or LOCAL
 
 
-async def read_jobs(inventory: Any, runner: Runner) -> JobRead | None:
+async def read_jobs(inventory: Any, runner: CommandRunner) -> JobRead | None:
     """The running jobs of the inventory's scheduler (None: it names none)."""
     found = scheduler_of(inventory)
     if found is None:
@@ -78,7 +78,7 @@ def _no_warnings(parse: Callable[[str, Mapping[str, str]], list[Job]]) -> Parse:
 
 
 async def _ask(
-    runner: Runner, where: str, kind: str, argv: Sequence[str], parse: Parse, known: Any
+    runner: CommandRunner, where: str, kind: str, argv: Sequence[str], parse: Parse, known: Any
 ) -> JobRead:
     try:
         result = await asyncio.wait_for(runner.run(where, argv), READ_TIMEOUT_S)

@@ -105,7 +105,7 @@ def check_socket(path):
     return None
 
 
-class Feeder:
+class SockFeeder:
     """The current estimate and the samples it gave."""
 
     def __init__(self, params, out):
@@ -188,7 +188,7 @@ def feed(params, control, out):
         out.error(problem, fatal=True)
         out.finish()
         return 2
-    feeder = Feeder(params, out)
+    feeder = SockFeeder(params, out)
     hello = {"type": "hello", "v": RECORD_VERSION, "host": out.host, "pid": os.getpid()}
     hello.update(mode="chrony", socket=path, sample_size=SOCK_SAMPLE.size)
     out.record(hello)

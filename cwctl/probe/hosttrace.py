@@ -34,7 +34,8 @@ _PROTO = {"tcp": socket.IPPROTO_TCP, "udp": socket.IPPROTO_UDP}
 _TIME_EXCEEDED = 11
 
 
-def _checksum(data: bytes) -> int:
+def checksum(data: bytes) -> int:
+    """The Internet checksum (RFC 1071)."""
     if len(data) % 2:
         data += b"\0"
     total = sum(struct.unpack(f"!{len(data) // 2}H", data))
@@ -50,7 +51,7 @@ def packet(proto: str, src: str, dst: str, sport: int, dport: int, ttl: int, ide
         seq = int.from_bytes(os.urandom(4), "big")
         head = struct.pack("!HHIIBBHHH", sport, dport, seq, 0, 5 << 4, 0x04, 0, 0, 0)
         pseudo = s + d + struct.pack("!BBH", 0, socket.IPPROTO_TCP, len(head))
-        body = head[:16] + struct.pack("!H", _checksum(pseudo + head)) + head[18:]
+        body = head[:16] + struct.pack("!H", checksum(pseudo + head)) + head[18:]
     else:
         body = struct.pack("!HHHH", sport, dport, 8, 0)  # UDP checksum 0: none
     total = 20 + len(body)

@@ -74,7 +74,7 @@ def icmp_error(ancdata):
     return None
 
 
-class Flow:
+class TracedFlow:
     """One traced 5-tuple: the socket it leaves from, where it goes, what came back."""
 
     __slots__ = ("acked", "check", "dst", "hops", "peer", "role", "sent", "sock", "ttls")
@@ -130,7 +130,7 @@ class Tracer:
 
     def _flow(self, role, peer, sock, dst, spec):
         ttls, check = self._ttls(spec)
-        self.flows.append(Flow(role, peer, sock, dst, ttls, check))
+        self.flows.append(TracedFlow(role, peer, sock, dst, ttls, check))
 
     def _plan(self, plan):
         agent = self.agent

@@ -31,6 +31,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from cwctl.probe.hosttrace import checksum
 from cwctl.probe.wire import KIND_FOLLOW, KIND_PROBE, KIND_REPLY, WIRE, decode, encode
 
 ETH_P_ALL = 0x0003
@@ -174,13 +175,3 @@ def port_unreachable(src: str, dst: str, quoted: bytes) -> bytes:
     body = struct.pack("!BBHI", 3, 3, 0, 0) + quoted
     icmp = body[:2] + struct.pack("!H", checksum(body)) + body[4:]
     return ip_packet(socket.IPPROTO_ICMP, src, dst, icmp)
-
-
-def checksum(data: bytes) -> int:
-    """The Internet checksum (RFC 1071)."""
-    if len(data) % 2:
-        data += b"\0"
-    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF

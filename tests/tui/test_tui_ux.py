@@ -21,7 +21,7 @@ from cwctl.tui.screens.filter import FilterScreen
 from cwctl.tui.screens.help import KEY_W, HelpScreen
 from cwctl.tui.source import FixedSource
 from cwctl.tui.widgets.heatmap import Heatmap
-from cwctl.tui.widgets.history import History
+from cwctl.tui.widgets.history import WorstPathHistory
 from cwctl.tui.widgets.hosts import STATUS_W, HostsTable
 
 
@@ -179,7 +179,7 @@ async def test_the_first_frame_draws_no_full_height_sparkline_for_no_loss() -> N
     app = fixed_app(fleet_snapshot(1))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.scans == 1)
-        history = app.dashboard.query_one(History)
+        history = app.dashboard.query_one(WorstPathHistory)
         loss = history.query_one("#loss", Sparkline)
         assert list(history.loss) == [0.0]
         assert "█" not in "".join(s.text for s in loss.render_line(0))

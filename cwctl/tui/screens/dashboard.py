@@ -10,7 +10,7 @@ from textual.widgets import DataTable, Footer, Label, Static
 
 from cwctl.snapshot import FabricSnapshot
 from cwctl.tui.widgets.heatmap import Heatmap
-from cwctl.tui.widgets.history import History
+from cwctl.tui.widgets.history import WorstPathHistory
 from cwctl.tui.widgets.hosts import HostsTable
 from cwctl.tui.widgets.statusbar import StatusBar
 from cwctl.tui.widgets.suspects import SuspectsTable, jobs_lines
@@ -33,7 +33,7 @@ class DashboardScreen(Screen[None]):
                 with Vertical(id="hosts-pane", classes="pane"):
                     yield Label("Hosts", id="hosts-title", classes="pane-title")
                     yield HostsTable(id="hosts")
-        yield History(id="history")
+        yield WorstPathHistory(id="history")
         yield StatusBar("starting…", id="status")
         yield Footer(show_command_palette=False)  # room for every key at 80 columns
 
@@ -50,7 +50,7 @@ class DashboardScreen(Screen[None]):
         self.query_one(Heatmap).update_snapshot(snapshot)
         self.query_one(SuspectsTable).update_snapshot(snapshot)
         self.query_one(HostsTable).update_snapshot(snapshot)
-        self.query_one(History).add_snapshot(snapshot)
+        self.query_one(WorstPathHistory).add_snapshot(snapshot)
         self._show_evidence()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:

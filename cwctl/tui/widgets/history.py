@@ -37,20 +37,20 @@ def from_zero(values: deque[float]) -> list[float]:
     return [0.0, *values]
 
 
-class History(Vertical):
+class WorstPathHistory(Vertical):
     DEFAULT_CSS = """
-    History {
+    WorstPathHistory {
         height: 3;  /* the app's stylesheet gives it a top border */
         padding: 0 1;
     }
-    History Horizontal {
+    WorstPathHistory Horizontal {
         height: 1;
     }
-    History Label {
+    WorstPathHistory Label {
         width: auto;
         padding-right: 1;
     }
-    History Sparkline {
+    WorstPathHistory Sparkline {
         width: 1fr;
         height: 1;
         margin-right: 2;

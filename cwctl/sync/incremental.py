@@ -223,6 +223,7 @@ class SlidingSolver:
             robust_factor=warm_factor,
             robust_rounds=WARM_ROBUST_ROUNDS if warm_factor is not None else None,
             graph_slope=graph_slope,
+            redescend=table.timestamp_source == "hw",
         )
         self._robust_factor = result.robust_factor
         self.last_info = {

@@ -43,6 +43,9 @@ Method = Literal["envelope", "margin", "hybrid", "score"]
 UNCERTAINTY_SIGMAS = 3.0
 ROBUST_ROUNDS = 4  # Huber IRLS rounds of the offset solve
 ROBUST_K = 1.5
+# then, with NIC stamps, rounds of a redescending (Cauchy) weight: see ``robust_factor``
+CAUCHY_ROUNDS = 3
+CAUCHY_K = 1.0
 # timestamp sources whose pair drifts come from every point (``scoreslope``): sw, user
 SCORE_SLOPE_SOURCES = (1, 2)
 BIMODAL_K = 3.0  # a pair's flows' floors apart by this many coded-filter tolerances
@@ -201,9 +204,13 @@ def network_solve(
     robust_factor: F64 | None = None,
     robust_rounds: int | None = None,
     graph_slope: bool = True,
+    redescend: bool = False,
 ) -> NetworkResult:
     """Drifts, then offsets, over the graph (or along the BFS tree if not ``network``).
-    ``graph_slope``: each pair's offset at the graph's slope (else at its own)."""
+    ``graph_slope``: each pair's offset at the graph's slope (else at its own).
+    ``redescend``: after the Huber rounds, ``CAUCHY_ROUNDS`` with the Cauchy weight (NIC
+    stamps: ``robust_factor``); ``robust_rounds`` (a warm start) are rounds of the last
+    weight."""
     w_off = 1.0 / fits.sigma_offset_ns**2
     w_drift = 1.0 / fits.sigma_drift_ppb**2
     iterations = 0
@@ -236,14 +243,13 @@ def network_solve(
             preconditioner=preconditioner,
         )
         iterations += info.iterations
-        for _ in range(ROBUST_ROUNDS if robust_rounds is None else robust_rounds):
-            # Huber reweighting: a pair whose residual is far beyond its own noise is
-            # most likely biased (its fastest forward and reverse ECMP paths differ,
-            # a static asymmetry): it keeps a weight that shrinks as 1/|residual|
+        if robust_rounds is None:
+            rounds = [False] * ROBUST_ROUNDS + [True] * (CAUCHY_ROUNDS if redescend else 0)
+        else:
+            rounds = [redescend] * robust_rounds
+        for cauchy in rounds:
             r = values - (offset[fits.hi] - offset[fits.lo])
-            z = np.abs(r) * np.sqrt(w_off)
-            scale = max(MAD_TO_SIGMA * float(np.median(z)), 1.0)
-            factor = np.clip(ROBUST_K * scale / np.maximum(z, 1e-12), 1e-3, 1.0)
+            factor = robust_factor_of(np.abs(r) * np.sqrt(w_off), cauchy=cauchy)
             offset, info = ls_solve(graph, values, w_off * factor, x0=offset)
             iterations += info.iterations
     else:
@@ -254,6 +260,23 @@ def network_solve(
     chi2 = float(np.sum(w_off * residual**2) / dof) if len(values) > graph.n_free else 1.0
     unc = uncertainty(graph, fits, residual, w_off, max(chi2, 1.0))
     return NetworkResult(offset, drift, unc, residual, solved, values, iterations, chi2, factor)
+
+
+def robust_factor_of(z: F64, *, cauchy: bool) -> F64:
+    """Per pair, the weight factor of one reweighting round, from its residual in its own
+    sigmas ``z`` and their robust scale. Huber: a pair whose residual is far beyond its
+    own noise is most likely biased (its fastest forward and reverse ECMP paths differ,
+    a static asymmetry): it keeps a weight that shrinks as 1/|residual|. Cauchy (NIC
+    stamps, after Huber): that weight shrinks as 1/residual^2. With NIC stamps half of
+    the cross-leaf pairs are such mixtures (256 hosts, quick, no asymmetric link: pair
+    error median 32 ns, same-leaf 2 ns), biased by +-50-300 ns, and Huber's weights of
+    0.2-0.5 on them still moved whole leaves by up to 20 ns; with kernel stamps the
+    pairs' errors are the stamps' noise, not a mixture, and Cauchy was worse there (p99
+    less the median 115-134 -> 118-146 ns over seeds 1-5, 4242: docs/sync.md)."""
+    scale = max(MAD_TO_SIGMA * float(np.median(z)), 1.0) if len(z) else 1.0
+    if cauchy:
+        return np.maximum(1.0 / (1.0 + (z / (CAUCHY_K * scale)) ** 2), 1e-3)
+    return np.clip(ROBUST_K * scale / np.maximum(z, 1e-12), 1e-3, 1.0)
 
 
 def uncertainty(graph: ProbeGraph, fits: PairFits, residual: F64, weights: F64, chi2: float) -> F64:
@@ -360,7 +383,8 @@ def solve(
     graph = build_graph(len(names), fits.lo, fits.hi, names, reference_index(table, reference))
     t_ref = host_window_middle(table, int(graph.references[0]))
     rebase(fits, t_ref - t_prov)
-    result = network_solve(graph, fits, network=network)
+    redescend = table.timestamp_source == "hw"
+    result = network_solve(graph, fits, network=network, redescend=redescend)
     extra = {
         "method": method if network else f"{method}, pairwise only (BFS tree)",
         "fit_s": round(fitted_s, 4),

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from cwctl import settings
-from cwctl.actions import prior
+from cwctl.actions import prior, rebalance
 from cwctl.actions.drainreason import DEFAULT_REASON
 from cwctl.actions.executor import (
     ROLLBACK_FAILED,
@@ -48,14 +48,16 @@ from cwctl.actions.jobs import plan_read, with_jobs
 from cwctl.actions.journal import ActionLock, Journal, acting_user
 from cwctl.actions.plan import ActionPlan, with_sudo
 from cwctl.actions.planner import RouteOptions, Target, plan_drain, plan_reroute, plan_resume
+from cwctl.actions.rebalance import RebalanceOptions
 from cwctl.actions.runners import Runner, SimRunner, SSHRunner
 from cwctl.actions.steer import verify_steering
 from cwctl.errors import CwctlError, InputError
 from cwctl.jobs.steps import JobCheck
 
 # "steer": a reroute by source port at the hosts (``reroute --at hosts``, steer.py);
-# its options' ``steer`` says which ports (none needed on the simulator)
-Kind = Literal["reroute", "steer", "drain", "resume"]
+# its options' ``steer`` says which ports (none needed on the simulator); "rebalance":
+# colliding elephant flows spread over the spines (rebalance.py, its options ``balance``)
+Kind = Literal["reroute", "steer", "drain", "resume", "rebalance"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class Ask:
     # them): after applying, the job's pace is judged beside the fabric's (jobcheck.py)
     job_log: str | None = None
     job_wait_s: float = JOB_WAIT_S
+    balance: RebalanceOptions | None = None  # rebalance: target, min gain, avoid, pinned
 
 
 class StalePlan(CwctlError):
@@ -270,6 +273,16 @@ class ActionSession:
         return with_sudo(plan) if ask.sudo else plan
 
     async def _plan(self, ask: Ask) -> ActionPlan:
+        if ask.kind == "rebalance":
+            if self.target.inventory is None:
+                raise InputError(
+                    "rebalance reads the hosts' socket tables: give an inventory (-i), not --sim"
+                )
+            spread = replace(ask.balance or RebalanceOptions(), sudo=ask.sudo)
+            context = self.target.context()
+            return await rebalance.plan_rebalance(
+                self.target.inventory, self.runner, spread, context
+            )
         if ask.kind in ("reroute", "steer"):
             options = ask.options
             if ask.kind == "steer":
@@ -367,6 +380,8 @@ class ActionSession:
         """Is ``plan``'s element avoided now? Host steering on real hosts: its installed
         ports traced again both ways (a scan's probes are not steered); anything else, and
         steering on the simulator: a rescan of the same hosts or model."""
+        if plan.kind == "rebalance":  # the uplinks' loads measured again
+            return await rebalance.verify(plan, self.target.inventory, self.runner)
         if plan.steering.get("pools") or plan.steering.get("moves"):
             return await verify_steering(plan, self.target.inventory, self.runner)
         return await verify(self.target, plan.element, duration_s=duration_s)

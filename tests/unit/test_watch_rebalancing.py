@@ -1,0 +1,66 @@
+"""The watch's [rebalance] guard rails (when it measures, which flows stay put, what it
+never moves onto) and the uplinks' series in /metrics. The rebalance itself, on real
+sockets and a real fabric, is judged by tests/integration/test_rebalance_testbed.py."""
+
+from __future__ import annotations
+
+from prometheus_client.exposition import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from cwctl.snapshot import FabricSnapshot, Suspect
+from cwctl.watch.metrics import WatchMetrics, registry_of
+from cwctl.watch.policy import Rebalancing
+from cwctl.watch.rebalancing import Rebalancer, suspects_of
+
+
+def test_it_measures_at_most_every_every_s_and_waits_after_a_failure() -> None:
+    r = Rebalancer(Rebalancing(every_s=30, flow_hold_s=600))
+    assert r.due(0.0)
+    r.last = 0.0
+    assert not r.due(29.9) and r.due(30.0)
+    r.quiet_until = 600.0  # a rebalance failed or was undone at 0
+    assert not r.due(599.0) and r.due(600.0)
+
+
+def test_a_moved_flow_is_pinned_for_its_hold_and_suspects_are_avoided() -> None:
+    r = Rebalancer(Rebalancing(flow_hold_s=600, target=1.3, min_gain=0.2, interval_s=1))
+    r.moved = {"a:1>b:5201": 100.0, "c:2>d:5201": 0.0}
+    snap = FabricSnapshot("ssh", None, 2.0, [], suspects=[
+        Suspect("leaf1-spine2", "link", 0.9, "loss"),
+        Suspect("spine2|leaf1-spine2", "set", 0.6, "loss", candidates=["spine2", "leaf1-spine2"]),
+        Suspect("gpu-001/mlx5_0", "nic", 0.7, "loss"),
+    ])  # fmt: skip
+    options = r.options(650.0, snap)
+    assert options.pinned == {"a:1>b:5201"}  # c's move is 650 s old: free again
+    assert options.avoid == {"leaf1-spine2", "spine2"}  # a NIC is not a fabric link
+    assert (options.target, options.min_gain, options.interval_s) == (1.3, 0.2, 1.0)
+    assert suspects_of(None) == frozenset()
+
+
+UPLINKS = {
+    "links": [
+        {"link": f"leaf{i}>spine{j}", "group": f"leaf{i} up", "load_bps": 1e8 * j,
+         "flows": j, "elephants": j, "queueing_p50_us": 40.0 if j == 2 else None}
+        for i in (1, 2) for j in (1, 2)
+    ],
+    "max_over_mean": {"leaf1 up": 1.33, "leaf2 up": 1.33},
+}  # fmt: skip
+
+
+def test_uplink_series_are_per_directed_link_never_per_flow() -> None:
+    metrics = WatchMetrics()
+    metrics.set_uplinks(UPLINKS)
+    text = generate_latest(registry_of(metrics)).decode()
+    got = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name.startswith("cwctl_uplink")
+    }
+    key = (("group", "leaf1 up"), ("link", "leaf1>spine2"))
+    assert got[("cwctl_uplink_load_bps", key)] == 2e8
+    assert got[("cwctl_uplink_elephants", key)] == 2
+    assert got[("cwctl_uplink_queueing_p50_seconds", key)] == 40e-6
+    assert got[("cwctl_uplink_max_over_mean", (("group", "leaf2 up"),))] == 1.33
+    assert len(got) == 4 + 4 + 2 + 2  # links x 2, queueing where known, groups
+    assert "cwctl_uplink" not in generate_latest(registry_of(WatchMetrics())).decode()

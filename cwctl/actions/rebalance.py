@@ -42,8 +42,8 @@ from cwctl.errors import InputError
 
 ELEMENT = "uplinks"  # what a rebalance plan acts on (the journal's ELEMENT column)
 METHOD = "nftables netdev paired port translation, ports chosen by balance.rebalance"
-TARGET = 1.2  # a leaf's busiest link at most this much above its links' mean
-MIN_GAIN = 0.1  # a plan whose max/mean falls by less than this is not worth a move
+TARGET = balance.DEFAULT_TARGET  # a leaf's busiest link at most this far above its mean
+MIN_GAIN = 0.1  # a plan whose worst max/mean falls by less than this moves nothing
 CANDIDATES_PER_FLOW = 12  # wire ports traced per elephant (both ways: 2 spines -> 4 paths)
 TRACE_ROUNDS = 2  # a port left unanswered is asked once more
 SHOWN = 8  # links and moves in the notes (the JSON has every one)
@@ -218,10 +218,9 @@ async def _moves(
     ]
     found = balance.rebalance(
         herd,
-        sets,
+        tuple(tuple(m) for m in sets.values()),
         avoid=expand_avoid(options.avoid, sets),
         pinned=pinned,
-        min_gain=options.min_gain,
         target=options.target,
     )
     by_id = {r.id: r for r, _, _ in elephants}
@@ -234,12 +233,17 @@ async def _moves(
     plan.steering["predicted"] = {
         "max_over_mean": {g: round(v, 3) for g, v in sorted(after.items())},
         "moved_bps": round(found.moved_bps),
+        "unbalanced": [f"{' '.join(u.group)}: {u.reason} ({u.detail})" for u in found.unbalanced],
     }
     plan.steering["pinned"] = sorted(pinned & set(by_id))
-    if not moves:
+    plan.notes += [f"stays above the target: {line}" for line in
+                   plan.steering["predicted"]["unbalanced"][:SHOWN]]  # fmt: skip
+    gain = found.imbalance_before - found.imbalance_after
+    if not moves or gain < options.min_gain:
         plan.notes.append(
-            f"no move gains {options.min_gain:g} or more of max/mean "
-            f"({len(elephants)} elephant(s), {len(pinned & set(by_id))} pinned)"
+            f"no plan lowers max/mean by {options.min_gain:g} or more (best: "
+            f"{found.imbalance_before:.2f} -> {found.imbalance_after:.2f}; "
+            f"{len(elephants)} elephant(s), {len(pinned & set(by_id))} pinned): nothing moves"
         )
         return []
     moveflows._check_room(moves)
@@ -255,7 +259,7 @@ async def _moves(
         pools=[{"host": a, "peer": b, "proto": s.proto, "dport": s.port, "ports": p}
                for (a, b, s), p in sorted(pools.items())],
     )  # fmt: skip
-    worst = max(after.values(), default=1.0)
+    worst = found.imbalance_after
     plan.notes.append(
         f"move {len(moves)} of {len(elephants)} elephant(s) ({found.moved_bps / 1e6:.0f} Mbit/s): "
         f"max/mean {now.worst:.2f} -> {worst:.2f} (predicted)"

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cwctl.actions import steer
+from cwctl.actions.balance import directed, group_loads
 from cwctl.actions.flowtable import ADDRESSES_ARGV, Flow, find_flows, parse_devices, parse_sockets
 from cwctl.actions.runners import ReadFailed, Runner, read_together
 from cwctl.errors import EXIT_PROBLEMS, CwctlError, InputError
@@ -53,11 +54,11 @@ Endpoint = tuple[str, int]
 
 
 def up(leaf: str, spine: str) -> str:
-    return f"{leaf}>{spine}"
+    return directed(leaf, spine)
 
 
 def down(spine: str, leaf: str) -> str:
-    return f"{spine}>{leaf}"
+    return directed(spine, leaf)
 
 
 @dataclass(frozen=True)
@@ -285,12 +286,9 @@ def groups(fabric: steer.HostFabric) -> dict[str, tuple[str, ...]]:
 
 def group_ratios(load: Mapping[str, float], sets: Mapping[str, Sequence[str]]) -> dict[str, float]:
     """Per group, its busiest member's load over the group's mean (1.0: even, or idle)."""
-    out = {}
-    for name, members in sets.items():
-        values = [load.get(m, 0.0) for m in members]
-        mean = sum(values) / len(values)
-        out[name] = max(values) / mean if mean > 0 else 1.0
-    return out
+    names = list(sets)
+    found = group_loads(load, [tuple(sets[n]) for n in names])
+    return {n: g.ratio for n, g in zip(names, found, strict=True)}
 
 
 @dataclass

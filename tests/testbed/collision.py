@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import statistics
 import subprocess
@@ -168,6 +169,8 @@ class Outcome:
     moves: Counter[str]  # per flow, the maps it is in
     jobs_ok: bool  # every iperf3 run ended without an error, its connection whole
     decisions: list[dict[str, Any]]
+    watch_cpu_s: float = 0.0  # the watch process's user + system CPU seconds
+    watch_rss_kb: int = 0  # its peak resident memory
 
     @property
     def gain(self) -> float:
@@ -189,6 +192,18 @@ def _intervals(report: dict[str, Any]) -> list[tuple[float, float]]:
 def _mean_between(spans: list[tuple[float, float]], lo: float, hi: float) -> float:
     inside = [r for t, r in spans if lo < t <= hi]
     return statistics.fmean(inside) if inside else 0.0
+
+
+def process_cost(pid: int) -> tuple[float, int]:
+    """A running process's user + system CPU seconds and peak RSS (KB), from /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0, 0
+    ticks = os.sysconf("SC_CLK_TCK")
+    rss = next((int(ln.split()[1]) for ln in status.splitlines() if ln.startswith("VmHWM:")), 0)
+    return (int(stat[11]) + int(stat[12])) / ticks, rss
 
 
 def interrupted(proc: subprocess.Popen[str]) -> dict[str, Any] | None:
@@ -235,6 +250,7 @@ def trial(bed: Testbed, workdir: Path, steady_s: float, every_s: float = 5.0) ->
         reports = [interrupted(c) for c in clients]
         jobs_ok = all(r is not None for r in reports)
         moves = moves_on_hosts(bed)
+        cpu_s, rss_kb = process_cost(watch.proc.pid)
     finally:
         if watch is not None:
             watch.stop()
@@ -264,4 +280,6 @@ def trial(bed: Testbed, workdir: Path, steady_s: float, every_s: float = 5.0) ->
         moves=moves,
         jobs_ok=jobs_ok,
         decisions=[e for _, e in decided],
+        watch_cpu_s=cpu_s,
+        watch_rss_kb=rss_kb,
     )

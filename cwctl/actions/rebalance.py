@@ -246,7 +246,7 @@ async def _moves(
             f"{len(elephants)} elephant(s), {len(pinned & set(by_id))} pinned): nothing moves"
         )
         return []
-    moveflows._check_room(moves)
+    moveflows.check_room(moves)
     table = steer.table_name(plan.id)
     pools = _cold_pools(fabric, moves, choices, found.after)
     plan.steering.update(

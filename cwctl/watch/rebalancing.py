@@ -60,7 +60,10 @@ class Rebalancer:
         )
 
     def options(self, now: float, snapshot: FabricSnapshot | None) -> RebalanceOptions:
-        pinned = {f for f, t in self.moved.items() if now - t < self.rules.flow_hold_s}
+        """The plan's options now: the flows moved within their hold pinned (the rest
+        forgotten), the round's suspects avoided."""
+        self.moved = {f: t for f, t in self.moved.items() if now - t < self.rules.flow_hold_s}
+        pinned = set(self.moved)
         return RebalanceOptions(
             interval_s=self.rules.interval_s,
             target=self.rules.target,

@@ -196,19 +196,7 @@ async def _moves(
 ) -> list[Step]:
     """The elephants' candidate ports traced, the balance chosen, its steps."""
     elephants = [p for p in now.placed if p[0].bps >= options.elephant_bps]
-    candidates = _candidates([r for r, _, _ in elephants], now.seen.used)
-    wanted: dict[sp.Key, list[int]] = defaultdict(list)
-    for r, _, _ in elephants:
-        wanted[r.flow.key] += candidates[r.id]
-    traced = await steer.trace_answered(runner, fabric, dict(wanted), options.sudo, TRACE_ROUNDS)
-    choices: dict[str, dict[int, tuple[str, str]]] = {}
-    for r, spine, back in elephants:
-        key, out = r.flow.key, {r.wire: (spine, back)}
-        for port in candidates[r.id]:
-            fwd, rev = traced.forward[key][port], traced.reverse[key][port]
-            if fwd is not None and rev is not None:
-                out[port] = (fwd, rev)
-        choices[r.id] = out
+    choices = await _choices(runner, fabric, elephants, now.seen.used, options.sudo)
     pinned = options.pinned | {r.id for r, _, _ in elephants if r.translated}
     herd = [
         balance.Elephant(
@@ -270,6 +258,31 @@ async def _moves(
         for m in moves[:SHOWN]
     ]
     return moveflows.move_steps(moves, fabric, now.seen.devices, table, pools)
+
+
+async def _choices(
+    runner: Runner,
+    fabric: steer.HostFabric,
+    elephants: Sequence[Placed],
+    used: Mapping[str, set[int]],
+    sudo: bool,
+) -> dict[str, dict[int, tuple[str, str]]]:
+    """Per elephant, its current port's path and each candidate port's traced both ways:
+    port -> (the data's spine, the replies' spine)."""
+    candidates = _candidates([r for r, _, _ in elephants], used)
+    wanted: dict[sp.Key, list[int]] = defaultdict(list)
+    for r, _, _ in elephants:
+        wanted[r.flow.key] += candidates[r.id]
+    traced = await steer.trace_answered(runner, fabric, dict(wanted), sudo, TRACE_ROUNDS)
+    choices: dict[str, dict[int, tuple[str, str]]] = {}
+    for r, spine, back in elephants:
+        key, out = r.flow.key, {r.wire: (spine, back)}
+        for port in candidates[r.id]:
+            fwd, rev = traced.forward[key][port], traced.reverse[key][port]
+            if fwd is not None and rev is not None:
+                out[port] = (fwd, rev)
+        choices[r.id] = out
+    return choices
 
 
 def _id(m: moveflows.Move) -> str:

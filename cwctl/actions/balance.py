@@ -45,128 +45,50 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from cwctl.actions.balancetypes import (
+    AVOIDED,
+    DEFAULT_MIN_GAIN,
+    DEFAULT_TARGET,
+    NO_ENTROPY,
+    NO_GAIN,
+    PINNED,
+    SEP,
+    TOO_BIG,
+    Balance,
+    Elephant,
+    GroupLoad,
+    Unbalanced,
+    directed,
+    group_loads,
+    imbalance,
+    loads,
+    touches,
+)
 from cwctl.errors import InputError
 
-SEP = ">"  # a directed element: sender, then receiver
-DEFAULT_TARGET = 1.2  # each group's max within this factor of its mean
-# a move must lower phi (squared load above the floors, in mean group loads) by this
-# much: taking a typical element from 1.25 to 1.2 of its mean gains 0.0025
-DEFAULT_MIN_GAIN = 1e-3
+__all__ = [
+    "AVOIDED",
+    "DEFAULT_MIN_GAIN",
+    "DEFAULT_TARGET",
+    "NO_ENTROPY",
+    "NO_GAIN",
+    "PINNED",
+    "SEP",
+    "TOO_BIG",
+    "Balance",
+    "Elephant",
+    "GroupLoad",
+    "Unbalanced",
+    "directed",
+    "group_loads",
+    "imbalance",
+    "loads",
+    "rebalance",
+    "touches",
+]
+
 _EPS = 1e-12  # a gain below this is no gain (float noise)
 _ROUND = 9  # gains equal to this many decimals tie (then the cheaper move wins)
-
-# why a group stays above its target
-TOO_BIG = "one flow too big"  # one flow alone puts more than target x mean on an element
-NO_ENTROPY = "no free entropy"  # no flow on its hottest element has a port off it
-PINNED = "pinned"  # flows that could leave its hottest element moved recently
-AVOIDED = "only via a suspect"  # every port off its hottest element crosses a suspect
-NO_GAIN = "no gain"  # every move off it overloads another element or gains < min_gain
-
-
-def directed(sender: str, receiver: str) -> str:
-    """A link's direction as an element name: ``leaf1>spine2`` (leaf1's uplink)."""
-    return f"{sender}{SEP}{receiver}"
-
-
-def touches(element: str, suspect: str) -> bool:
-    """Whether a directed element crosses a suspect: either end (a switch, a host, a NIC)
-    or the link they make (``leaf1-spine2``, either order)."""
-    a, _, b = element.partition(SEP)
-    return suspect in (element, a, b, f"{a}-{b}", f"{b}-{a}")
-
-
-@dataclass(frozen=True)
-class Elephant:
-    """A connection that moves as a whole: changing its wire source port moves both
-    directions."""
-
-    flow: str  # a stable id, e.g. "gpu-001:41234>gpu-005:29500"
-    port: int  # the wire port it carries now
-    # wire port -> load (bit/s) it puts on each directed element with that port;
-    # includes ``port``
-    options: Mapping[int, Mapping[str, float]]
-
-    @property
-    def rate(self) -> float:
-        """Its rate: the most it puts on one element now (bit/s)."""
-        return max(self.options[self.port].values(), default=0.0)
-
-
-@dataclass(frozen=True)
-class GroupLoad:
-    """One group's load: its max and mean element (bit/s) and their ratio."""
-
-    group: tuple[str, ...]
-    max: float
-    mean: float
-
-    @property
-    def ratio(self) -> float:
-        return self.max / self.mean if self.mean > 0 else 1.0
-
-
-@dataclass(frozen=True)
-class Unbalanced:
-    """A group the plan leaves above its target, and why (``TOO_BIG``, ...)."""
-
-    group: tuple[str, ...]
-    ratio: float
-    reason: str
-    detail: str
-
-
-@dataclass(frozen=True)
-class Balance:
-    """A plan: the flows that move and the loads before and after."""
-
-    moves: Mapping[str, int]  # flow -> new wire port (only flows that move)
-    before: Mapping[str, float]  # load per element with the current ports
-    after: Mapping[str, float]  # load per element with the plan
-    moved_bps: float  # the rate of the flows moved (the cost)
-    groups_before: tuple[GroupLoad, ...] = ()  # per group, in the order given
-    groups_after: tuple[GroupLoad, ...] = ()
-    unbalanced: tuple[Unbalanced, ...] = ()  # groups left above the target, and why
-    steps: int = 0  # greedy steps taken (a flow may move more than once)
-
-    @property
-    def imbalance_before(self) -> float:
-        return max((g.ratio for g in self.groups_before), default=1.0)
-
-    @property
-    def imbalance_after(self) -> float:
-        return max((g.ratio for g in self.groups_after), default=1.0)
-
-
-def loads(
-    elephants: Iterable[Elephant], choice: Mapping[str, int] | None = None
-) -> dict[str, float]:
-    """Load per element when each flow carries ``choice[flow]`` (else its current port);
-    flows are summed in the order of their ids, so the sums do not depend on input order."""
-    choice = choice or {}
-    out: dict[str, float] = {}
-    for e in sorted(elephants, key=lambda e: e.flow):
-        port = choice.get(e.flow, e.port)
-        if port not in e.options:
-            raise InputError(f"flow {e.flow}: port {port} is none of its traced options")
-        for element, bps in e.options[port].items():
-            out[element] = out.get(element, 0.0) + bps
-    return out
-
-
-def group_loads(
-    load: Mapping[str, float], groups: Sequence[tuple[str, ...]]
-) -> tuple[GroupLoad, ...]:
-    """Each group's max and mean (an element absent from ``load`` carries 0)."""
-    out = []
-    for g in groups:
-        values = [load.get(e, 0.0) for e in g]
-        out.append(GroupLoad(tuple(g), max(values, default=0.0), sum(values) / max(1, len(g))))
-    return tuple(out)
-
-
-def imbalance(load: Mapping[str, float], groups: Sequence[tuple[str, ...]]) -> float:
-    """The worst group's max over mean (1.0 for no load)."""
-    return max((g.ratio for g in group_loads(load, groups)), default=1.0)
 
 
 @dataclass
@@ -244,7 +166,8 @@ def _problem(
 
 
 class _State:
-    """The loads of a choice, the flows on each element, and phi per group."""
+    """The loads of a choice, the flows on each element, and per group its sum, its term
+    of phi, its max/mean and a version that changes with its loads."""
 
     def __init__(self, pb: _Problem) -> None:
         self.pb = pb
@@ -255,36 +178,44 @@ class _State:
             for el, bps in e.options[e.port].items():
                 self.load[el] = self.load.get(el, 0.0) + bps
                 self.on.setdefault(el, set()).add(i)
-
-    def floor(self, gi: int, mean: float) -> float:
-        return max(self.pb.target * mean, self.pb.big[gi])
+        n = len(pb.groups)
+        self.phi_g, self.ratio_g, self.version = [0.0] * n, [1.0] * n, [0] * n
+        for gi in range(n):
+            self.phi_g[gi], self.ratio_g[gi] = self.term(gi)
+        self.failed: dict[str, tuple[tuple[int, int], ...]] = {}  # element -> versions seen
 
     def term(self, gi: int, change: Mapping[str, float] | None = None) -> tuple[float, float]:
         """Group ``gi``'s term of phi and its max/mean, with ``change`` added to loads."""
-        change = change or {}
-        g = self.pb.groups[gi]
-        values = [self.load.get(el, 0.0) + change.get(el, 0.0) for el in g]
+        g, load = self.pb.groups[gi], self.load
+        if change:
+            values = [load.get(el, 0.0) + change.get(el, 0.0) for el in g]
+        else:
+            values = [load.get(el, 0.0) for el in g]
         mean = sum(values) / len(g)
         if mean <= 0:
             return 0.0, 1.0
-        top = self.floor(gi, mean)
-        scale = self.pb.scale
-        return sum((max(0.0, v - top) / scale) ** 2 for v in values), max(values) / mean
+        top = max(self.pb.target * mean, self.pb.big[gi])
+        phi = hi = 0.0
+        for v in values:
+            hi = max(hi, v)
+            if v > top:
+                phi += (v - top) * (v - top)
+        return phi / (self.pb.scale * self.pb.scale), hi / mean
 
     def worst(self) -> float:
         """The worst group's max/mean now."""
-        return max((self.term(gi)[1] for gi in range(len(self.pb.groups))), default=1.0)
+        return max(self.ratio_g, default=1.0)
 
-    def hot(self) -> list[tuple[float, str, int]]:
-        """Elements above their group's floor: (-excess, name, group), hottest first."""
+    def hot(self) -> list[tuple[float, str]]:
+        """Elements above their group's floor: (-excess, name), hottest first."""
         out = []
         for gi, g in enumerate(self.pb.groups):
+            if self.phi_g[gi] <= 0:
+                continue
             values = [self.load.get(el, 0.0) for el in g]
             mean = sum(values) / len(g)
-            if mean <= 0:
-                continue
-            top = self.floor(gi, mean)
-            out += [(top - v, el, gi) for el, v in zip(g, values, strict=True) if v > top]
+            top = max(self.pb.target * mean, self.pb.big[gi])
+            out += [(top - v, el) for el, v in zip(g, values, strict=True) if v > top]
         return sorted(out)
 
     def delta(self, i: int, port: int) -> dict[str, float]:
@@ -296,6 +227,9 @@ class _State:
             change[el] = change.get(el, 0.0) + bps
         return change
 
+    def touched(self, elements: Iterable[str]) -> list[int]:
+        return sorted({gi for el in elements for gi in self.pb.groups_of.get(el, ())})
+
     def gain(self, change: Mapping[str, float], ceiling: float) -> float | None:
         """How much phi falls with ``change``; None when it overloads a capacity or lifts a
         group's max/mean above ``ceiling`` (the worst group's now, or the target)."""
@@ -304,23 +238,26 @@ class _State:
             if d > 0 and el in cap and self.load.get(el, 0.0) + d > cap[el]:
                 return None
         gain = 0.0
-        for gi in sorted({gi for el in change for gi in self.pb.groups_of.get(el, ())}):
-            phi, _ = self.term(gi)
+        for gi in self.touched(change):
             new_phi, new_ratio = self.term(gi, change)
             if new_ratio > ceiling + _EPS:
                 return None
-            gain += phi - new_phi
+            gain += self.phi_g[gi] - new_phi
         return gain
 
     def move(self, i: int, port: int) -> None:
         e = self.pb.flows[i]
-        for el, bps in e.options[self.choice[i]].items():
+        old = e.options[self.choice[i]]
+        for el, bps in old.items():
             self.load[el] -= bps
             self.on[el].discard(i)
         for el, bps in e.options[port].items():
             self.load[el] = self.load.get(el, 0.0) + bps
             self.on.setdefault(el, set()).add(i)
         self.choice[i] = port
+        for gi in self.touched([*old, *e.options[port]]):
+            self.phi_g[gi], self.ratio_g[gi] = self.term(gi)
+            self.version[gi] += 1
 
     def cost_of(self, i: int, port: int) -> float:
         """What moving flow ``i`` to ``port`` adds to the plan's cost (negative: back home)."""
@@ -331,11 +268,25 @@ class _State:
 
 def _best_move(st: _State, element: str, min_gain: float, ceiling: float) -> tuple[int, int] | None:
     """The move of one flow off ``element`` that gains most (ties: cheapest, then the
-    flow's and the port's order), if it gains at least ``min_gain``."""
+    flow's and the port's order), if it gains at least ``min_gain``.
+
+    An element that had none keeps having none until a group its flows' options touch
+    changes: the ceiling only falls, which only forbids more (``_State.failed``)."""
+    pb = st.pb
+    flows = sorted(st.on.get(element, ()))
+    elements = {el for i in flows for p in pb.allowed[i] for el in pb.flows[i].options[p]}
+    # what a verdict rests on: the groups' versions, the loads of capped elements outside
+    seen = tuple((gi, st.version[gi]) for gi in st.touched(elements)) + tuple(
+        (-1, hash(st.load.get(el, 0.0)))
+        for el in sorted(elements)
+        if el in pb.capacity and el not in pb.groups_of
+    )
+    if st.failed.get(element) == seen:
+        return None
     best: tuple[float, float, int, int] | None = None
-    for i in sorted(st.on.get(element, ())):
-        for port in st.pb.allowed[i]:
-            if port == st.choice[i] or element in st.pb.flows[i].options[port]:
+    for i in flows:
+        for port in pb.allowed[i]:
+            if port == st.choice[i] or element in pb.flows[i].options[port]:
                 continue
             gain = st.gain(st.delta(i, port), ceiling)
             if gain is None or gain <= _EPS or gain < min_gain:
@@ -343,7 +294,10 @@ def _best_move(st: _State, element: str, min_gain: float, ceiling: float) -> tup
             key = (-round(gain, _ROUND), st.cost_of(i, port), i, port)
             if best is None or key < best:
                 best = key
-    return None if best is None else (best[2], best[3])
+    if best is None:
+        st.failed[element] = seen
+        return None
+    return best[2], best[3]
 
 
 def _prune(st: _State) -> None:
@@ -400,7 +354,7 @@ def rebalance(
     while steps < limit:
         move = None
         ceiling = max(target, st.worst())  # no move makes the worst group worse
-        for _, element, _ in st.hot():
+        for _, element in st.hot():
             move = _best_move(st, element, min_gain, ceiling)
             if move is not None:
                 break

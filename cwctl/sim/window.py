@@ -19,7 +19,7 @@ import numpy.typing as npt
 from cwctl.records import TS_CODE, ProbeTable
 from cwctl.sim.delays import queue_rho, sample_queueing, stamp_error
 from cwctl.sim.discovery import discover
-from cwctl.sim.ecmp import documented_hash, host_id, splitmix64, tuple_hash
+from cwctl.sim.ecmp import PROTO_UDP, documented_hash, host_id, splitmix64, tuple_hash
 from cwctl.sim.faults import fault_active
 from cwctl.sim.truth import window_truth
 from cwctl.sim.world import FlowPaths, ProbeWindow, SimWorld
@@ -41,7 +41,7 @@ def _active_nics(model: SimWorld) -> list[list[int]]:
     return out
 
 
-def _ecmp_groups(model: SimWorld) -> list[list[int]]:
+def ecmp_groups(model: SimWorld) -> list[list[int]]:
     """Per leaf, its WCMP group: each uplink spine repeated by its weight (all 1: the uplinks)."""
     fabric, weights = model.fabric, model.state.ecmp_weight
     groups = []
@@ -76,7 +76,7 @@ def _steered_off(model: SimWorld, a: I32, b: I32) -> I32:
     return out
 
 
-def _choose_spine(
+def choose_spine(
     model: SimWorld,
     groups: list[list[int]],
     a: I32,
@@ -84,12 +84,15 @@ def _choose_spine(
     nics: tuple[I32, I32],
     ports: tuple[I64, I64],
     prober_sport: I64,
+    proto: int = PROTO_UDP,
 ) -> I32:
     """The spine each flow from host ``a`` to ``b`` crosses: the ECMP choice of ``a``'s leaf.
 
     ``nics`` are the flow's NICs (global indices) and ``ports`` its source and destination
     ports, in the direction of travel: with the protocol, the 5-tuple the leaf hashes with
-    its own seed. The documented hash reads host names and the prober's source port.
+    its own seed (``proto``: UDP for probes, TCP for a job's connections,
+    ``cwctl.sim.flows``). The documented hash reads host names and the prober's source
+    port.
     """
     fabric = model.fabric
     la, lb = fabric.host_leaf[a], fabric.host_leaf[b]
@@ -98,7 +101,7 @@ def _choose_spine(
         h = documented_hash(ids[a], ids[b], prober_sport.astype(np.uint64))
     else:
         addr = model.addresses.nic
-        h = tuple_hash(model.switch_seeds[la], addr[nics[0]], addr[nics[1]], *ports)
+        h = tuple_hash(model.switch_seeds[la], addr[nics[0]], addr[nics[1]], *ports, proto)
     width = max(1, max((len(g) for g in groups), default=1))
     table = np.full((len(groups), width), NO_ROUTE, np.int32)
     size = np.ones(len(groups), np.uint64)
@@ -178,10 +181,10 @@ def flow_paths(a: I32, b: I32, port: npt.NDArray[np.int64], *, model: SimWorld) 
     na = padded[a, port % safe[a]]
     nb = padded[b, port % safe[b]]
     dark = (count[a] == 0) | (count[b] == 0)
-    groups = _ecmp_groups(model)
+    groups = ecmp_groups(model)
     answer = np.full(len(sport), params.answer_port, np.int64)
-    spine_fwd = _choose_spine(model, groups, a, b, (na, nb), (sport, answer), sport)
-    spine_rev = _choose_spine(model, groups, b, a, (nb, na), (answer, sport), sport)
+    spine_fwd = choose_spine(model, groups, a, b, (na, nb), (sport, answer), sport)
+    spine_rev = choose_spine(model, groups, b, a, (nb, na), (answer, sport), sport)
     fe, fq, fbase = _direction(model, a, b, na, nb, spine_fwd)
     re, rq, rbase = _direction(model, b, a, nb, na, spine_rev)
     return FlowPaths(

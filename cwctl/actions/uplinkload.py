@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cwctl.actions import steer
+from cwctl.actions import elephants, steer
 from cwctl.actions.balance import directed, group_loads
 from cwctl.actions.flowtable import ADDRESSES_ARGV, Flow, find_flows, parse_devices, parse_sockets
 from cwctl.actions.runners import ReadFailed, Runner, read_together
@@ -138,8 +138,7 @@ class FlowRate:
 
     @property
     def id(self) -> str:
-        f = self.flow
-        return f"{f.host}:{f.port}>{f.peer}:{f.peer_port}"
+        return elephants.flow_id(self.flow)
 
     @property
     def bps(self) -> float:
@@ -262,26 +261,20 @@ def crossing(fabric: steer.HostFabric, flow: Flow) -> bool:
 
 def path_load(fabric: steer.HostFabric, r: FlowRate, spine: str, back: str) -> dict[str, float]:
     """What ``r`` puts on each directed element, its data over ``spine``, its replies
-    over ``back``."""
+    over ``back`` (``elephants.options``, the balancing core's own reading)."""
     la, lb = fabric.leaf_of[r.flow.host], fabric.leaf_of[r.flow.peer]
     assert la is not None and lb is not None
-    out: dict[str, float] = defaultdict(float)
-    out[up(la, spine)] += r.forward_bps
-    out[down(spine, lb)] += r.forward_bps
-    out[up(lb, back)] += r.reverse_bps
-    out[down(back, la)] += r.reverse_bps
-    return dict(out)
+    return elephants.options(la, lb, r.forward_bps, r.reverse_bps, {0: (spine, back)})[0]
 
 
 def groups(fabric: steer.HostFabric) -> dict[str, tuple[str, ...]]:
-    """Each leaf's uplinks (``leaf1 up``) and the spines' downlinks into it (``leaf1
-    down``): the sets that should carry near-equal load."""
-    out = {}
-    for leaf, spines in sorted(fabric.uplinks.items()):
-        if len(spines) > 1:
-            out[f"{leaf} up"] = tuple(up(leaf, s) for s in sorted(spines))
-            out[f"{leaf} down"] = tuple(down(s, leaf) for s in sorted(spines))
-    return out
+    """The sets that should carry near-equal load (``elephants.leaf_groups``), named:
+    each leaf's uplinks (``leaf1 up``) and the spines' downlinks into it (``leaf1 down``)."""
+    named = {}
+    for group in elephants.leaf_groups(fabric.uplinks):
+        a, _, b = group[0].partition(">")
+        named[f"{a} up" if a in fabric.uplinks else f"{b} down"] = group
+    return named
 
 
 def group_ratios(load: Mapping[str, float], sets: Mapping[str, Sequence[str]]) -> dict[str, float]:

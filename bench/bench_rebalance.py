@@ -85,6 +85,9 @@ def main() -> None:
         finally:
             bed.down()
     print(table(out, STEADY_S, wall_s))
+    for e in out.decisions:
+        if e.get("verb") == "act":
+            print(f"the watch's finding: {e.get('why', '')}")
     refused = [e for e in out.decisions if e.get("verb") == "failed"]
     for e in refused[:3]:
         print(f"note: a rebalance failed: {e.get('why', '')[:200]}")

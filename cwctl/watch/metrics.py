@@ -19,6 +19,7 @@ by the fabric), then the scan's health and the decisions' counts:
                                                    the hosts' flows put on it ([rebalance])
 ``cwctl_uplink_elephants{link,group}``             the elephant flows on it
 ``cwctl_uplink_queueing_p50_seconds{link,group}``  their sockets' median RTT excess
+``cwctl_uplink_probe_queueing_p50_seconds{link,group}``  the probes' through it (a scan's)
 ``cwctl_uplink_max_over_mean{group}``              a leaf's busiest link over its mean
 ``process_*``                                      the watch process's CPU, memory, descriptors
 
@@ -210,6 +211,16 @@ def uplink_families(uplinks: dict[str, Any]) -> Iterator[Metric]:
             (k, float(r["queueing_p50_us"]) / 1e6)
             for k, r in zip(keys, links, strict=True)
             if r.get("queueing_p50_us") is not None
+        ],
+    )
+    yield _gauge(
+        "cwctl_uplink_probe_queueing_p50_seconds",
+        "Median queueing (p50 minus floor) of the probe flows whose path crosses each link.",
+        ["link", "group"],
+        [
+            (k, float(r["probe_queueing_p50_us"]) / 1e6)
+            for k, r in zip(keys, links, strict=True)
+            if r.get("probe_queueing_p50_us") is not None
         ],
     )
     yield _gauge(

@@ -30,6 +30,8 @@ from cwctl.errors import CwctlError
 from cwctl.snapshot import FabricSnapshot
 from cwctl.watch.decide import Decision
 from cwctl.watch.policy import Rebalancing
+from cwctl.watch.probequeue import KEY as PROBES
+from cwctl.watch.probequeue import probe_queueing, with_probes
 
 ACTION: Final = "rebalance"
 KIND = "uplinks"
@@ -53,6 +55,7 @@ class Rebalancer:
     last: float | None = None  # the last measurement
     quiet_until: float = float("-inf")  # after a failed or undone rebalance
     uplink_load: dict[str, Any] = field(default_factory=dict)  # the last measurement's
+    _paths: Any = None  # this round's discovered paths (``round``'s ``paths``)
 
     def due(self, now: float) -> bool:
         return now >= self.quiet_until and (
@@ -79,15 +82,19 @@ class Rebalancer:
         snapshot: FabricSnapshot | None,
         clock: Callable[[], float],
         say: Callable[[Decision], None],
+        paths: Any = None,
     ) -> list[Decision]:
         """Measure, plan and (unless a dry run) apply one rebalance: its decisions, each
-        said as it is taken (the ``act`` before the apply, as the decider's are)."""
+        said as it is taken (the ``act`` before the apply, as the decider's are).
+        ``paths``: the scan's discovered paths (``records.path.PathTable``), for the
+        probes' queueing beside each link's load."""
         out: list[Decision] = []
 
         def early(d: Decision) -> None:
             say(d)
             out.append(d)
 
+        self._paths = paths
         for d in await self._round(now, fabric, snapshot, clock, early):
             early(d)
         return out
@@ -114,8 +121,15 @@ class Rebalancer:
             except CwctlError as exc:
                 self.quiet_until = now + self.rules.flow_hold_s
                 return [self._decision(now, "failed", "refused", str(exc).splitlines()[0])]
-            self.uplink_load = dict(plan.steering.get("uplink_load") or {})
+            inv = session.target.inventory
+            probes = (
+                probe_queueing(snapshot, self._paths, inv.switch_of_address())
+                if inv is not None
+                else {}
+            )
+            self.uplink_load = with_probes(dict(plan.steering.get("uplink_load") or {}), probes)
             found = "; ".join(self.uplink_load.get("imbalance") or []) or "balanced"
+            found += _probes_said(self.uplink_load)
             if not plan.steps:
                 return [self._decision(now, "held", "balanced", plan.notes[-1] if plan.notes
                                        else found)]  # fmt: skip
@@ -145,3 +159,12 @@ class Rebalancer:
         self, now: float, verb: str, code: str, why: str, action_id: str | None = None
     ) -> Decision:
         return Decision(now, verb, ELEMENT, KIND, ACTION, code, why, None, action_id)
+
+
+def _probes_said(uplink_load: dict[str, Any]) -> str:
+    """The busiest link's probe queueing, where the round's scan has it."""
+    rows = [r for r in uplink_load.get("links") or [] if r.get(PROBES) is not None]
+    if not rows:
+        return ""
+    hot = max(rows, key=lambda r: float(r.get("load_bps") or 0))
+    return f" (the probes through {hot['link']}: queueing p50 {hot[PROBES]:.0f} us)"

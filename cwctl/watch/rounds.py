@@ -113,8 +113,9 @@ class Watch:
             outcome = await self._carry_out(todo)
             decisions.append(outcome)
         elif self.rebalancer is not None and self.rebalancer.due(self.clock()):
+            learnt = getattr(getattr(self.session.source, "paths", None), "paths", None)
             decisions += await self.rebalancer.round(
-                self.clock(), self.fabric, snapshot, self.clock, self._say
+                self.clock(), self.fabric, snapshot, self.clock, self._say, learnt
             )
             self.metrics.set_uplinks(self.rebalancer.uplink_load)
         self._publish_state()

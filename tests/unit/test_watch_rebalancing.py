@@ -64,3 +64,40 @@ def test_uplink_series_are_per_directed_link_never_per_flow() -> None:
     assert got[("cwctl_uplink_max_over_mean", (("group", "leaf2 up"),))] == 1.33
     assert len(got) == 4 + 4 + 2 + 2  # links x 2, queueing where known, groups
     assert "cwctl_uplink" not in generate_latest(registry_of(WatchMetrics())).decode()
+
+
+def test_the_probes_queueing_lands_on_the_links_their_discovered_paths_cross() -> None:
+    import numpy as np
+
+    from cwctl.records.path import PathRecord, PathTable
+    from cwctl.snapshot import PathPorts, PathReport, PortColumns
+    from cwctl.watch.probequeue import probe_queueing, with_probes
+
+    # gpu-001 -> gpu-005: port 40000 up spine2 (p50 60 us over the floor), 40001 up
+    # spine1 (10 us), 40002 never traced, 40003 no delay; a same-leaf path crosses none
+    ints = np.array([[40000, 10, 10], [40001, 10, 10], [40002, 10, 10], [40003, 10, 0]])
+    floats = np.array([[0, 160e3, 0], [0, 110e3, 0], [0, 900e3, 0], [1, np.nan, np.nan]])
+    columns = PortColumns(ints, floats)
+    paths = [PathReport("gpu-001", "gpu-005", 40, 30, 100e3, 140e3, 170e3,
+                        ports=PathPorts(columns, 0, 4))]  # fmt: skip
+    switch = {"10.0.1.1": "leaf1", "10.9.0.1": "spine1", "10.9.0.2": "spine2",
+              "10.0.2.1": "leaf2"}  # fmt: skip
+
+    def record(sport: int, spine: str) -> PathRecord:
+        hops = ("10.0.1.1", spine, "10.0.2.1", "10.0.2.5")
+        return PathRecord("gpu-001", "gpu-005", "probe", "10.0.1.5", sport, "10.0.2.5",
+                          9000, hops, True, 0)  # fmt: skip
+
+    table = PathTable.of([record(40000, "10.9.0.2"), record(40001, "10.9.0.1"),
+                          record(40003, "10.9.0.2")])  # fmt: skip
+    snap = FabricSnapshot("ssh", None, 2.0, [], paths=paths)
+    got = probe_queueing(snap, table, switch)
+    assert got == {"leaf1>spine2": 60.0, "spine2>leaf2": 60.0, "leaf1>spine1": 10.0,
+                   "spine1>leaf2": 10.0}  # fmt: skip
+    assert probe_queueing(None, table, switch) == {} and probe_queueing(snap, None, switch) == {}
+    rows = with_probes(UPLINKS, got)["links"]
+    assert [r["probe_queueing_p50_us"] for r in rows] == [10.0, 60.0, None, None]
+    metrics = WatchMetrics()
+    metrics.set_uplinks(with_probes(UPLINKS, got))
+    text = generate_latest(registry_of(metrics)).decode()
+    assert text.count("cwctl_uplink_probe_queueing_p50_seconds{") == 2

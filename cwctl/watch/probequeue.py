@@ -2,7 +2,8 @@
 
 Each probe flow (prober, answerer, source port) has its own one-way delay statistics in
 the snapshot (``PathReport.ports``: the p50 per source port) and, where the agents traced
-it, its discovered forward path (``records.path.PathTable.forward``: leaf, spine, leaf).
+it, its discovered forward path (``records.path.PathTable.forward``): the spine is the
+hop at the spine's TTL (the agents trace that hop alone), the leaves the hosts' own.
 Its queueing is its p50 minus its path's floor (the heatmaps' metric, per port). A link's
 figure is the median over the probe flows whose forward path crosses it, beside the load
 the hosts' flows put on it (``rebalance``'s ``uplink_load``).
@@ -15,6 +16,8 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from cwctl.actions.balance import directed
+from cwctl.actions.steerports import SPINE_TTL
 from cwctl.records.path import hop_switches
 from cwctl.snapshot import FabricSnapshot
 
@@ -22,7 +25,10 @@ KEY = "probe_queueing_p50_us"  # a link row's key in ``uplink_load``
 
 
 def probe_queueing(
-    snapshot: FabricSnapshot | None, table: Any, switch_of_address: Mapping[str, str]
+    snapshot: FabricSnapshot | None,
+    table: Any,
+    switch_of_address: Mapping[str, str],
+    leaf_of: Mapping[str, str | None],
 ) -> dict[str, float]:
     """Directed link (``leaf1>spine2``, ``spine2>leaf2``) -> the median queueing (us) of
     the probe flows whose discovered forward path crosses it; {} without a scan or paths."""
@@ -32,19 +38,21 @@ def probe_queueing(
     for path in snapshot.paths:
         if path.ports is None or path.owd_min_ns is None:
             continue
+        a, b = leaf_of.get(path.src), leaf_of.get(path.dst)
+        if a is None or b is None or a == b:
+            continue
         for port in path.ports.to_json():
             p50 = port["owd_p50_ns"]
-            record = (
-                table.forward(path.src, path.dst, int(port["sport"])) if p50 is not None else None
-            )
-            if record is None:
+            if p50 is None:
                 continue
-            hops = hop_switches(record, switch_of_address)[:3]
-            if len(hops) < 3 or None in hops:
+            record = table.forward(path.src, path.dst, int(port["sport"]))
+            hops = hop_switches(record, switch_of_address) if record is not None else []
+            spine = hops[SPINE_TTL - 1] if len(hops) >= SPINE_TTL else None
+            if spine is None:
                 continue
             queueing_us = (float(p50) - path.owd_min_ns) / 1000
-            seen[f"{hops[0]}>{hops[1]}"].append(queueing_us)
-            seen[f"{hops[1]}>{hops[2]}"].append(queueing_us)
+            seen[directed(a, spine)].append(queueing_us)
+            seen[directed(spine, b)].append(queueing_us)
     return {link: statistics.median(values) for link, values in seen.items()}
 
 

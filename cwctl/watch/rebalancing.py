@@ -123,7 +123,12 @@ class Rebalancer:
                 return [self._decision(now, "failed", "refused", str(exc).splitlines()[0])]
             inv = session.target.inventory
             probes = (
-                probe_queueing(snapshot, self._paths, inv.switch_of_address())
+                probe_queueing(
+                    snapshot,
+                    self._paths,
+                    inv.switch_of_address(),
+                    {h.name: h.leaf for h in inv.hosts},
+                )
                 if inv is not None
                 else {}
             )

@@ -82,19 +82,21 @@ def test_the_probes_queueing_lands_on_the_links_their_discovered_paths_cross() -
                         ports=PathPorts(columns, 0, 4))]  # fmt: skip
     switch = {"10.0.1.1": "leaf1", "10.9.0.1": "spine1", "10.9.0.2": "spine2",
               "10.0.2.1": "leaf2"}  # fmt: skip
+    leaf_of = {"gpu-001": "leaf1", "gpu-005": "leaf2"}
 
     def record(sport: int, spine: str) -> PathRecord:
-        hops = ("10.0.1.1", spine, "10.0.2.1", "10.0.2.5")
+        hops = (None, spine, None)  # the agents trace the spine's TTL alone
         return PathRecord("gpu-001", "gpu-005", "probe", "10.0.1.5", sport, "10.0.2.5",
                           9000, hops, True, 0)  # fmt: skip
 
     table = PathTable.of([record(40000, "10.9.0.2"), record(40001, "10.9.0.1"),
                           record(40003, "10.9.0.2")])  # fmt: skip
     snap = FabricSnapshot("ssh", None, 2.0, [], paths=paths)
-    got = probe_queueing(snap, table, switch)
+    got = probe_queueing(snap, table, switch, leaf_of)
     assert got == {"leaf1>spine2": 60.0, "spine2>leaf2": 60.0, "leaf1>spine1": 10.0,
                    "spine1>leaf2": 10.0}  # fmt: skip
-    assert probe_queueing(None, table, switch) == {} and probe_queueing(snap, None, switch) == {}
+    assert probe_queueing(None, table, switch, leaf_of) == {}
+    assert probe_queueing(snap, None, switch, leaf_of) == {}
     rows = with_probes(UPLINKS, got)["links"]
     assert [r["probe_queueing_p50_us"] for r in rows] == [10.0, 60.0, None, None]
     metrics = WatchMetrics()

@@ -7,6 +7,9 @@ queue), and two iperf3 jobs from leaf1 to leaf2 (gpu-001 -> gpu-005, gpu-002 -> 
 on client ports the leaves' own kernels send up spine2 (``tests/testbed/collision.py``).
 The collision runs alone for 8 s, then ``cwctl watch --interval 2 --duration 2 --rate 10``
 starts with a policy whose only action is ``[rebalance]`` (every_s 5, flow_hold_s 600).
+Last, the contrast: the same collision routed around as a fault (``cwctl reroute
+leaf1-spine2 --at hosts --apply``, ``tests/testbed/routearound.py``), which moves both
+elephants onto spine1 together.
 
 Every figure comes from what cwctl does not read: each job's throughput from iperf3's own
 intervals (before: 2-8 s of the collision; after: the steady part), leaf1's uplinks'
@@ -28,6 +31,7 @@ from pathlib import Path
 
 from tests.testbed.bed import Testbed
 from tests.testbed.collision import CAP_MBIT, JOBS, Outcome, capped, trial
+from tests.testbed.routearound import LINK, routed_around
 from tests.testbed.shell import missing_prerequisite
 from tests.testbed.workload import header_hashing
 
@@ -82,9 +86,18 @@ def main() -> None:
                 started = time.monotonic()
                 out = trial(bed, Path(tmp), STEADY_S)
                 wall_s = time.monotonic() - started
+                around = routed_around(bed, Path(tmp))
         finally:
             bed.down()
     print(table(out, STEADY_S, wall_s))
+    print(f"the watch's scans named during the collision: {', '.join(out.suspects) or 'none'}")
+    before, after, ratio_before, ratio_after = around
+    print(
+        f"\nthe same collision routed around as a fault (cwctl reroute {LINK} --at hosts "
+        f"--apply): both jobs {sum(before):.1f} -> {sum(after):.1f} Mbit/s "
+        f"({', '.join(f'{a:.1f}' for a in after)} each), leaf1 uplinks max/mean "
+        f"{_num(ratio_before)} -> {_num(ratio_after)}"
+    )
     for e in out.decisions:
         if e.get("verb") == "act":
             print(f"the watch's finding: {e.get('why', '')}")

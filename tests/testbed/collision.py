@@ -26,7 +26,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -171,6 +171,7 @@ class Outcome:
     decisions: list[dict[str, Any]]
     watch_cpu_s: float = 0.0  # the watch process's user + system CPU seconds
     watch_rss_kb: int = 0  # its peak resident memory
+    suspects: list[str] = field(default_factory=list)  # named by its scans, collision on
 
     @property
     def gain(self) -> float:
@@ -282,4 +283,12 @@ def trial(bed: Testbed, workdir: Path, steady_s: float, every_s: float = 5.0) ->
         decisions=[e for _, e in decided],
         watch_cpu_s=cpu_s,
         watch_rss_kb=rss_kb,
+        suspects=sorted(
+            {
+                str(x.get("element"))
+                for t, e in (watch.lines if watch else [])
+                if e.get("event") == "round" and t <= (balanced or deadline)
+                for x in e.get("suspects") or []
+            }
+        ),
     )

@@ -186,11 +186,11 @@ class Outcome:
                                                     strict=True))  # fmt: skip
 
 
-def _intervals(report: dict[str, Any]) -> list[tuple[float, float]]:
+def iperf_intervals(report: dict[str, Any]) -> list[tuple[float, float]]:
     return [(i["sum"]["end"], i["sum"]["bits_per_second"] / 1e6) for i in report["intervals"]]
 
 
-def _mean_between(spans: list[tuple[float, float]], lo: float, hi: float) -> float:
+def mean_between(spans: list[tuple[float, float]], lo: float, hi: float) -> float:
     inside = [r for t, r in spans if lo < t <= hi]
     return statistics.fmean(inside) if inside else 0.0
 
@@ -263,14 +263,14 @@ def trial(bed: Testbed, workdir: Path, steady_s: float, every_s: float = 5.0) ->
                 p.kill()
                 p.wait()
         sampler.stop()
-    spans = [_intervals(r or {"intervals": []}) for r in reports]
+    spans = [iperf_intervals(r or {"intervals": []}) for r in reports]
     decided = watch.decisions() if watch else []
     acted = [t for t, e in decided if e.get("verb") == "acted"]
     started = [t for t, e in decided if e.get("verb") == "act"]
     return Outcome(
-        before_mbit=[_mean_between(s, 2.0, BEFORE_S) for s in spans],
+        before_mbit=[mean_between(s, 2.0, BEFORE_S) for s in spans],
         after_mbit=[
-            _mean_between(s, steady_from - start, steady_from - start + steady_s) for s in spans
+            mean_between(s, steady_from - start, steady_from - start + steady_s) for s in spans
         ],
         ratio_before=max_over_mean(sampler.rates(start + 2.0, watch_at)),
         ratio_after=max_over_mean(sampler.rates(steady_from, steady_from + steady_s)),

@@ -15,10 +15,10 @@ from tests.testbed.collision import (
     SETTLE_S,
     SPINE,
     LinkSampler,
-    _intervals,
-    _mean_between,
     interrupted,
+    iperf_intervals,
     max_over_mean,
+    mean_between,
 )
 from tests.testbed.workload import cwctl, iperf_client, iperf_server, ports_on
 
@@ -62,11 +62,11 @@ def routed_around(
                 p.kill()
                 p.wait()
         sampler.stop()
-    spans = [_intervals(r or {"intervals": []}) for r in reports]
+    spans = [iperf_intervals(r or {"intervals": []}) for r in reports]
     lo = applied + SETTLE_S - start
     return (
-        [_mean_between(s, 2.0, moved_at - start) for s in spans],
-        [_mean_between(s, lo, lo + AFTER_S) for s in spans],
+        [mean_between(s, 2.0, moved_at - start) for s in spans],
+        [mean_between(s, lo, lo + AFTER_S) for s in spans],
         max_over_mean(sampler.rates(start + 2.0, moved_at)),
         max_over_mean(sampler.rates(applied + SETTLE_S, applied + SETTLE_S + AFTER_S)),
     )

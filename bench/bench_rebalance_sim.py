@@ -12,17 +12,21 @@ current and 16 candidate wire ports of each, both ways; it plans with
 flow on its planned port with the simulator's secret hash and measures each leaf's
 uplinks (``actions.simbalance``). Columns:
 
-- ``ECMP``, ``cwctl``: max/mean load of a leaf's uplinks, the mean over leaves and the
-  worst leaf (true loads);
-- ``bound``: the same for a lower bound, per leaf max(1, its biggest flow / its mean);
+- ``up``: max/mean load of each leaf's uplinks, the mean over leaves and the worst leaf
+  (true loads), under ECMP and after cwctl's plan; ``down`` the same for the links from
+  the spines into each leaf (a flow's spine picks both, so a plan must mind both);
+- ``bound``: what no choice of ports does better than, per leaf (whole flows on ``m``
+  links: the max is at least the mean, the biggest flow, and the m-th plus the
+  (m+1)-th biggest); it ignores that each flow has only its traced ports;
 - ``moved``: flows moved (of the elephants cwctl could balance) and their bit/s (of all);
 - ``rules/host``: nft map entries the paired translation installs per host (two per
   moved flow at each end), the mean over hosts with any and the most;
-- ``traces/host``: tuples each host traces (its flows' current and candidate ports);
+- ``traces``: tuples traced per host with flows (each direction of every flow's current
+  and candidate ports);
 - ``plan s``: CPU seconds to build the core's input and plan.
 
 Then, on the 1 000-host scattered case, what each knob trades. Deterministic by seed
-(but the CPU seconds). Run: ``.venv/bin/python -m bench rebalance_sim`` (about 40 s of
+(but the CPU seconds). Run: ``.venv/bin/python -m bench rebalance_sim`` (about 30 s of
 CPU).
 """
 
@@ -33,7 +37,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from cwctl.actions.simbalance import SimRebalance, run
+from cwctl.actions.simbalance import Links, SimRebalance, run
 from cwctl.jobs.simjobs import sim_jobs
 from cwctl.sim.flows import JobFlow, job_flows, scattered
 from cwctl.sim.model import FabricModel
@@ -69,30 +73,31 @@ def spread(ratios: Sequence[float]) -> str:
     return f"{statistics.mean(ratios):.2f}/{max(ratios):.2f}"
 
 
+def columns(links: Links) -> str:
+    return " ".join(f"{spread(links.ratios(w)):>10}" for w in ("before", "bound", "after"))
+
+
 def row(r: SimRebalance, flows: Sequence[JobFlow]) -> str:
-    loaded = [i for i, g in enumerate(r.truth_before) if g.mean > 0]
-    before = [r.truth_before[i].ratio for i in loaded]
-    after = [r.truth_after[i].ratio for i in loaded]
-    bound = [r.bound[i] for i in loaded]
     total = sum(f.bps for f in flows)
     rules = list(r.rules.values()) or [0]
-    senders = len({f.src for f in flows} | {f.dst for f in flows})
+    hosts = len({f.src for f in flows} | {f.dst for f in flows})
     return (
-        f"{spread(before):>10} {spread(bound):>10} {spread(after):>10}"
-        f" {len(r.plan.moves):>5}/{r.elephants:<5} {r.moved_bps_true / 1e9:>7.0f} Gb/s"
+        f"{columns(r.up)} {columns(r.down)}"
+        f" {len(r.plan.moves):>5}/{r.elephants:<5} {r.moved_bps_true / 1e9:>6.0f} Gb/s"
         f" {100 * r.moved_bps_true / total:>3.0f} % {statistics.mean(rules):>5.1f}/{max(rules):<3}"
-        f" {r.traces / senders:>8.0f} {r.plan_s:>7.2f}"
+        f" {r.traces / hosts:>6.0f} {r.plan_s:>6.2f}"
     )
 
 
 HEADER = (
-    f"{'ECMP':>10} {'bound':>10} {'cwctl':>10} {'moved':>11} {'bit/s moved':>16}"
-    f" {'rules/host':>10} {'traces/host':>11} {'plan s':>7}"
+    f"{'up: ECMP':>10} {'bound':>10} {'cwctl':>10} {'down: ECMP':>10} {'bound':>10} {'cwctl':>10}"
+    f" {'moved':>11} {'bit/s moved':>15} {'rules/host':>10} {'traces':>6} {'plan s':>6}"
 )
 
 
 def main(argv: list[str] | None = None) -> None:
-    print("leaf uplinks' max/mean load: mean over leaves / worst leaf (true loads)")
+    print("max/mean load of each leaf's uplinks (up) and of the links into it (down):")
+    print("the mean over the leaves whose links carry data / the worst leaf, true loads")
     print(f"{'hosts':>5} {'spines':>6} {'jobs':>4} {'placement':>9} {'flows':>5} " + HEADER)
     for hosts, spines, jobs, placement in CASES:
         model, flows = fabric(hosts, spines, jobs, placement)

@@ -166,8 +166,8 @@ def _problem(
 
 
 class _State:
-    """The loads of a choice, the flows on each element, and per group its sum, its term
-    of phi, its max/mean and a version that changes with its loads."""
+    """The loads of a choice, the flows on each element, and per group its term of phi,
+    its max/mean and a version that changes with its loads."""
 
     def __init__(self, pb: _Problem) -> None:
         self.pb = pb
@@ -182,7 +182,8 @@ class _State:
         self.phi_g, self.ratio_g, self.version = [0.0] * n, [1.0] * n, [0] * n
         for gi in range(n):
             self.phi_g[gi], self.ratio_g[gi] = self.term(gi)
-        self.failed: dict[str, tuple[tuple[int, int], ...]] = {}  # element -> versions seen
+        # element -> what its last fruitless search saw (``_best_move``)
+        self.failed: dict[str, tuple[tuple[int, float], ...]] = {}
 
     def term(self, gi: int, change: Mapping[str, float] | None = None) -> tuple[float, float]:
         """Group ``gi``'s term of phi and its max/mean, with ``change`` added to loads."""
@@ -277,7 +278,7 @@ def _best_move(st: _State, element: str, min_gain: float, ceiling: float) -> tup
     elements = {el for i in flows for p in pb.allowed[i] for el in pb.flows[i].options[p]}
     # what a verdict rests on: the groups' versions, the loads of capped elements outside
     seen = tuple((gi, st.version[gi]) for gi in st.touched(elements)) + tuple(
-        (-1, hash(st.load.get(el, 0.0)))
+        (-1, st.load.get(el, 0.0))
         for el in sorted(elements)
         if el in pb.capacity and el not in pb.groups_of
     )
@@ -331,7 +332,8 @@ def _why(st: _State, gi: int, ratio: float) -> Unbalanced:
     if not free:
         detail = f"none of the {len(on)} flow(s) on {hottest} has a traced port off it"
         return Unbalanced(g, ratio, NO_ENTROPY, detail)
-    detail = f"every move off {hottest} overloads another link or gains too little"
+    detail = (f"every move off {hottest} overloads a link, lifts another group above the "
+              "worst, or gains too little")  # fmt: skip
     return Unbalanced(g, ratio, NO_GAIN, detail)
 
 

@@ -45,6 +45,23 @@ RATE_NOISE = 0.05  # relative error of a measured rate (sd)
 
 
 @dataclass(frozen=True)
+class Links:
+    """One direction of every leaf's parallel links, by the truth."""
+
+    before: tuple[GroupLoad, ...]  # with ECMP's ports
+    after: tuple[GroupLoad, ...]  # with the plan's ports
+    bound: tuple[float, ...]  # per leaf: no choice of ports gets its max/mean below this
+    data: tuple[bool, ...]  # per leaf: a job's data crosses them (else acks or nothing)
+
+    def ratios(self, when: str) -> list[float]:
+        """``before``, ``after`` or ``bound``: the max/mean of each leaf carrying data."""
+        if when == "bound":
+            return [b for b, d in zip(self.bound, self.data, strict=True) if d]
+        groups = self.before if when == "before" else self.after
+        return [g.ratio for g, d in zip(groups, self.data, strict=True) if d]
+
+
+@dataclass(frozen=True)
 class SimRebalance:
     """One rebalancing on the simulated fabric: the plan and the truth around it."""
 
@@ -53,9 +70,8 @@ class SimRebalance:
     flows: int  # all connections of the jobs
     traces: int  # tuples traced (each direction of the current and candidate ports)
     plan_s: float  # CPU seconds: building the core's input and planning
-    truth_before: tuple[GroupLoad, ...]  # each leaf's uplinks, true loads, ECMP's ports
-    truth_after: tuple[GroupLoad, ...]  # the same with the plan's ports
-    bound: tuple[float, ...]  # per leaf: no choice of ports gets its max/mean below this
+    up: Links  # each leaf's uplinks
+    down: Links  # the links into each leaf from its spines
     rules: Mapping[str, int]  # nft map entries per host the moves need
     moved_bps_true: float  # the true rate of the moved flows
 
@@ -118,43 +134,63 @@ def plan_sim(
     return plan, elephants, 2 * sum(len(t) for t in traced.values())
 
 
-def uplink_groups(model: FabricModel) -> tuple[list[str], list[tuple[str, ...]]]:
-    """The leaves with more than one uplink, and each one's uplinks (``leaf>spine``)."""
+def link_groups(
+    model: FabricModel, *, down: bool = False
+) -> tuple[list[str], list[tuple[str, ...]]]:
+    """The leaves with more than one uplink, and each one's uplinks (``leaf>spine``), or
+    with ``down`` the links into it from its spines (``spine>leaf``)."""
     fabric = model.fabric
     pairs = [
-        (leaf, tuple(directed(leaf, fabric.spines[s]) for s in ups))
+        (
+            leaf,
+            tuple(
+                directed(*((s, leaf) if down else (leaf, s)))
+                for s in map(fabric.spines.__getitem__, ups)
+            ),
+        )
         for leaf, ups in zip(fabric.leaves, fabric.uplinks, strict=True)
         if len(ups) > 1
     ]
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
-def uplink_loads(
-    model: FabricModel, load: Mapping[tuple[str, str], float]
+def link_truth(
+    model: FabricModel, load: Mapping[tuple[str, str], float], *, down: bool = False
 ) -> tuple[GroupLoad, ...]:
-    """Each leaf's uplinks, from true loads keyed (sender, receiver)."""
+    """Each leaf's uplinks (or downlinks), from true loads keyed (sender, receiver)."""
     named = {directed(a, b): v for (a, b), v in load.items()}
-    return group_loads(named, uplink_groups(model)[1])
+    return group_loads(named, link_groups(model, down=down)[1])
 
 
-def uplink_bound(
-    model: FabricModel, flows: Sequence[JobFlow], loads: Sequence[GroupLoad]
-) -> tuple[float, ...]:
-    """A lower bound of each leaf's uplinks' max/mean under any choice of ports:
-    max(1, its biggest flow going up / the mean), true rates."""
+def links(
+    model: FabricModel,
+    flows: Sequence[JobFlow],
+    before: Mapping[tuple[str, str], float],
+    after: Mapping[tuple[str, str], float],
+    *,
+    down: bool = False,
+) -> Links:
+    """The truth of each leaf's uplinks (or downlinks) before and after, with a bound:
+    whole flows on ``m`` links put at least max(mean, the biggest, the m-th + (m+1)-th
+    biggest) on one (the makespan bound); it ignores that a flow has only its traced
+    ports, and counts only data (the acknowledgements only raise the max)."""
     fabric = model.fabric
     leaf = dict(
         zip(fabric.hosts, [fabric.leaves[i] for i in fabric.host_leaf.tolist()], strict=True)
     )
-    top: dict[str, float] = {}
+    rates: dict[str, list[float]] = {}
     for f in flows:
         if leaf[f.src] != leaf[f.dst]:
-            top[leaf[f.src]] = max(top.get(leaf[f.src], 0.0), f.bps)
-    leaves = uplink_groups(model)[0]
-    return tuple(
-        max(1.0, top.get(name, 0.0) / g.mean) if g.mean > 0 else 1.0
-        for name, g in zip(leaves, loads, strict=True)
-    )
+            rates.setdefault(leaf[f.dst] if down else leaf[f.src], []).append(f.bps)
+    names, _ = link_groups(model, down=down)
+    ecmp = link_truth(model, before, down=down)
+    least = []
+    for name, g in zip(names, ecmp, strict=True):
+        r, m = sorted(rates.get(name, []), reverse=True), len(g.group)
+        top = max([g.mean, *r[:1], *([r[m - 1] + r[m]] if len(r) > m else [])])
+        least.append(top / g.mean if g.mean > 0 else 1.0)
+    return Links(ecmp, link_truth(model, after, down=down), tuple(least),
+                 tuple(name in rates for name in names))  # fmt: skip
 
 
 def run(
@@ -175,7 +211,7 @@ def run(
     ids = [flow_id(as_flow(f)) for f in flows]
     wire = [plan.moves.get(i, f.sport) for i, f in zip(ids, flows, strict=True)]
     address = {h: a[0] for h, a in model.addresses.host_addresses(model.fabric).items()}
-    before = uplink_loads(model, link_loads(model, flows))
+    ecmp, after = link_loads(model, flows), link_loads(model, flows, wire)
     moves = [Move(as_flow(f), w) for f, w in zip(flows, wire, strict=True) if w != f.sport]
     return SimRebalance(
         plan=plan,
@@ -183,9 +219,8 @@ def run(
         flows=len(flows),
         traces=traces,
         plan_s=plan_s,
-        truth_before=before,
-        truth_after=uplink_loads(model, link_loads(model, flows, wire)),
-        bound=uplink_bound(model, flows, before),
+        up=links(model, flows, ecmp, after),
+        down=links(model, flows, ecmp, after, down=True),
         rules=rules_per_host(moves, address),
         moved_bps_true=sum(f.bps for f, w in zip(flows, wire, strict=True) if w != f.sport),
     )

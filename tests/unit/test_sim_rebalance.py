@@ -72,18 +72,19 @@ def test_a_silent_spine_answers_no_trace() -> None:
 def test_rebalanced_uplinks_are_better_than_ecmp_by_the_truth(fabric: Fabric) -> None:
     model, flows = fabric
     r = simbalance.run(model, flows, seed=SEED, noise=0.0)
-    before = [g.ratio for g in r.truth_before if g.mean > 0]
-    after = [g.ratio for g in r.truth_after if g.mean > 0]
+    before, after = r.up.ratios("before"), r.up.ratios("after")
     assert sum(after) < sum(before) and max(after) <= max(before)
     assert max(before) > 1.5  # ECMP collides here: there is something to fix
+    assert sum(r.down.ratios("after")) < sum(r.down.ratios("before"))
+    assert all(r.up.data) and len(after) == len(r.up.after) == 8
     # within the target wherever the flows allow it (the plan names the rest, and why)
     named = {u.group for u in r.plan.unbalanced}
-    for g in r.truth_after:
+    for g in r.up.after:
         if g.group not in named:
             assert g.ratio <= DEFAULT_TARGET + 1e-9, g
     # exact rates: what the planner believed is what the fabric carries
     true = link_loads(model, flows, _wire(r, flows))
-    for g in r.truth_after:
+    for g in r.up.after:
         for el in g.group:
             leaf, _, spine = el.partition(">")
             assert r.plan.after.get(el, 0.0) == pytest.approx(true.get((leaf, spine), 0.0))
@@ -113,13 +114,26 @@ def test_the_same_seed_gives_the_same_plan_and_noise_is_seeded(fabric: Fabric) -
     model, flows = fabric
     a = simbalance.run(model, flows, seed=SEED)
     b = simbalance.run(model, flows, seed=SEED)
-    assert a.plan.moves == b.plan.moves and a.truth_after == b.truth_after
+    assert a.plan.moves == b.plan.moves and a.up == b.up
     seen = observe(flows, seed=SEED, noise=0.05)
     assert [f.sport for f in seen] == [f.sport for f in flows]
     assert seen != flows and seen == observe(flows, seed=SEED, noise=0.05)
 
 
-def test_uplink_names_are_the_cores(fabric: Fabric) -> None:
-    model, _ = fabric
-    leaves, groups = simbalance.uplink_groups(model)
+def test_link_names_are_the_cores_and_the_bound_holds(fabric: Fabric) -> None:
+    model, flows = fabric
+    leaves, groups = simbalance.link_groups(model)
     assert groups[0] == tuple(directed(leaves[0], s) for s in model.fabric.spines)
+    _, downs = simbalance.link_groups(model, down=True)
+    assert downs[0] == tuple(directed(s, leaves[0]) for s in model.fabric.spines)
+    r = simbalance.run(model, flows, seed=SEED)
+    for side in (r.up, r.down):
+        for after, least in zip(side.after, side.bound, strict=True):
+            assert after.ratio >= least - 1e-9
+    # 4 connections over 8 uplinks: the mean is half a flow, so the max is twice it
+    wide = FabricModel.leaf_spine(4, 2, 8, seed=SEED)
+    pair = job_flows([("gpu-001", "gpu-003")], seed=SEED)
+    r = simbalance.run(wide, pair, seed=SEED)
+    assert r.up.bound[0] == pytest.approx(2.0) and r.up.after[0].ratio >= r.up.bound[0]
+    assert r.up.data == (True, False)  # leaf2 sends only acknowledgements up
+    assert {u.reason for u in r.plan.unbalanced} == {"one flow too big"}

@@ -253,7 +253,7 @@ async def plan_moves(
     )
     keys = sorted(current)
     moves = _assign(crossing, pools)
-    _check_room(moves)
+    check_room(moves)
     table = steer.table_name(plan.id)
     syn_pools = {k: p[:spare] for k, p in pools.items() if len(p) >= sp.MIN_PORTS}
     plan.steering = {
@@ -329,7 +329,7 @@ def _assign(crossing: list[Flow], pools: dict[sp.Key, list[int]]) -> list[Move]:
     return moves
 
 
-def _check_room(moves: list[Move]) -> None:
+def check_room(moves: list[Move]) -> None:
     count: dict[str, int] = defaultdict(int)
     for m in moves:
         count[m.flow.host] += 1

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from cwctl import settings
-from cwctl.actions import prior
+from cwctl.actions import prior, rebalance
 from cwctl.actions.drainreason import DEFAULT_REASON
 from cwctl.actions.executor import (
     ROLLBACK_FAILED,
@@ -49,6 +49,7 @@ from cwctl.actions.jobs import plan_read, with_jobs
 from cwctl.actions.journal import ActionLock, Journal, acting_user
 from cwctl.actions.plan import ActionPlan, with_sudo
 from cwctl.actions.planner import plan_drain, plan_reroute, plan_resume
+from cwctl.actions.rebalance import RebalanceOptions
 from cwctl.actions.runners import Runner
 from cwctl.actions.simulated import SimTarget, catch_up
 from cwctl.actions.steer import verify_steering
@@ -59,8 +60,9 @@ from cwctl.request import ScanRequest, SimOptions
 from cwctl.sim.model import FabricModel
 
 # "steer": a reroute by source port at the hosts (``reroute --at hosts``, steer.py);
-# its options' ``steer`` says which ports (none needed on the simulator)
-Kind = Literal["reroute", "steer", "drain", "resume"]
+# its options' ``steer`` says which ports (none needed on the simulator); "rebalance":
+# colliding elephant flows spread over the spines (rebalance.py, its options ``balance``)
+Kind = Literal["reroute", "steer", "drain", "resume", "rebalance"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ class Ask:
     # them): after applying, the job's pace is judged beside the fabric's (jobcheck.py)
     job_log: str | None = None
     job_wait_s: float = JOB_WAIT_S
+    balance: RebalanceOptions | None = None  # rebalance: target, min gain, avoid, pinned
 
 
 class StalePlan(CwctlError):
@@ -262,6 +265,16 @@ class ActionSession:
         return with_sudo(plan) if ask.sudo else plan
 
     async def _plan(self, ask: Ask) -> ActionPlan:
+        if ask.kind == "rebalance":
+            if self.target.inventory is None:
+                raise InputError(
+                    "rebalance reads the hosts' socket tables: give an inventory (-i), not --sim"
+                )
+            spread = replace(ask.balance or RebalanceOptions(), sudo=ask.sudo)
+            context = self.target.context()
+            return await rebalance.plan_rebalance(
+                self.target.inventory, self.runner, spread, context
+            )
         if ask.kind in ("reroute", "steer"):
             options = ask.options
             if ask.kind == "steer":
@@ -360,6 +373,8 @@ class ActionSession:
         ports traced again both ways (a scan's probes are not steered); anything else, and
         steering on the simulator: a rescan of the same hosts or model."""
         inventory = self.target.inventory
+        if inventory is not None and plan.kind == "rebalance":  # the uplinks' loads again
+            return await rebalance.verify(plan, inventory, self.runner)
         if inventory is not None and (plan.steering.get("pools") or plan.steering.get("moves")):
             return await verify_steering(plan, inventory, self.runner)
         return await verify(self.target, plan.element, duration_s=duration_s)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from cwctl.cli import scan  # noqa: F401
 from cwctl.cli import tui  # noqa: F401
 from cwctl.cli import actions  # noqa: F401
+from cwctl.cli import rebalance  # noqa: F401
 from cwctl.cli import jobenv  # noqa: F401
 from cwctl.cli import sim  # noqa: F401
 from cwctl.cli import sync  # noqa: F401

@@ -22,7 +22,12 @@ ApplyOpt = Annotated[
 ]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 VerifyOpt = Annotated[
-    bool, typer.Option("--verify", help="After applying, rescan: exit 3 if the suspect remains.")
+    bool,
+    typer.Option(
+        "--verify",
+        help="After applying, check that it took (a rescan for the suspect; steered ports "
+        "traced again; uplink loads measured again): exit 3 if not.",
+    ),
 ]
 
 
@@ -235,12 +240,13 @@ def reroute(
         )
         request = build_request(flags)
         ask = Ask("reroute", element, options=options, sudo=sudo, job_log=job_log)
-        return _carry_out(request, ask, act)
+        return carry_out(request, ask, act)
 
     raise typer.Exit(run_guarded(body))
 
 
-def _carry_out(request: Any, ask: Any, flags: ActionFlags) -> int:
+def carry_out(request: Any, ask: Any, flags: ActionFlags) -> int:
+    """Plan ``ask`` on ``request``'s fabric and carry it out as the action flags say."""
     import asyncio  # lazy: `cwctl --help` need not load it
 
     from cwctl.actions.shell import act
@@ -290,7 +296,7 @@ def drain(
         from cwctl.actions.session import Ask
 
         ask = Ask("drain", host, reason=reason, evict=evict, sudo=act.sudo, suspect=suspect)
-        return _carry_out(build_request(flags), ask, act)
+        return carry_out(build_request(flags), ask, act)
 
     raise typer.Exit(run_guarded(body))
 
@@ -319,7 +325,7 @@ def resume(
         from cwctl.actions.session import Ask
 
         ask = Ask("resume", host, sudo=act.sudo)
-        return _carry_out(build_request(flags), ask, act)
+        return carry_out(build_request(flags), ask, act)
 
     raise typer.Exit(run_guarded(body))
 

@@ -20,7 +20,7 @@ from cwctl.actions.session import ActionSession, Ask
 from cwctl.actions.steer import SteerOptions
 from cwctl.errors import CwctlError
 
-ActionKind = Literal["reroute", "drain"]
+ActionKind = Literal["reroute", "drain", "rebalance"]
 
 
 @dataclass(frozen=True)
@@ -46,12 +46,14 @@ def unavailable(kind: ActionKind, target: str, why: str) -> PlannedAction:
     asked = {
         "reroute": f"reroute traffic around {target}",
         "drain": f"drain {target} from the scheduler",
+        "rebalance": "spread colliding flows over the leaves' uplinks",
     }[kind]
     text = (
         f"Actions are unavailable: {why}.\n"
         "Nothing will be applied.\n\n"
         f"What was asked: {asked}.\n"
-        f"From a shell: cwctl {kind} {target}  (prints the plan; --apply carries it out)"
+        f"From a shell: cwctl {kind}{'' if kind == 'rebalance' else ' ' + target}  "
+        "(prints the plan; --apply carries it out)"
     )
     return PlannedAction(kind, target, f"{kind} {target}: unavailable", text, None)
 

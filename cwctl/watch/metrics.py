@@ -15,12 +15,18 @@ by the fabric), then the scan's health and the decisions' counts:
 ``cwctl_watch_errors_total{kind}``                 scan, action, reload, journal errors
 ``cwctl_watch_acted_on{element,action}``           1 per element an action now steers round
 ``cwctl_watch_policy_dry_run``                     1 dry run, 0 acting, absent: no policy
+``cwctl_uplink_load_bps{link,group}``              per directed leaf-spine link: the load
+                                                   the hosts' flows put on it ([rebalance])
+``cwctl_uplink_elephants{link,group}``             the elephant flows on it
+``cwctl_uplink_queueing_p50_seconds{link,group}``  their sockets' median RTT excess
+``cwctl_uplink_probe_queueing_p50_seconds{link,group}``  the probes' through it (a scan's)
+``cwctl_uplink_max_over_mean{group}``              a leaf's busiest link over its mean
 ``process_*``                                      the watch process's CPU, memory, descriptors
 
 Served at ``/metrics`` by ``serve`` (``httpd``: a capped, time-limited server, in a thread)
 and written atomically for node_exporter's textfile collector by ``write_textfile``.
 Labels are bounded: verbs, codes, kinds, outcomes are fixed words; elements only those
-acted on.
+acted on; links the fabric's directed leaf-spine links (never a flow).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import ProcessCollector, write_to_textfile
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -58,6 +65,7 @@ class WatchMetrics(Collector):
         self.errors: Counter[str] = Counter()
         self.acted_on: dict[str, str] = {}
         self.dry_run: bool | None = None
+        self.uplinks: dict[str, Any] = {}
 
     def round_done(
         self, snapshot: FabricSnapshot | None, *, finished_s: float, duration_s: float
@@ -95,6 +103,11 @@ class WatchMetrics(Collector):
             self.acted_on = dict(acted_on)
             self.dry_run = dry_run
 
+    def set_uplinks(self, uplink_load: dict[str, Any]) -> None:
+        """The latest measurement of the uplinks (``rebalance``'s ``uplink_load``)."""
+        with self._lock:
+            self.uplinks = dict(uplink_load)
+
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             snapshot = self._snapshot
@@ -102,6 +115,7 @@ class WatchMetrics(Collector):
             suspects, decisions = Counter(self.suspects), Counter(self.decisions)
             actions, errors = Counter(self.actions), Counter(self.errors)
             acted_on, dry_run = dict(self.acted_on), self.dry_run
+            uplinks = dict(self.uplinks)
         if snapshot is not None:
             yield from snapshot.collect()
         yield _counter(
@@ -169,6 +183,52 @@ class WatchMetrics(Collector):
                 [],
                 [([], 1 if dry_run else 0)],
             )
+        if uplinks:
+            yield from uplink_families(uplinks)
+
+
+def uplink_families(uplinks: dict[str, Any]) -> Iterator[Metric]:
+    """Per directed leaf-spine link (bounded by the fabric, never per flow)."""
+    links = uplinks.get("links") or []
+    keys = [[str(r["link"]), str(r["group"])] for r in links]
+    yield _gauge(
+        "cwctl_uplink_load_bps",
+        "Load the hosts' flows put on each directed leaf-spine link (bits per second).",
+        ["link", "group"],
+        [(k, float(r["load_bps"])) for k, r in zip(keys, links, strict=True)],
+    )
+    yield _gauge(
+        "cwctl_uplink_elephants",
+        "Elephant flows on each directed leaf-spine link.",
+        ["link", "group"],
+        [(k, float(r["elephants"])) for k, r in zip(keys, links, strict=True)],
+    )
+    yield _gauge(
+        "cwctl_uplink_queueing_p50_seconds",
+        "Median smoothed RTT minus minimum RTT of the flows on each link (their queueing).",
+        ["link", "group"],
+        [
+            (k, float(r["queueing_p50_us"]) / 1e6)
+            for k, r in zip(keys, links, strict=True)
+            if r.get("queueing_p50_us") is not None
+        ],
+    )
+    yield _gauge(
+        "cwctl_uplink_probe_queueing_p50_seconds",
+        "Median queueing (p50 minus floor) of the probe flows whose path crosses each link.",
+        ["link", "group"],
+        [
+            (k, float(r["probe_queueing_p50_us"]) / 1e6)
+            for k, r in zip(keys, links, strict=True)
+            if r.get("probe_queueing_p50_us") is not None
+        ],
+    )
+    yield _gauge(
+        "cwctl_uplink_max_over_mean",
+        "Per leaf and direction: its busiest link's load over its links' mean.",
+        ["group"],
+        [([str(g)], float(v)) for g, v in sorted((uplinks.get("max_over_mean") or {}).items())],
+    )
 
 
 Samples = list[tuple[list[str], float]]

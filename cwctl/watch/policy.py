@@ -22,6 +22,13 @@ together in one ``PolicyError`` (the inventory's shape, ``cwctl.tomlcheck``).
     action = "reroute"       # reroute | steer | drain
     match = ["leaf*-spine*"] # optional: shell patterns over the element's name
 
+    [rebalance]              # present: colliding elephant flows are spread (rebalance.py)
+    target = 1.2             # balanced: each leaf's busiest link within this of the mean
+    min_gain = 0.1           # no move unless max/mean falls by at least this
+    flow_hold_s = 600        # a flow moved is not moved again for this long
+    every_s = 30             # the uplinks measured at most this often
+    interval_s = 2           # the socket counters' window
+
 docs/watch.md describes every key; ``docs/watch-policy.example.toml`` shows them all.
 """
 
@@ -35,6 +42,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from cwctl import tomlfile
+from cwctl.actions.rebalance import MIN_GAIN, TARGET
+from cwctl.actions.uplinkload import INTERVAL_S, MAX_INTERVAL_S
 from cwctl.errors import InputError
 from cwctl.tomlcheck import TomlChecker
 
@@ -56,7 +65,12 @@ MAX_PER_HOUR: Final = 4
 HOLD_S: Final = 600.0
 RESTORE: Final = True
 
-_TOP_KEYS = ("dry_run", "protect", "act", "allow")
+# [rebalance]'s defaults (target, min_gain and interval_s: the action's own)
+FLOW_HOLD_S: Final = 600.0
+EVERY_S: Final = 30.0
+
+_TOP_KEYS = ("dry_run", "protect", "act", "allow", "rebalance")
+_REBALANCE_KEYS = ("target", "min_gain", "flow_hold_s", "every_s", "interval_s")
 _ACT_KEYS = ("rounds", "min_score", "max_per_hour", "hold_s", "restore", "job_log")
 _ALLOW_KEYS = ("kind", "action", "match")
 _PATTERN = re.compile(r"^[A-Za-z0-9_*?\[\]/.!-]+$")
@@ -87,6 +101,17 @@ class Allow:
 
 
 @dataclass(frozen=True)
+class Rebalancing:
+    """``[rebalance]``: the watch spreads colliding elephant flows, within guard rails."""
+
+    target: float = TARGET
+    min_gain: float = MIN_GAIN
+    flow_hold_s: float = FLOW_HOLD_S  # at most one move per flow in this long
+    every_s: float = EVERY_S  # at most one measurement (and plan) in this long
+    interval_s: float = INTERVAL_S
+
+
+@dataclass(frozen=True)
 class Policy:
     """What the watch may do on its own; ``Policy()`` allows nothing."""
 
@@ -99,6 +124,7 @@ class Policy:
     job_log: str | None = None  # the job's step logs on the hosts (cwctl.jobs.stephook)
     allow: tuple[Allow, ...] = ()
     protect: tuple[str, ...] = ()  # job marks a plan may not touch (cwctl.jobs.affected)
+    rebalance: Rebalancing | None = None  # None: no [rebalance], flows are never spread
     path: Path | None = field(default=None, compare=False)
 
     def action_for(self, kind: str, element: str) -> str | None:
@@ -134,6 +160,7 @@ def parse_policy(text: str, *, label: str = "policy") -> Policy:
     protect = c.names(
         doc, "", "protect", _PROTECT, "a job mark: comment[=TEXT], qos[=NAME], label:KEY[=VALUE]"
     )
+    rebalance = _rebalance(c, doc)
     if c.problems:
         raise PolicyError(c.problems)
     return Policy(
@@ -146,7 +173,31 @@ def parse_policy(text: str, *, label: str = "policy") -> Policy:
         job_log=job_log if isinstance(job_log, str) else None,
         allow=tuple(a for a in allow if a is not None),
         protect=tuple(protect or ()),
+        rebalance=rebalance,
     )
+
+
+def _rebalance(c: TomlChecker, doc: Mapping[str, Any]) -> Rebalancing | None:
+    if "rebalance" not in doc:
+        return None
+    t = c.table(doc, "rebalance")
+    c.unknown_keys(t, "rebalance", _REBALANCE_KEYS)
+    target = c.positive(t, "rebalance", "target")
+    if target is not None and target < 1:
+        c.problem("rebalance.target", f"must be at least 1 (max/mean), not {target:g}")
+        target = None
+    min_gain = c.positive(t, "rebalance", "min_gain")
+    if min_gain is not None and min_gain >= (target or TARGET):
+        c.problem("rebalance.min_gain", f"must be under the target, not {min_gain:g}")
+        min_gain = None
+    got = {
+        "target": target,
+        "min_gain": min_gain,
+        "flow_hold_s": c.positive(t, "rebalance", "flow_hold_s"),
+        "every_s": c.positive(t, "rebalance", "every_s"),
+        "interval_s": c.positive(t, "rebalance", "interval_s", MAX_INTERVAL_S),
+    }
+    return Rebalancing(**{k: v for k, v in got.items() if v is not None})
 
 
 def _score(c: TomlChecker, act: Mapping[str, Any]) -> float | None:

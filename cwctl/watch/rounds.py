@@ -33,6 +33,7 @@ from cwctl.watch.act import Done, WatchTarget, act, left_behind, restore, undo_i
 from cwctl.watch.decide import Decider, Decision, seen_in
 from cwctl.watch.metrics import WatchMetrics
 from cwctl.watch.policy import Policy, load_policy
+from cwctl.watch.rebalancing import Rebalancer
 
 Log = Callable[[dict[str, Any]], None]
 SCAN_ERRORS = (CwctlError, OSError, TimeoutError)
@@ -57,6 +58,8 @@ class Watch:
         self.log: Log = log or (lambda _: None)
         self.clock, self.wall = clock, wall
         self.decider = Decider(policy) if policy is not None else None
+        self.rebalancer: Rebalancer | None = None
+        self._rebalancing(policy)
         self._fabric = fabric
         self.rounds = 0
         self._interrupted: list[tuple[dict[str, str], str]] = []  # for take_up
@@ -109,8 +112,24 @@ class Watch:
         if todo is not None:
             outcome = await self._carry_out(todo)
             decisions.append(outcome)
+        elif self.rebalancer is not None and self.rebalancer.due(self.clock()):
+            learnt = getattr(getattr(self.session.source, "paths", None), "paths", None)
+            decisions += await self.rebalancer.round(
+                self.clock(), self.fabric, snapshot, self.clock, self._say, learnt
+            )
+            self.metrics.set_uplinks(self.rebalancer.uplink_load)
         self._publish_state()
         return decisions
+
+    def _rebalancing(self, policy: Policy | None) -> None:
+        """The policy's ``[rebalance]`` (its moves remembered across a reload)."""
+        rules = policy.rebalance if policy is not None else None
+        if rules is None or policy is None:
+            self.rebalancer = None
+        elif self.rebalancer is None:
+            self.rebalancer = Rebalancer(rules, policy.dry_run)
+        else:
+            self.rebalancer.rules, self.rebalancer.dry_run = rules, policy.dry_run
 
     async def round(self) -> FabricSnapshot | None:
         await self.take_up()
@@ -219,6 +238,7 @@ class Watch:
             else:
                 assert self.decider is not None
                 self.decider.policy = fresh
+                self._rebalancing(fresh)
                 self._publish_state()
                 self.log(
                     {"event": "reload", "what": "policy", "path": str(policy.path), "ok": True}

@@ -102,6 +102,20 @@ PAGES: list[tuple[str, str, list[tuple[str, list[str]]]]] = [
         ],
     ),
     (
+        "rebalance",
+        "Measure each leaf uplink's load from the hosts' sockets and move colliding elephant "
+        "flows, established ones too, so that each leaf's uplinks carry near-equal load "
+        "(real hosts only: docs/actions.md shows a run on the namespace fabric, "
+        "docs/cli.md its JSON). Its refusals are one line, before any host is read.",
+        [
+            ("A fabric whose leaves name no uplinks:", ["rebalance", "-i", "no-key.toml"]),
+            (
+                "An element to avoid that the fabric does not have:",
+                ["rebalance", "-i", "inventory.example.toml", "--avoid", "spine9"],
+            ),
+        ],
+    ),
+    (
         "journal",
         "List the actions cwctl has applied (after the reroute above).",
         [

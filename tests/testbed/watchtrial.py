@@ -80,15 +80,20 @@ class WatchRun:
         action: str = "reroute",
         min_score: float = 0.5,
         job_log: str | None = None,
+        policy_text: str | None = None,
+        state: Path | None = None,
     ) -> None:
         """``action``: what the policy allows on links and spines, ``reroute`` (the
-        switches' ECMP groups) or ``steer`` (the flows moved at the hosts)."""
+        switches' ECMP groups) or ``steer`` (the flows moved at the hosts); or the
+        whole ``policy_text``. ``state``: the journal's directory (CWCTL_STATE_DIR)."""
         self.policy = workdir / "watch-policy.toml"
-        text = POLICY.format(hold_s=hold_s, action=action, min_score=min_score)
+        text = policy_text or POLICY.format(hold_s=hold_s, action=action, min_score=min_score)
         if job_log is not None:  # the job's own pace, judged after each action
             text = text.replace("[act]\n", f"[act]\njob_log = {json.dumps(job_log)}\n", 1)
         self.policy.write_text(text)
         env = {**os.environ, "CWCTL_INVENTORY": str(bed.inventory)}
+        if state is not None:
+            env["CWCTL_STATE_DIR"] = str(state)
         argv = [sys.executable, "-m", "cwctl", "watch", "--interval", str(interval_s),
                 "--duration", "2", "--rate", "10", "--policy", str(self.policy)]  # fmt: skip
         self.proc = subprocess.Popen(

@@ -115,3 +115,35 @@ def test_syntax_errors_and_unreadable_files_are_one_line(tmp_path: Path) -> None
 def test_the_shipped_example_policy_loads() -> None:
     p = load_policy(REPO / "docs" / "watch-policy.example.toml")
     assert p.allow and p.path is not None
+    assert p.rebalance == P.Rebalancing()  # every [rebalance] key shown with its default
+
+
+def test_rebalance_is_off_unless_its_table_is_there_and_reads_as_written() -> None:
+    assert parse_policy("").rebalance is None
+    assert parse_policy("[rebalance]\n").rebalance == P.Rebalancing()
+    r = parse_policy(
+        "[rebalance]\ntarget = 1.5\nmin_gain = 0.2\nflow_hold_s = 60\nevery_s = 5\ninterval_s = 1\n"
+    ).rebalance
+    assert r == P.Rebalancing(target=1.5, min_gain=0.2, flow_hold_s=60.0, every_s=5.0,
+                              interval_s=1.0)  # fmt: skip
+
+
+def test_rebalance_problems_name_their_line_and_key() -> None:
+    text = """\
+[rebalance]
+target = 0.9
+min_gain = 3
+flow_hold_s = 0
+interval_s = 600
+evry_s = 5
+"""
+    assert problems(text) == [
+        "p.toml:2: key 'rebalance.target': must be at least 1 (max/mean), not 0.9",
+        "p.toml:3: key 'rebalance.min_gain': must be under the target, not 3",
+        "p.toml:4: key 'rebalance.flow_hold_s': must be a number > 0, not 0",
+        "p.toml:5: key 'rebalance.interval_s': must be a number > 0 and at most 60, not 600",
+        "p.toml:6: key 'rebalance.evry_s': unknown key (did you mean 'every_s'?)",
+    ]
+    assert problems("rebalance = 3\n") == [
+        "p.toml:1: key 'rebalance': must be a table ([rebalance]), not an integer"
+    ]

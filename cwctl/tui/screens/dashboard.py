@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from textual import events
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label, Static
@@ -20,6 +23,22 @@ SIDE_MIN_W = 46  # the hosts table's host, offset, drift and ± columns, borders
 
 class DashboardScreen(Screen[None]):
     """Everything one scan found; the app feeds it each new snapshot."""
+
+    # b: the uplinks' load per leaf, measured from the hosts' sockets, and the moves that
+    # would level it (cwctl rebalance's plan), in the confirm dialog; y applies them
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("b", "balance", "Balance uplinks", show=False),
+    ]
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (action == "balance" and getattr(self.app, "readonly", True))
+
+    def action_balance(self) -> None:
+        app: Any = self.app
+        if len(app.screen_stack) > 1:
+            return
+        app.notify("measuring the uplinks from the hosts' sockets…", timeout=2)
+        app.plan_worker("rebalance", "uplinks")
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="top"):

@@ -30,12 +30,17 @@ KEYS = [
         "paths avoid it (reroute --at hosts; ports: tui --steer-port)",
     ),
     ("d", "drain the selected host (plan, then confirm)"),
+    (
+        "b",
+        "balance the uplinks: each leaf's uplink load from the hosts' sockets, and the flow "
+        "moves that level it (cwctl rebalance; plan, then confirm)",
+    ),
     ("y, n", "in a confirm dialog: apply, cancel (esc cancels too)"),
     ("esc, backspace", "close a dialog, this help or the host detail"),
     ("q", "quit (in a dialog or this help: close it)"),
     ("ctrl+c, ctrl+q", "quit from anywhere"),
 ]
-READONLY_HIDDEN = ("r", "R", "d", "y, n")
+READONLY_HIDDEN = ("r", "R", "d", "b", "y, n")
 
 
 KEY_W = 16  # the key column; each description wraps in its own column beside it

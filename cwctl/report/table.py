@@ -163,7 +163,28 @@ def budget_line(snapshot: FabricSnapshot) -> str | None:
 
 def summary_lines(snapshot: FabricSnapshot) -> list[str]:
     """The plain-text summary (also what the TUI's status line can show)."""
-    ok = sum(h.status == "ok" for h in snapshot.hosts)
+    lines = _source_lines(snapshot) + _host_lines(snapshot) + _caveat_lines(snapshot)
+    worst = worst_paths(snapshot, 1)
+    if worst:
+        lines.append(worst_path_line(worst[0]))
+    if snapshot.suspects:
+        s = snapshot.suspects[0]
+        more = f" (+{len(snapshot.suspects) - 1} more)" if len(snapshot.suspects) > 1 else ""
+        lines.append(f"top suspect {s.element} ({s.kind}, score {s.score:.2f}){more}")
+    else:
+        lines.append("no suspects")
+    if snapshot.jobs is not None:
+        lines.append(jobs_line(snapshot))
+    if snapshot.unlocalised is not None:
+        lines.append(str(snapshot.unlocalised.get("evidence", "unlocalised loss")))
+    if snapshot.verdict == "inconclusive":
+        lines.append("inconclusive (exit 3): " + "; ".join(snapshot.inconclusive))
+    return lines
+
+
+def _source_lines(snapshot: FabricSnapshot) -> list[str]:
+    """Where the records came from: the simulator (and its applied changes), a replay,
+    the budget."""
     lines = []
     if is_simulated(snapshot):
         lines.append("SIMULATED fabric (--sim): these are not measurements of a real network")
@@ -186,6 +207,13 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
     budget = budget_line(snapshot)
     if budget:
         lines.append(budget)
+    return lines
+
+
+def _host_lines(snapshot: FabricSnapshot) -> list[str]:
+    """The hosts: how many answered, which are silent on the fabric, the clocks, and
+    busy agents."""
+    ok = sum(h.status == "ok" for h in snapshot.hosts)
     p99 = sync_p99_ns(snapshot)
     sync = f"±{fmt_ns(p99)} (p99 uncertainty)" if p99 is not None else "unsolved"
     ref = f" vs {snapshot.reference}" if snapshot.reference else ""
@@ -194,7 +222,7 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
     if silent:
         names = ", ".join(silent[:3]) + (f" (+{len(silent) - 3} more)" if len(silent) > 3 else "")
         dead = f" · {len(silent)} silent on the fabric: {names}"
-    lines.append(f"hosts ok {ok}/{len(snapshot.hosts)}{dead} · clocks {sync}{ref}")
+    lines = [f"hosts ok {ok}/{len(snapshot.hosts)}{dead} · clocks {sync}{ref}"]
     busy = [h.name for h in snapshot.hosts if h.agent and h.agent.get("busy")]
     if busy:
         names = ", ".join(busy[:3]) + (f" (+{len(busy) - 3} more)" if len(busy) > 3 else "")
@@ -209,8 +237,16 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
                 f"not healthy: {len(busy_with_loss)} busy hosts on paths that lost "
                 "probes; rescan when their CPUs are free to tell host from network"
             )
-    for problem in snapshot.consistency:  # telemetry/consistency.py
-        lines.append(f"not healthy: records inconsistent ({problem['check']}): {problem['detail']}")
+    return lines
+
+
+def _caveat_lines(snapshot: FabricSnapshot) -> list[str]:
+    """What limits the figures: inconsistent records, refused datagrams, few probes,
+    aged path records."""
+    lines = [
+        f"not healthy: records inconsistent ({problem['check']}): {problem['detail']}"
+        for problem in snapshot.consistency  # telemetry/consistency.py
+    ]
     refused = refused_datagrams(snapshot)
     if refused:
         lines.append(
@@ -231,21 +267,6 @@ def summary_lines(snapshot: FabricSnapshot) -> list[str]:
             f"{ages['max_age_s']:g} s discounted (their flows' spines unknown), "
             f"{ages['superseded']} superseded by a newer trace naming another spine"
         )
-    worst = worst_paths(snapshot, 1)
-    if worst:
-        lines.append(worst_path_line(worst[0]))
-    if snapshot.suspects:
-        s = snapshot.suspects[0]
-        more = f" (+{len(snapshot.suspects) - 1} more)" if len(snapshot.suspects) > 1 else ""
-        lines.append(f"top suspect {s.element} ({s.kind}, score {s.score:.2f}){more}")
-    else:
-        lines.append("no suspects")
-    if snapshot.jobs is not None:
-        lines.append(jobs_line(snapshot))
-    if snapshot.unlocalised is not None:
-        lines.append(str(snapshot.unlocalised.get("evidence", "unlocalised loss")))
-    if snapshot.verdict == "inconclusive":
-        lines.append("inconclusive (exit 3): " + "; ".join(snapshot.inconclusive))
     return lines
 
 

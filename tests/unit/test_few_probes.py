@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cwctl.report.table import summary_lines
+from cwctl.report.summary import summary_lines
 from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.session import analyse
 from cwctl.snapshot import FabricSnapshot

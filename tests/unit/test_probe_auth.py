@@ -116,7 +116,7 @@ def test_an_unsigned_agent_still_works_without_a_key() -> None:
 
 
 def test_the_table_report_names_hosts_that_refused_forged_datagrams() -> None:
-    from cwctl.report.table import summary_lines
+    from cwctl.report.summary import summary_lines
     from cwctl.snapshot import FabricSnapshot, HostReport
 
     hosts = [

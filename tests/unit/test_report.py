@@ -169,7 +169,7 @@ def test_worst_paths_are_sorted_by_columns_the_table_shows() -> None:
 
 
 def test_a_host_silent_on_the_fabric_is_not_shown_as_ok() -> None:
-    from cwctl.report.table import silent_hosts
+    from cwctl.report.summary import silent_hosts
     from cwctl.snapshot import PathReport
 
     names = ["gpu-001", "gpu-002", "gpu-003"]

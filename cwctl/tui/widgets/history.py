@@ -1,6 +1,6 @@
 """History of the worst path across scans, as sparklines: its loss and its queueing p50.
 
-The worst path is the report's (``cwctl.report.table.worst_paths``: loss, then queueing
+The worst path is the report's (``cwctl.report.summary.worst_paths``: loss, then queueing
 p50, then queueing p99), so the TUI and ``cwctl scan`` name the same path; the label is
 the report's summary line. Each sparkline starts from zero, so a first scan with no loss
 draws a flat line, not a full bar.
@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Label, Sparkline
 
-from cwctl.report.table import worst_path_line, worst_paths
+from cwctl.report.summary import worst_path_line, worst_paths
 from cwctl.snapshot import FabricSnapshot
 from cwctl.units import fmt_ns, fmt_ratio
 

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from cwctl.actions.steerports import PROTOS, Service
+from cwctl.errors import EXIT_PROBLEMS, CwctlError
 
 # every TCP and UDP socket, numeric, no header: "tcp ESTAB 0 0 10.0.0.1:4500 10.0.0.2:5201"
 SOCKETS_ARGV = ("ss", "-H", "-n", "-a", "-t", "-u")
@@ -158,3 +159,21 @@ def _oriented(
     else:
         client, service = min(here, there), max(here, there)
     return Flow(proto, client[0], client[1], service[0], service[1])
+
+
+def fabric_devices(
+    addresses: Mapping[str, str], fabric_address: Mapping[str, str], hosts: Iterable[str]
+) -> dict[str, str]:
+    """Each host's interface holding its fabric address, from its ``ip -o -4 addr show``
+    (``addresses``); ``CwctlError`` (exit 3) naming a host where none does."""
+    devices = {}
+    for host in hosts:
+        dev = parse_devices(addresses[host]).get(fabric_address[host])
+        if dev is None:
+            raise CwctlError(
+                f"{host}: no interface holds its fabric address {fabric_address[host]} "
+                "(ip -o -4 addr show)",
+                exit_code=EXIT_PROBLEMS,
+            )
+        devices[host] = dev
+    return devices

@@ -44,8 +44,8 @@ from cwctl.actions.flowtable import (
     ADDRESSES_ARGV,
     SOCKETS_ARGV,
     Flow,
+    fabric_devices,
     find_flows,
-    parse_devices,
     parse_sockets,
 )
 from cwctl.actions.plan import ActionPlan, Step
@@ -196,16 +196,7 @@ async def read_flows(
         raise steer.cannot_steer(exc) if exc.what == steer.NFT_TABLES else exc from None
     steer.record_prior(plan, seen[steer.NFT_TABLES], sudo)
     tables, addrs = seen["socket tables"], seen["addresses"]
-    devices = {}
-    for host in hosts:
-        dev = parse_devices(addrs[host]).get(fabric.address[host])
-        if dev is None:
-            raise CwctlError(
-                f"{host}: no interface holds its fabric address {fabric.address[host]} "
-                "(ip -o -4 addr show)",
-                exit_code=EXIT_PROBLEMS,
-            )
-        devices[host] = dev
+    devices = fabric_devices(addrs, fabric.address, hosts)
     flows = find_flows(tables, fabric.address, pairs)
     used = {h: {s.local[1] for s in parse_sockets(tables[h])} for h in hosts}
     for f in flows:  # a port the wire carries for a socket of another (a NAT's)

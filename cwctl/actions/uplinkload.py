@@ -33,9 +33,15 @@ from typing import Any
 
 from cwctl.actions import elephants, steer
 from cwctl.actions.balance import directed, group_loads
-from cwctl.actions.flowtable import ADDRESSES_ARGV, Flow, find_flows, parse_devices, parse_sockets
+from cwctl.actions.flowtable import (
+    ADDRESSES_ARGV,
+    Flow,
+    fabric_devices,
+    find_flows,
+    parse_sockets,
+)
 from cwctl.actions.runners import ReadFailed, Runner, read_together
-from cwctl.errors import EXIT_PROBLEMS, CwctlError, InputError
+from cwctl.errors import InputError
 
 # every TCP and UDP socket with TCP's counters on the line after each
 SOCKETS_INFO_ARGV = ("ss", "-H", "-n", "-a", "-t", "-u", "-i")
@@ -188,16 +194,7 @@ async def observe(
         seen = await read_together(runner, list(hosts), _reads(interval_s), wrap)
     except ReadFailed as exc:
         raise steer.cannot_steer(exc) if exc.what == steer.NFT_TABLES else exc from None
-    devices = {}
-    for host in hosts:
-        dev = parse_devices(seen["addresses"][host]).get(fabric.address[host])
-        if dev is None:
-            raise CwctlError(
-                f"{host}: no interface holds its fabric address {fabric.address[host]} "
-                "(ip -o -4 addr show)",
-                exit_code=EXIT_PROBLEMS,
-            )
-        devices[host] = dev
+    devices = fabric_devices(seen["addresses"], fabric.address, hosts)
     after = seen["socket counters after"]
     flows = find_flows(after, fabric.address)
     rates = _rates(flows, fabric, seen)

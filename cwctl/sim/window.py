@@ -274,6 +274,9 @@ class _Schedule:
     phase: F64
     n_pairs: int
     start_s: float
+    flow_edge: I64  # per flow (edge, port): its edge and its port number
+    flow_port: I64
+    paths: FlowPaths
     fwd: _Leg
     rev: _Leg
 
@@ -339,34 +342,80 @@ def simulate_window(
     model: SimWorld, start_s: float, duration_s: float, rng: np.random.Generator
 ) -> ProbeWindow:
     """The records of one window (see the module docstring) and its truth."""
+    fabric, params = model.fabric, model.params
+    sch = _schedule(model, start_s, duration_s)
+    cols = _all_exchanges(model, sch, rng)
+    n = len(cols["src"])
+    table = ProbeTable(
+        hosts=list(fabric.hosts),
+        src=cols.pop("src"),
+        dst=cols.pop("dst"),
+        sport=cols.pop("sport"),
+        pair=cols.pop("pair"),
+        idx=cols.pop("idx"),
+        # constant columns as read-only broadcast views: no memory per row
+        gap_ns=np.broadcast_to(np.int64(params.gap_ns), (n,)),
+        ts=np.broadcast_to(np.int8(TS_CODE[params.timestamps]), (n,)),
+        t1=cols.pop("t1"),
+        t2=cols.pop("t2"),
+        t3=cols.pop("t3"),
+        t4=cols.pop("t4"),
+    )
+    _name_nics(table, fabric.nics, sch.paths.src_nic, cols.pop("flow"))
+    truth = window_truth(
+        model,
+        start_s=start_s,
+        duration_s=duration_s,
+        edge_src=sch.ea,
+        edge_dst=sch.eb,
+        owd_fwd_ns=cols.pop("owd_fwd"),
+        owd_rev_ns=cols.pop("owd_rev"),
+        rev_sent=cols.pop("rev_sent"),
+    )
+    window = ProbeWindow(table=table, truth=truth, start_s=start_s, duration_s=duration_s)
+    if params.discovery:
+        disc_rng = rng.spawn(1)[0]
+        fe, fj = sch.flow_edge, sch.flow_port
+        a, b = sch.ea[fe].astype(np.int64), sch.eb[fe].astype(np.int64)
+        window.paths, window.path_keys = discover(
+            model, a, b, fj, sch.paths, start_s, duration_s, disc_rng
+        )
+    return window
 
+
+def _schedule(model: SimWorld, start_s: float, duration_s: float) -> _Schedule:
+    """The window's edges, coded pairs and flows, each flow's path worked out once."""
     fabric, params = model.fabric, model.params
     index = {h: i for i, h in enumerate(fabric.hosts)}
     ea = np.array([index[a] for a, ps in model.peers.items() for _ in ps], np.int32)
     eb = np.array([index[b] for ps in model.peers.values() for b in ps], np.int32)
     n_edges, n_ports = len(ea), params.ports
-    n_pairs = max(1, round(params.rate * duration_s))
-
     # flows: (edge, port); NICs rotate with the port over each host's active NICs
     fe = np.repeat(np.arange(n_edges), n_ports)
     fj = np.tile(np.arange(n_ports), n_edges)
     paths = flow_paths(ea[fe], eb[fe], fj, model=model)
-    sch = _Schedule(
+    return _Schedule(
         ea=ea,
         eb=eb,
         phase=np.array([i / len(ps) for ps in model.peers.values() for i in range(len(ps))]),
-        n_pairs=n_pairs,
+        n_pairs=max(1, round(params.rate * duration_s)),
         start_s=start_s,
+        flow_edge=fe,
+        flow_port=fj,
+        paths=paths,
         fwd=_Leg(model, paths.fwd_elements, paths.fwd_queues, paths.fwd_base_ns, paths.fwd_dark),
         rev=_Leg(model, paths.rev_elements, paths.rev_queues, paths.rev_base_ns, paths.rev_dark),
     )
-    per_chunk = max(1, CHUNK_ROWS // (2 * n_pairs))
-    n = n_edges * 2 * n_pairs
-    width = 2 * n_pairs
+
+
+def _all_exchanges(model: SimWorld, sch: _Schedule, rng: np.random.Generator) -> dict[str, Any]:
+    """Every exchange of the window as columns, simulated ``CHUNK_ROWS`` rows at a time."""
+    n_edges, width = len(sch.ea), 2 * sch.n_pairs
+    per_chunk = max(1, CHUNK_ROWS // width)
     # every column allocated once, each chunk written into its slice and dropped: the
     # window's peak is the table plus one chunk, not the chunks plus their concatenation
     cols: dict[str, np.ndarray] = {
-        name: np.empty(n, dtype)
+        name: np.empty(n_edges * width, dtype)
         for name, dtype in (
             ("src", np.int32), ("dst", np.int32), ("sport", np.int32), ("pair", np.int64),
             ("idx", np.int8), ("flow", np.int32), ("t1", np.int64), ("t2", np.int64),
@@ -386,50 +435,14 @@ def simulate_window(
         for name, col in per_edge.items():
             col[lo:hi] = chunk.pop(name)
         del chunk
+    return cols | per_edge
 
-    def column(name: str) -> np.ndarray:
-        return cols.pop(name) if name in cols else per_edge.pop(name)
 
-    table = ProbeTable(
-        hosts=list(fabric.hosts),
-        src=column("src"),
-        dst=column("dst"),
-        sport=column("sport"),
-        pair=column("pair"),
-        idx=column("idx"),
-        # constant columns as read-only broadcast views: no memory per row
-        gap_ns=np.broadcast_to(np.int64(params.gap_ns), (n,)),
-        ts=np.broadcast_to(np.int8(TS_CODE[params.timestamps]), (n,)),
-        t1=column("t1"),
-        t2=column("t2"),
-        t3=column("t3"),
-        t4=column("t4"),
-    )
-    flow = column("flow")
-    if any(len(ns) > 1 for ns in fabric.nics):
-        # records name the NIC a probe left from on hosts with several (one NIC: no name)
-        distinct = sorted({n for ns in fabric.nics if len(ns) > 1 for n in ns})
+def _name_nics(table: ProbeTable, nics: list[tuple[str, ...]], src_nic: I32, flow: I32) -> None:
+    """Records name the NIC a probe left from on hosts with several (one NIC: no name)."""
+    if any(len(ns) > 1 for ns in nics):
+        distinct = sorted({n for ns in nics if len(ns) > 1 for n in ns})
         code = {name: i for i, name in enumerate(distinct)}
-        nic_code = np.array(
-            [code[n] if len(ns) > 1 else -1 for ns in fabric.nics for n in ns], np.int16
-        )
+        nic_code = np.array([code[n] if len(ns) > 1 else -1 for ns in nics for n in ns], np.int16)
         table.nics = distinct
-        table.nic = nic_code[paths.src_nic[flow]]
-    truth = window_truth(
-        model,
-        start_s=start_s,
-        duration_s=duration_s,
-        edge_src=ea,
-        edge_dst=eb,
-        owd_fwd_ns=column("owd_fwd"),
-        owd_rev_ns=column("owd_rev"),
-        rev_sent=column("rev_sent"),
-    )
-    window = ProbeWindow(table=table, truth=truth, start_s=start_s, duration_s=duration_s)
-    if params.discovery:
-        disc_rng = rng.spawn(1)[0]
-        a, b = ea[fe].astype(np.int64), eb[fe].astype(np.int64)
-        window.paths, window.path_keys = discover(
-            model, a, b, fj, paths, start_s, duration_s, disc_rng
-        )
-    return window
+        table.nic = nic_code[src_nic[flow]]

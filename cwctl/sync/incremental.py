@@ -36,7 +36,8 @@ from cwctl import settings
 from cwctl.records import ProbeTable
 from cwctl.sync.floors import weigh_floors
 from cwctl.sync.history import ProbeHistory
-from cwctl.sync.network import ProbeGraph, build_graph
+from cwctl.sync.network import Preconditioner, ProbeGraph, build_graph
+from cwctl.sync.pairfit import PairFits
 from cwctl.sync.solution import ClockSolution
 from cwctl.sync.solve import (
     Method,
@@ -164,65 +165,30 @@ class SlidingSolver:
         table = self._append(new)
         if not table.complete.any():
             return empty_solution(table, self.reference, "no complete probe exchange")
-        # over several scans, kernel stamps' slopes are searched for the widest gap: the
-        # envelope's line through noisy window minima tilts, and a long window magnifies it
         carried = len(self._spans) > 1
-        # and keep the pair's envelope slope: the flows' (a slow flow's step kept out of
-        # the line, what a sparse first window needs) lose to it over a minute of points
-        # (256 hosts, load 0.4, hw, after 60 s: p99 38.6 ns with the flows', 33.3 with
-        # the pair's; beside a slow spine2 48.1 and 48.4; the first window 131 and 320)
-        slopes = not carried
-        # where the slopes were searched for the widest gap (kernel or user-space stamps
-        # over several scans) each pair's offset stays at its own slope, whose gap it is
-        # (sw after 60 s: 192.8 ns at the graph's slope, 162.6 at their own; hw, whose
-        # slopes are not searched, 33.3 at the graph's, 35.9 at their own)
-        graph_slope = not (carried and table.timestamp_source != "hw")
-        if len(table) > self.block_rows:  # temporaries of a block, not of the whole window
-            quality, fits, t_prov = fit_blocks(
-                table,
-                self.method,
-                search_noisy=carried,
-                block_rows=self.block_rows,
-                flow_slopes=slopes,
-            )
-        else:
-            filt, fits, t_prov = fit_table(
-                table, self.method, search_noisy=carried, flow_slopes=slopes
-            )
-            quality = filt.quality()
+        quality, fits, t_prov = self._fit(table, carried)
         if len(fits.lo) == 0:
             return empty_solution(table, self.reference, "no pair with probes in both directions")
         names = list(table.hosts)
         weigh_floors(fits, len(names))
-        ref_idx = reference_index(table, self.reference)
-        key = (tuple(names), fits.lo.tobytes(), fits.hi.tobytes(), ref_idx)
-        reused = key == self._graph_key and self._graph is not None
-        if not reused:
-            self._graph = build_graph(len(names), fits.lo, fits.hi, names, ref_idx)
-            self._graph_key = key
-            self._factor = None
-        graph = self._graph
-        assert graph is not None
+        graph, reused = self._graph_of(names, fits, reference_index(table, self.reference))
         t_ref = host_window_middle(table, int(graph.references[0]))
         rebase(fits, t_ref - t_prov)
         x0_offset, x0_drift = self._warm(names, t_ref)
-
-        preconditioner = None
-        if 0 < graph.n_free <= FACTOR_MAX_HOSTS:
-            if self._factor is None:
-                lap = graph.laplacian(1.0 / fits.sigma_offset_ns**2).tocsc()
-                self._factor = splu(lap)
-            preconditioner = self._factor.solve
         warm_factor = self._robust_factor if reused else None
         result = network_solve(
             graph,
             fits,
             x0_offset=x0_offset,
             x0_drift=x0_drift,
-            preconditioner=preconditioner,
+            preconditioner=self._preconditioner(graph, fits),
             robust_factor=warm_factor,
             robust_rounds=WARM_ROBUST_ROUNDS if warm_factor is not None else None,
-            graph_slope=graph_slope,
+            # where the slopes were searched for the widest gap (kernel or user-space
+            # stamps over several scans) each pair's offset stays at its own slope, whose
+            # gap it is (sw after 60 s: 192.8 ns at the graph's slope, 162.6 at their own;
+            # hw, whose slopes are not searched, 33.3 at the graph's, 35.9 at their own)
+            graph_slope=not (carried and table.timestamp_source != "hw"),
             redescend=table.timestamp_source == "hw",
         )
         self._robust_factor = result.robust_factor
@@ -242,3 +208,47 @@ class SlidingSolver:
         )
         self._previous = solution
         return solution
+
+    def _fit(self, table: ProbeTable, carried: bool) -> tuple[dict[str, Any], PairFits, int]:
+        """The window's pair fits, a block of pairs at a time past ``block_rows`` rows."""
+        # over several scans (``carried``), kernel stamps' slopes are searched for the
+        # widest gap: the envelope's line through noisy window minima tilts, and a long
+        # window magnifies it; and keep the pair's envelope slope: the flows' (a slow
+        # flow's step kept out of the line, what a sparse first window needs) lose to it
+        # over a minute of points (256 hosts, load 0.4, hw, after 60 s: p99 38.6 ns with
+        # the flows', 33.3 with the pair's; beside a slow spine2 48.1 and 48.4; the first
+        # window 131 and 320)
+        slopes = not carried
+        if len(table) > self.block_rows:  # temporaries of a block, not of the whole window
+            return fit_blocks(
+                table,
+                self.method,
+                search_noisy=carried,
+                block_rows=self.block_rows,
+                flow_slopes=slopes,
+            )
+        filt, fits, t_prov = fit_table(table, self.method, search_noisy=carried, flow_slopes=slopes)
+        return filt.quality(), fits, t_prov
+
+    def _graph_of(
+        self, names: list[str], fits: PairFits, ref_idx: int | None
+    ) -> tuple[ProbeGraph, bool]:
+        """The pairs' probe graph, and whether it is last tick's (same pairs and reference)."""
+        key = (tuple(names), fits.lo.tobytes(), fits.hi.tobytes(), ref_idx)
+        reused = key == self._graph_key and self._graph is not None
+        if not reused:
+            self._graph = build_graph(len(names), fits.lo, fits.hi, names, ref_idx)
+            self._graph_key = key
+            self._factor = None
+        graph = self._graph
+        assert graph is not None
+        return graph, reused
+
+    def _preconditioner(self, graph: ProbeGraph, fits: PairFits) -> Preconditioner | None:
+        """CG's preconditioner: the Laplacian's LU, once per graph (its weights move little)."""
+        if not 0 < graph.n_free <= FACTOR_MAX_HOSTS:
+            return None
+        if self._factor is None:
+            lap = graph.laplacian(1.0 / fits.sigma_offset_ns**2).tocsc()
+            self._factor = splu(lap)
+        return self._factor.solve

@@ -7,6 +7,8 @@ the slope for the widest gap (golden section). See ``docs/sync.md``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from cwctl.sync.pairfit import F64, TRIM_FLOOR_NS, PairFits, PairPoints
@@ -59,28 +61,55 @@ def max_margin_refine(
     the envelope fit judged to be in the forbidden zone are left out first (soft margin
     by trimming). Returns fits with offset and drift replaced.
     """
-    n_pairs = points.n_pairs
+    kept = _trimmed(points, fits)
+    if search:
+        b = _widest_slope(kept, fits, iterations)
+        if only is not None:  # the slope searched for these pairs alone
+            b = np.where(only, b, fits.drift_ppb * 1e-9)
+    else:  # keep the envelope fit's slope: the widest margin at that slope
+        b = fits.drift_ppb * 1e-9
+    # the margin at the chosen slope, per flow (a flow is the whole pair unless the
+    # points were split by flow): theta is the mean midline of the flows with both clouds
+    pair_of, x = kept.pair_of, kept.x_ns
+    ranks = _Ranks.of(
+        kept.y_ns - b[pair_of] * x, kept.flow_of, kept.upper, len(points.flow_pair), x
+    )
+    top, bottom, centre = _flow_edges(points, ranks)
+    return _pair_midlines(points, fits, b, top, bottom, centre)
+
+
+def _trimmed(points: PairPoints, fits: PairFits) -> PairPoints:
+    """The points less those the envelope fit put in the forbidden zone: a soft margin."""
     pair_of, upper, x, y = points.pair_of, points.upper, points.x_ns, points.y_ns
     src = np.minimum(points.source.astype(np.intp), len(TRIM_FLOOR_NS) - 1)
     theta_at = fits.offset_ns[pair_of] + fits.drift_ppb[pair_of] * 1e-9 * x
     over = np.where(upper, theta_at - y, y - theta_at)
     keep = over <= np.asarray(TRIM_FLOOR_NS)[src][pair_of]
-    flow_of = points.flow_of[keep]
-    pair_of, upper, x, y = pair_of[keep], upper[keep], x[keep], y[keep]
+    return replace(
+        points,
+        flow_of=points.flow_of[keep],
+        pair_of=pair_of[keep],
+        upper=upper[keep],
+        x_ns=x[keep],
+        y_ns=y[keep],
+    )
+
+
+def _widest_slope(kept: PairPoints, fits: PairFits, iterations: int) -> F64:
+    """Per pair, the slope of the widest gap: a golden-section search about the fit's."""
+    n_pairs, pair_of, upper, x, y = kept.n_pairs, kept.pair_of, kept.upper, kept.x_ns, kept.y_ns
     span = 10 * np.minimum(fits.sigma_drift_ppb, 1e5) * 1e-9 + 1e-9
 
-    def margin(b: F64) -> tuple[F64, F64, F64]:
+    def margin(b: F64) -> F64:
         top, bottom = _envelopes(y - b[pair_of] * x, pair_of, upper, n_pairs)
-        return top - bottom, top, bottom
+        return top - bottom
 
-    if not search:  # keep the envelope fit's slope: the widest margin at that slope
-        iterations = -1
     lo_b = fits.drift_ppb * 1e-9 - span
     hi_b = fits.drift_ppb * 1e-9 + span
     ratio = (np.sqrt(5) - 1) / 2
     c = hi_b - ratio * (hi_b - lo_b)
     d = lo_b + ratio * (hi_b - lo_b)
-    mc, md = (margin(c)[0], margin(d)[0]) if search else (c, d)
+    mc, md = margin(c), margin(d)
     for _ in range(max(iterations, 0)):
         left = mc > md  # maximum lies in [lo_b, d]
         hi_b = np.where(left, d, hi_b)
@@ -88,14 +117,13 @@ def max_margin_refine(
         c_new = hi_b - ratio * (hi_b - lo_b)
         d_new = lo_b + ratio * (hi_b - lo_b)
         c, d = c_new, d_new
-        mc, md = margin(c)[0], margin(d)[0]
-    b = (lo_b + hi_b) / 2 if search else fits.drift_ppb * 1e-9
-    if search and only is not None:  # the slope searched for these pairs alone
-        b = np.where(only, b, fits.drift_ppb * 1e-9)
-    # the margin at the chosen slope, per flow (a flow is the whole pair unless the
-    # points were split by flow): theta is the mean midline of the flows with both clouds
+        mc, md = margin(c), margin(d)
+    return (lo_b + hi_b) / 2
+
+
+def _flow_edges(points: PairPoints, ranks: _Ranks) -> tuple[F64, F64, F64]:
+    """Per flow, the gap's edges and their points' mean x, at the dense edge past a fast tail."""
     n_flows = len(points.flow_pair)
-    ranks = _Ranks.of(y - b[pair_of] * x, flow_of, upper, n_flows, x)
     flow_source = np.repeat(points.source[points.flow_pair], 2)
     within = _band_tolerance(ranks.spread(BAND_POINTS), flow_source)
     top, bottom = ranks.edges(np.full(2 * n_flows, BAND_POINTS, np.intp), within)
@@ -109,6 +137,14 @@ def max_margin_refine(
             top = np.where(tail, d_top, top)
             bottom = np.where(tail, d_bottom, bottom)
             centre = np.where(np.repeat(tail, 2), ranks.centre, centre)
+    return top, bottom, centre
+
+
+def _pair_midlines(
+    points: PairPoints, fits: PairFits, b: F64, top: F64, bottom: F64, centre: F64
+) -> PairFits:
+    """``fits`` at slope ``b``, each pair at the mean midline and half-gap of its flows' edges."""
+    n_pairs = points.n_pairs
     both = np.isfinite(top) & np.isfinite(bottom)
     fp = points.flow_pair[both]
     count = np.bincount(fp, minlength=n_pairs).astype(np.float64)

@@ -120,7 +120,7 @@ def test_tcp_probe_is_a_rst_with_a_valid_checksum() -> None:
     tcp = sent[20:]
     assert tcp[13] == 0x04  # RST only: conntrack keeps no entry for it
     pseudo = sent[12:20] + struct.pack("!BBH", 0, 6, len(tcp))
-    assert hosttrace._checksum(pseudo + tcp) == 0
+    assert hosttrace.checksum(pseudo + tcp) == 0
 
 
 # --- planning over a fabric that answers like a hash would (the runner below) -----------

@@ -101,6 +101,19 @@ class ScanRequest:
             return "none"
         return "slurm" if self.via == "slurm" else "ssh"
 
+    def fabric_context(self) -> dict[str, Any]:
+        """The fabric it scans, as a plan's context records it: the journal's key to which
+        fabric an action changed (a rollback rebuilds the request from it)."""
+        path = str(Path(self.inventory).absolute()) if self.inventory is not None else None
+        if self.sim is None:
+            return {"source": "ssh", "inventory": path}
+        sim = self.sim
+        shape = {"hosts": sim.hosts, "hosts_per_leaf": sim.hosts_per_leaf, "spines": sim.spines}
+        out: dict[str, Any] = {"source": "sim", "sim": {**shape, "seed": sim.seed}}
+        if path is not None:
+            out["inventory"] = path
+        return out
+
     @property
     def label(self) -> str:
         """What a status bar says the hosts are."""

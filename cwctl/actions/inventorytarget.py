@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from cwctl.inventory import Inventory
     from cwctl.jobs import JobRead
     from cwctl.request import ScanRequest, Source
+    from cwctl.sim.model import FabricModel
 
 KIND = "ssh"
 
@@ -49,6 +50,19 @@ class InventoryTarget:
     request: ScanRequest | None = None
     ssh_options: dict[str, Any] = field(default_factory=dict)
     kind: ClassVar[str] = KIND
+
+    @staticmethod
+    def opens(request: ScanRequest, model: FabricModel | None) -> bool:
+        return model is None  # every request not on the simulator names its inventory
+
+    @classmethod
+    def open(cls, request: ScanRequest, model: FabricModel | None, **ssh: Any) -> InventoryTarget:
+        """The target for ``request``: its inventory's hosts, loaded and checked."""
+        from cwctl.inventory import load_inventory
+
+        if request.inventory is None:
+            raise InputError("nothing to act on: give an inventory (-i FILE) or --sim")
+        return cls(load_inventory(request.inventory), request, dict(ssh))
 
     def shape(self) -> FabricShape:
         inv = self.inventory  # (read each time: cheap beside the SSH reads it precedes)

@@ -17,8 +17,9 @@ from cwctl.actions.runners import Runner
 from cwctl.actions.target import ActionTarget, RouteOptions, choose
 from cwctl.errors import InputError
 
-# the targets whose modules register the mechanisms (imported for that)
-TARGETS = (inventorytarget.InventoryTarget, simulated.SimTarget)
+# the kinds of target, each module registering its mechanisms: the first that opens a
+# request is its target (build_target)
+TARGETS = (simulated.SimTarget, inventorytarget.InventoryTarget)
 
 __all__ = ["RouteOptions", "covering", "plan_drain", "plan_reroute", "plan_resume", "resolve"]
 

@@ -43,15 +43,13 @@ from cwctl.actions.executor import (
     Progress as StepProgress,
 )
 from cwctl.actions.history import Action, History, find, history
-from cwctl.actions.inventorytarget import InventoryTarget
 from cwctl.actions.jobcheck import JOB_WAIT_S, job_pace, marks
 from cwctl.actions.jobs import plan_read, with_jobs
 from cwctl.actions.journal import ActionLock, Journal, acting_user
 from cwctl.actions.plan import ActionPlan, with_sudo
-from cwctl.actions.planner import plan_drain, plan_reroute, plan_resume
+from cwctl.actions.planner import TARGETS, plan_drain, plan_reroute, plan_resume
 from cwctl.actions.rebalance import RebalanceOptions
 from cwctl.actions.runners import Runner
-from cwctl.actions.simulated import SimTarget, catch_up
 from cwctl.actions.steer import verify_steering
 from cwctl.actions.target import ActionTarget, RouteOptions
 from cwctl.errors import CwctlError, InputError
@@ -115,21 +113,10 @@ class Outcome:
 def build_target(
     request: ScanRequest, model: FabricModel | None = None, **ssh_options: Any
 ) -> tuple[ActionTarget, Runner]:
-    """The target and runner for ``request``: the simulator's model (the caller's, brought
-    to the state saved for its fabric; else one with that state) or the inventory's
-    hosts over SSH. The one place a request picks its kind of target."""
-    target: ActionTarget
-    if model is not None or request.sim is not None:
-        if model is not None and request.sim is not None:
-            catch_up(model, request)
-        target = SimTarget(model, request)
-    else:
-        from cwctl.inventory import load_inventory
-
-        if request.inventory is None:
-            raise InputError("nothing to act on: give an inventory (-i FILE) or --sim")
-        inventory = load_inventory(request.inventory)
-        target = InventoryTarget(inventory, request, dict(ssh_options))
+    """The target and runner for ``request``: the first kind of target that opens it
+    (``planner.TARGETS``: the simulator's model, else the inventory's hosts over SSH)."""
+    kind = next(k for k in TARGETS if k.opens(request, model))
+    target: ActionTarget = kind.open(request, model, **ssh_options)
     return target, target.open_runner()
 
 

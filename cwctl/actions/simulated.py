@@ -26,12 +26,12 @@ import copy
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from cwctl.actions import steerports as sp
 from cwctl.actions.naming import Element, FabricShape
 from cwctl.actions.plan import SIM, ActionPlan, Step
 from cwctl.actions.runners import CommandResult, Runner
-from cwctl.actions.steer import model_pairs
 from cwctl.actions.steerports import Avoided
-from cwctl.actions.target import RouteOptions, fabric_context, mechanism
+from cwctl.actions.target import RouteOptions, mechanism
 from cwctl.errors import InputError
 from cwctl.jobs.simjobs import sim_jobs
 from cwctl.sim import state as sim_state
@@ -50,6 +50,7 @@ from cwctl.sim.model import (
 if TYPE_CHECKING:
     from cwctl.jobs import JobRead
     from cwctl.request import ScanRequest, Source
+    from cwctl.sim.fabric import Fabric
 
 KIND = "sim"
 
@@ -252,6 +253,19 @@ class SimTarget:
         self.request = request
         self._shape: FabricShape | None = None
 
+    @staticmethod
+    def opens(request: ScanRequest, model: FabricModel | None) -> bool:
+        """Whether a request acts on the simulator: it says --sim, or a model is given."""
+        return model is not None or request.sim is not None
+
+    @classmethod
+    def open(cls, request: ScanRequest, model: FabricModel | None, **ssh: Any) -> SimTarget:
+        """The target for ``request``: the caller's long-lived model (the TUI's), brought
+        to the state saved for its fabric, or one built with that state on first use."""
+        if model is not None and request.sim is not None:
+            catch_up(model, request)
+        return cls(model, request)
+
     @property
     def model(self) -> FabricModel:
         if self._model is None:
@@ -284,10 +298,11 @@ class SimTarget:
         )
 
     def context(self) -> dict[str, Any]:
-        out = fabric_context(self.request)
-        if out["source"] == "sim":
+        out = self.request.fabric_context() if self.request is not None else {}
+        if out.get("source") == "sim":
             return out
-        return {"source": "sim", **({"inventory": out["inventory"]} if out["inventory"] else {})}
+        inventory = out.get("inventory")
+        return {"source": "sim", **({"inventory": inventory} if inventory else {})}
 
     def open_runner(self) -> Runner:
         return SimRunner(self.model, self.request)
@@ -345,6 +360,18 @@ def catch_up(model: FabricModel, request: ScanRequest) -> None:
 
 
 # --- mechanisms ---------------------------------------------------------------------------
+
+
+def model_pairs(fabric: Fabric, suspect: sp.Avoided) -> list[tuple[str, str]]:
+    """The pairs a suspect affects in the simulator's fabric (``cwctl.sim.fabric``)."""
+    leaf_of = {
+        h: fabric.leaves[int(i)] for h, i in zip(fabric.hosts, fabric.host_leaf, strict=True)
+    }
+    uplinks = {
+        leaf: [fabric.spines[s] for s in ups]
+        for leaf, ups in zip(fabric.leaves, fabric.uplinks, strict=True)
+    }
+    return sp.plan_pairs(leaf_of, uplinks, suspect)
 
 
 def _link_note(element: Element) -> str:

@@ -40,7 +40,6 @@ from cwctl.probe import hosttrace
 
 if TYPE_CHECKING:
     from cwctl.inventory import Inventory
-    from cwctl.sim.fabric import Fabric
 
 LIST_ARGV = ("nft", "list", "tables")
 MAX_ROUNDS = 4
@@ -77,18 +76,6 @@ class HostFabric:
             switch_of_address=inv.switch_of_address(),
             spines={s.name for s in inv.switches if s.role == "spine"},
         )
-
-
-def model_pairs(fabric: Fabric, suspect: sp.Avoided) -> list[tuple[str, str]]:
-    """The pairs a suspect affects in the simulator's fabric (``cwctl.sim.fabric``)."""
-    leaf_of = {
-        h: fabric.leaves[int(i)] for h, i in zip(fabric.hosts, fabric.host_leaf, strict=True)
-    }
-    uplinks = {
-        leaf: [fabric.spines[s] for s in ups]
-        for leaf, ups in zip(fabric.leaves, fabric.uplinks, strict=True)
-    }
-    return sp.plan_pairs(leaf_of, uplinks, suspect)
 
 
 def table_name(plan_id: str) -> str:

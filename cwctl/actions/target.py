@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 from cwctl.actions import nccl
@@ -103,28 +102,6 @@ class ActionTarget(Protocol):
     def plan_scheduler(
         self, plan: ActionPlan, *, reason: str, evict: bool, suspect: str | None
     ) -> None: ...
-
-
-def fabric_context(request: ScanRequest | None) -> dict[str, Any]:
-    """What a plan's context records of the fabric ``request`` scans: the journal's key
-    to which fabric an action changed (rollback rebuilds the request from it)."""
-    sim = request.sim if request is not None else None
-    inventory = request.inventory if request is not None else None
-    path = str(Path(inventory).absolute()) if inventory is not None else None
-    if sim is None:
-        return {"source": "ssh", "inventory": path}
-    out: dict[str, Any] = {
-        "source": "sim",
-        "sim": {
-            "hosts": sim.hosts,
-            "hosts_per_leaf": sim.hosts_per_leaf,
-            "spines": sim.spines,
-            "seed": sim.seed,
-        },
-    }
-    if path is not None:
-        out["inventory"] = path
-    return out
 
 
 def same_fabric(context: Mapping[str, Any]) -> tuple[Any, ...]:

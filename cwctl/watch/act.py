@@ -20,7 +20,7 @@ from cwctl.actions.journal import Journal, LockHeld
 from cwctl.actions.plan import ActionPlan
 from cwctl.actions.session import ActionSession, Ask, Rollback
 from cwctl.actions.switchroute import is_observe_rule
-from cwctl.actions.target import fabric_context, same_fabric
+from cwctl.actions.target import same_fabric
 from cwctl.errors import CwctlError
 from cwctl.watch.decide import Decision
 from cwctl.watch.policy import ACTIONS, KINDS
@@ -61,7 +61,7 @@ def left_behind(fabric: WatchTarget, journal: Journal | None = None) -> Left:
     kill -9) must take up: applied and not rolled back (adopted, so that it still
     restores them), or interrupted (rolled back at once: the fabric as before them)."""
     hist = history(journal or fabric.journal or Journal())
-    where = same_fabric(fabric_context(fabric.request))
+    where = same_fabric(fabric.request.fabric_context())
     out = Left()
     undo: set[str] = set()
     for a in hist.actions:

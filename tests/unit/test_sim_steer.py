@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cwctl.actions import simulated, steer
+from cwctl.actions import simulated
 from cwctl.actions.steerports import Avoided
 from cwctl.request import ProbeOverrides
 from cwctl.sim import FabricModel
@@ -40,7 +40,7 @@ def test_a_steered_pair_avoids_the_spine_and_others_do_not_move() -> None:
 
 def test_the_plan_step_steers_every_affected_pair_and_undoes_exactly() -> None:
     model = FabricModel.leaf_spine(16, 4, 2, seed=5)
-    pairs = steer.model_pairs(model.fabric, Avoided("leaf1-spine2", "spine2", "leaf1"))
+    pairs = simulated.model_pairs(model.fabric, Avoided("leaf1-spine2", "spine2", "leaf1"))
     assert len(pairs) == 4 * 12 * 2  # leaf1's 4 hosts with the 12 elsewhere, both ways
     (step,) = simulated.steer_pairs_step(model, pairs, "spine2")
     before = state_to_json(model.state)

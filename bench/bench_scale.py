@@ -18,7 +18,9 @@
    K = 10 peers would send (the wire cost is linear in the peers).
 
 Default sizes: 256 and 1 000 hosts (quick). ``--big``: 1 000, 4 000, 10 000 and 30 000
-(minutes; up to several GB at 30 000), one at a time; ``--no-agents`` skips part 2:
+(minutes; up to several GB at 30 000), one at a time; ``--no-agents`` skips part 2;
+``--issue36`` prints issue 36's row alone (10 000 hosts healthy and with spine2
+congested, each scan then its saved records replayed: wall, CPU, peak RSS):
 ``.venv/bin/python -m bench.bench_scale --big`` or ``.venv/bin/python -m bench.bench_scale 4000``.
 """
 
@@ -110,8 +112,43 @@ def help_time(rounds: int = 5) -> tuple[float, float, float]:
     return wall, cpu, floor
 
 
+ISSUE36_HOSTS = 10_000
+ISSUE36_FAULTS = ((), ("--fault", "switch:spine2:congested"))
+ISSUE36_TARGET = (10.0, 1 << 30)  # issue 36: seconds and bytes of peak RSS, each scan
+
+
+def issue36(hosts: int = ISSUE36_HOSTS) -> None:
+    """Issue 36's row: ``cwctl scan --sim --hosts 10000`` healthy and with spine2
+    congested (wall, CPU, peak RSS against 10 s and 1 GB), then the same scan's saved
+    records (``--save-records``, not timed) replayed (``--replay``)."""
+    import tempfile
+
+    print(f"issue 36: {hosts} hosts, targets {ISSUE36_TARGET[0]:g} s and 1 GB each")
+    print(f"{'scan':>24} {'exit':>4} {'wall s':>7} {'cpu s':>7} {'peak MB':>8}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for fault in ISSUE36_FAULTS:
+            name = fault[1] if fault else "healthy"
+            saved = str(Path(tmp) / "scan.jsonl")
+            scan = [CWCTL, "scan", "--sim", "--hosts", str(hosts), *fault, "--format", "json"]
+            for label, argv in (
+                (name, scan),
+                ("(saving records)", [*scan, "--save-records", saved]),
+                ("replayed", [CWCTL, "scan", "--replay", saved, "--format", "json"]),
+            ):
+                started = time.perf_counter()
+                status, cpu_s, maxrss_kb, _ = child_cost(argv)
+                wall = time.perf_counter() - started
+                print(
+                    f"{label:>24} {status:>4} {wall:>7.1f} {cpu_s:>7.1f} {maxrss_kb / 1024:>8.0f}",
+                    flush=True,
+                )
+
+
 def main(argv: list[str] | None = None) -> None:
     args = argv or []
+    if "--issue36" in args:
+        issue36()
+        return
     wall, cpu, floor = help_time()
     print(
         f"cwctl --help: {wall:.3f} s wall (best of 5), {cpu:.3f} s CPU"

@@ -5,11 +5,12 @@ JSON lines, gzip-compressed when the name ends in ``.gz``. The first line is a h
 addresses, the topology (with the fabric addresses of switches and hosts), the probe
 parameters, the peer assignment and every host's status; then one record per line
 (``hello``, the probe rows as ``probes`` batches of up to ``BATCH_ROWS`` rows in table
-order, the discovered ``path`` records, ``gpu``, ``summary``, and for simulated scans
-one ``truth``), in the ``cwctl.rec/1`` format of ``cwctl.records`` (``path``:
-``cwctl.records.path``). A reader takes single ``probe`` records too (files written
-before batches, or with ``batch_rows=0``), and ``cwctl.records/1`` files, which are the
-same without path records.
+order, their integer columns packed, the discovered ``path`` records, ``gpu``,
+``summary``, and for simulated scans one ``truth``), in the ``cwctl.rec/1`` format of
+``cwctl.records`` (``path``: ``cwctl.records.path``). A reader takes single ``probe``
+records too (files written before batches, or with ``batch_rows=0``), list columns
+(files written before issue 36), and ``cwctl.records/1`` files, which are the same
+without path records. Lines are read by orjson (``records.lines.parse_fast``).
 ``docs/records.md`` documents both. The header counts the records, so a file cut at a
 line boundary is caught as surely as one cut mid-line.
 
@@ -39,8 +40,10 @@ from cwctl.records.bounds import (
     other_max_chars,
     printable,
     rows_max,
+    wide_integer,
 )
 from cwctl.records.header import check_header, is_name
+from cwctl.records.lines import parse_fast
 from cwctl.topology import Topology
 
 FILE_FORMAT: Final = "cwctl.records/2"
@@ -85,12 +88,12 @@ def header_of(collection: Collection, count: int) -> dict[str, Any]:
     }
 
 
-def _records(collection: Collection, batch_rows: int) -> Iterator[Mapping[str, Any]]:
+def _records(collection: Collection, batch_rows: int, packed: bool) -> Iterator[Mapping[str, Any]]:
     # a record's own keys win; "type" and "host" are filled in where a producer left them out
     for name, rec in collection.hello.items():
         yield {"type": "hello", "host": name, **rec}
     if batch_rows:
-        yield from collection.table.iter_batches(batch_rows)
+        yield from collection.table.iter_batches(batch_rows, packed=packed)
     else:
         yield from collection.table.iter_records()
     for path in collection.paths:
@@ -117,11 +120,12 @@ def _count(collection: Collection, batch_rows: int) -> int:
 
 
 def write_collection(
-    collection: Collection, path: str | Path, *, batch_rows: int = BATCH_ROWS
+    collection: Collection, path: str | Path, *, batch_rows: int = BATCH_ROWS, packed: bool = True
 ) -> None:
     """Save every record of ``collection`` to ``path`` (``cwctl.atomic``: new files 0600).
 
-    Probe rows go as ``probes`` batches of ``batch_rows`` rows (0: one ``probe`` line each).
+    Probe rows go as ``probes`` batches of ``batch_rows`` rows (0: one ``probe`` line each),
+    their varying integer columns packed (``packed=False``: JSON lists, as before issue 36).
     """
     path = Path(path)
     suffix = ".gz" if path.name.endswith(".gz") else ""
@@ -131,7 +135,7 @@ def write_collection(
         )
         with replacing as tmp, _open_text(tmp, "w") as f:
             f.write(encode_line(header_of(collection, _count(collection, batch_rows))) + "\n")
-            for rec in _records(collection, batch_rows):
+            for rec in _records(collection, batch_rows, packed):
                 f.write(encode_line(rec) + "\n")
     except (OSError, ValueError, TypeError) as exc:  # TypeError: a value JSON cannot hold
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -317,21 +321,16 @@ def read_collection(path: str | Path) -> Collection:
         at = f"{path} line {n}"
         if not text.endswith("\n"):
             raise RecordError(f"{at}: truncated (the last line has no end)")
-        rec = parse_line(text, where=at)
+        rec = _parsed(text, at)
         count += 1
         if count > limits.records_max:
             raise RecordError(f"{at}: more records than the header's scan can have")
         kind = rec["type"]
-        check_values(rec, at, text, numbers=kind not in ("probes", "probe"))
         if kind not in ("probes", "probe"):
             limits.add_other(len(text), at)
-        if kind == "probes":
-            limits.add_rows(rec.get("n"), at)
-            builder.add_batch(rec, where=at)
-            continue
-        if kind == "probe":
-            limits.add_rows(1, at)
-            builder.add_record(rec, where=at)
+        else:
+            limits.add_rows(rec.get("n") if kind == "probes" else 1, at)
+            _add_probes(builder, rec, text, at)
             continue
         if kind == "truth":
             truth = {k: v for k, v in rec.items() if k in TRUTH_KEYS}
@@ -373,6 +372,31 @@ def read_collection(path: str | Path) -> Collection:
         paths=paths,
         captured_ns=_captured_ns(header),
     )
+
+
+def _parsed(text: str, at: str) -> dict[str, Any]:
+    """One line's record, within the bounds (``check_values``). orjson refuses what is not
+    finite, so only a line json read (``parse_fast``) or one showing a wide integer can
+    hold a number out of bounds: those records are walked, a wide one as json reads it.
+    Probe columns are their decoder's to range-check (the depth alone here)."""
+    rec, fast = parse_fast(text, where=at)
+    numbers = rec["type"] not in ("probes", "probe")
+    suspect = numbers and (not fast or wide_integer(text))
+    if suspect and fast:
+        rec = parse_line(text, where=at)
+    check_values(rec, at, text, numbers=numbers, suspect=suspect)
+    return rec
+
+
+def _add_probes(builder: ProbeTableBuilder, rec: dict[str, Any], text: str, at: str) -> None:
+    """A ``probes`` or ``probe`` record's rows added. A record its decoder refuses is read
+    again by json, so that the refusal is worded as ever (orjson reads an integer beyond
+    int64 as a float, which the decoder refuses as "not an integer"): nothing is added."""
+    add = builder.add_batch if rec["type"] == "probes" else builder.add_record
+    try:
+        add(rec, where=at)
+    except RecordError:
+        add(parse_line(text, where=at), where=at)
 
 
 def _captured_ns(header: Mapping[str, Any]) -> int | None:

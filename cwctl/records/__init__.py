@@ -42,7 +42,7 @@ from cwctl.records.builder import ProbeTableBuilder, concat_tables
 from cwctl.records.lines import encode_line, parse_line
 from cwctl.records.path import PathRecord, PathTable, decode_path, hop_switches
 from cwctl.records.probe import ProbeRecord, decode_probe
-from cwctl.records.probes import decode_probes, pack_column
+from cwctl.records.probes import decode_probes
 from cwctl.records.schema import (
     BATCH_ROWS_MAX,
     RECORD_TYPES,
@@ -50,7 +50,7 @@ from cwctl.records.schema import (
     TS_CODE,
     TS_SOURCES,
 )
-from cwctl.records.table import ProbeBatch, ProbeTable
+from cwctl.records.table import ProbeBatch, ProbeTable, pack_column
 
 __all__ = [
     "BATCH_ROWS_MAX",

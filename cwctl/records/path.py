@@ -26,6 +26,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Final, Literal
 
 from cwctl.errors import RecordError
@@ -44,20 +45,35 @@ def _where_key(where: str, key: str, message: str) -> RecordError:
     return RecordError(f"{where}: path key {key!r} {message}")
 
 
+@lru_cache(maxsize=1 << 16)
+def _spaced(value: str) -> bool:
+    """Whether a name holds white space (asked once per distinct name: a file's hosts)."""
+    return any(ch.isspace() for ch in value)
+
+
 def _name(rec: Mapping[str, Any], key: str, where: str) -> str:
     value = rec.get(key)
-    if not isinstance(value, str) or not value or any(ch.isspace() for ch in value):
+    if not isinstance(value, str) or not value or _spaced(value):
         raise _where_key(where, key, f"must be a non-empty name, got {value!r}")
     return value
+
+
+@lru_cache(maxsize=1 << 16)
+def _canonical(value: str) -> str | None:
+    """An address's canonical text, None if it is none (parsed once per distinct text: a
+    fleet's hops are a few thousand addresses over hundreds of thousands of records)."""
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        return None
 
 
 def _address(value: Any, key: str, where: str) -> str:
     """An IP address in canonical text (what the inventory's address maps hold)."""
     if isinstance(value, str) and len(value) <= 64:
-        try:
-            return str(ipaddress.ip_address(value))
-        except ValueError:
-            pass
+        canonical = _canonical(value)
+        if canonical is not None:
+            return canonical
     raise _where_key(where, key, f"must be an IP address, got {value!r}")
 
 

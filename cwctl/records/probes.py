@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 import binascii
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from itertools import chain
 from typing import Any, Final
 
@@ -47,11 +46,6 @@ _ColumnSpec = tuple[str, int, int, bool]
 
 def _column_error(where: str, key: str, message: str) -> RecordError:
     return RecordError(f"{where}: probes column {key!r}: {message}")
-
-
-def pack_column(values: Sequence[int] | np.ndarray) -> str:
-    """A packed integer column: base64 of little-endian int64 (what ``decode_probes`` reads)."""
-    return base64.b64encode(np.asarray(values, "<i8").tobytes()).decode("ascii")
 
 
 def _unpack(value: str, n: int, key: str, where: str) -> bytes:

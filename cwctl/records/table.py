@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -117,13 +118,14 @@ class ProbeTable:
                 nic=self.nics[nic] if nic >= 0 else None,
             ).to_json()
 
-    def iter_batches(self, rows: int = 4096) -> Iterator[dict[str, Any]]:
-        """The rows as ``probes`` record dicts of up to ``rows`` rows each, in order."""
+    def iter_batches(self, rows: int = 4096, *, packed: bool = False) -> Iterator[dict[str, Any]]:
+        """The rows as ``probes`` record dicts of up to ``rows`` rows each, in order;
+        ``packed``: integer columns that vary as packed strings (``pack_column``)."""
         for start in range(0, len(self), rows):
             part = self.select(np.arange(start, min(start + rows, len(self))))
-            yield part._batch_record()
+            yield part._batch_record(packed)
 
-    def _batch_record(self) -> dict[str, Any]:
+    def _batch_record(self, packed: bool = False) -> dict[str, Any]:
         n = len(self)
         used, inverse = np.unique(np.concatenate([self.src, self.dst]), return_inverse=True)
         rec: dict[str, Any] = {"type": "probes", "v": RECORD_VERSION, "n": n}
@@ -132,16 +134,18 @@ class ProbeTable:
             rec["src"] = self.hosts[int(self.src[0])]
         else:
             rec["src"] = inverse[:n].tolist()
-        rec["dst"] = inverse[n:].tolist()
+        column = pack_column if packed else _as_list
+        rec["dst"] = column(inverse[n:])
         for name in ("sport", "pair", "idx", "gap_ns"):
-            rec[name] = _one_or_all(getattr(self, name))
+            one = _one_or_all(getattr(self, name))
+            rec[name] = one if isinstance(one, int) else column(getattr(self, name))
         ts = _one_or_all(self.ts)
         rec["ts"] = TS_SOURCES[ts] if isinstance(ts, int) else [TS_SOURCES[c] for c in ts]
         for name in TIMESTAMP_KEYS:
-            rec[name] = getattr(self, name).tolist()
+            rec[name] = column(getattr(self, name))
         if (self.nic >= 0).any():
             rec["nics"] = list(self.nics)
-            rec["nic"] = self.nic.tolist()
+            rec["nic"] = column(self.nic)
         return rec
 
 
@@ -174,7 +178,16 @@ def _one_or_all(column: np.ndarray) -> int | list[int]:
     """One value when the whole column holds it (a scalar column), else the list."""
     if len(column) and (column == column[0]).all():
         return int(column[0])
+    return _as_list(column)
+
+
+def _as_list(column: np.ndarray) -> list[int]:
     return column.tolist()  # type: ignore[no-any-return]
+
+
+def pack_column(values: Sequence[int] | np.ndarray) -> str:
+    """A packed integer column: base64 of little-endian int64 (what ``decode_probes`` reads)."""
+    return base64.b64encode(np.asarray(values, "<i8").tobytes()).decode("ascii")
 
 
 def concat_chunks(chunks: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

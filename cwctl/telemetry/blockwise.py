@@ -154,9 +154,17 @@ def measure(
             )  # fmt: skip
             del block, obs, pt
         counts = _joined(parts)
-        order = {name: i for i, name in enumerate(table.hosts)}
-        paths.sort(key=lambda p: (order[p.src], order[p.dst]))
+        paths = _in_host_order(paths, table.hosts)
     return Measured(paths, counts, usable.dead, usable.busy_counts, usable.busy_exchanges)
+
+
+def _in_host_order(paths: list[PathReport], hosts: list[str]) -> list[PathReport]:
+    """The paths by (source, destination) in the table's host order, as one pass gives
+    them (a stable sort on two integer columns, not a key tuple per path)."""
+    order = {name: i for i, name in enumerate(hosts)}
+    src = np.fromiter((order[p.src] for p in paths), np.int64, len(paths))
+    dst = np.fromiter((order[p.dst] for p in paths), np.int64, len(paths))
+    return [paths[i] for i in np.lexsort((dst, src)).tolist()]
 
 
 def _joined(parts: list[FlowCounts]) -> FlowCounts:

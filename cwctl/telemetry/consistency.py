@@ -49,13 +49,24 @@ def _duplicates(table: Any) -> np.ndarray:
     dup = np.zeros(len(table), bool)
     if len(table) < 2:
         return dup
+    # a repeat shares its t1 (a stamp in nanoseconds): only the rows whose t1 another row
+    # has are sorted by every key, in row order (a 10 000-host file: a few of 4 M rows)
+    by_t1 = np.argsort(table.t1)
+    t1 = table.t1[by_t1]
+    shared = np.zeros(len(t1), bool)
+    shared[1:] = t1[1:] == t1[:-1]
+    shared[:-1] |= shared[1:]
+    rows = np.sort(by_t1[shared])
+    del by_t1, t1, shared
+    if len(rows) < 2:
+        return dup
     cols = np.stack(
-        [table.src.astype(np.int64), table.dst.astype(np.int64), table.pair,
-         table.idx.astype(np.int64), table.t1]
+        [table.src[rows].astype(np.int64), table.dst[rows].astype(np.int64), table.pair[rows],
+         table.idx[rows].astype(np.int64), table.t1[rows]]
     )  # fmt: skip
-    order = np.lexsort(cols[::-1])
+    order = np.lexsort(cols[::-1])  # stable: of equal rows, the first in the table leads
     same = (np.diff(cols[:, order], axis=1) == 0).all(axis=0)
-    dup[order[1:][same]] = True
+    dup[rows[order[1:][same]]] = True
     return dup
 
 

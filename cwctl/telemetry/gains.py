@@ -9,6 +9,8 @@ flows that matter (``background_ll``, ``drop_gain``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
@@ -27,6 +29,21 @@ from cwctl.telemetry.likelihood import (
 )
 
 _CHUNK = 400_000  # (entries x rates) cells per block of the mixture gains
+_SUM_CELLS = 4_000_000  # (entries x rates) cells per block of a certain or simple gain
+
+
+def _summed(j: I64, n: int, width: int, values: Callable[[slice], F64]) -> F64:
+    """(n x width): the sum of ``values`` (entries x width) into each entry's row ``j``,
+    the entries taken a block at a time so that no (entries x width) matrix is held
+    whole. Added in entry order from zero, as ``gather(j, n) @ values`` adds them (a
+    sparse product accumulates a row's entries in column order): the same sums to the
+    last bit, without a congested spine's gigabyte of temporaries."""
+    out = np.zeros((n, width))
+    step = max(1, _SUM_CELLS // max(width, 1))
+    for lo in range(0, len(j), step):
+        block = slice(lo, min(len(j), lo + step))
+        np.add.at(out, j[block], values(block))
+    return out
 
 
 class Model:
@@ -161,14 +178,20 @@ class Model:
                 self.rows.flow[rows], np.exp(log_w[rows]) * s[rows], minlength=self.rows.n_flows
             )
             f, j, c = f[hard], j[hard], c[hard]
-            base = log_likelihood(self.nf[f], self.kf[f], s_flow[f])
-            delta = grid_log_likelihood(self.nf[f], self.kf[f], s_flow[f], factors, c)
-            out += gather(j, len(out)) @ (delta - base[:, None])
+            n, k, sf = self.nf[f], self.kf[f], s_flow[f]
+            base = log_likelihood(n, k, sf)
+            out += _summed(
+                j, len(out), len(factors),
+                lambda b: grid_log_likelihood(n[b], k[b], sf[b], factors, c[b]) - base[b, None],
+            )  # fmt: skip
         hard = simple & slow[sub_flow]
         if hard.any():
             r, j, c = sub.row[hard], sub.col[hard], sub.data[hard]
-            delta = grid_log_likelihood(self.n[r], self.k[r], s[r], factors, c) - row_ll[r, None]
-            out += gather(j, len(out)) @ delta
+            n, k, sr, ll = self.n[r], self.k[r], s[r], row_ll[r]
+            out += _summed(
+                j, len(out), len(factors),
+                lambda b: grid_log_likelihood(n[b], k[b], sr[b], factors, c[b]) - ll[b, None],
+            )  # fmt: skip
         hard = ~simple & slow[sub_flow]
         if hard.any():
             self._mixture_gains(out, sub, hard, s, row_ll, log_w, factors)

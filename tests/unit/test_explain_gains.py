@@ -9,12 +9,14 @@ of the total log-likelihood, computed here by brute force from the definition.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cwctl.telemetry.gains import Model
-from cwctl.telemetry.likelihood import Explanation, Rows, log_likelihood
+from cwctl.telemetry import gains
+from cwctl.telemetry.gains import Model, _summed
+from cwctl.telemetry.likelihood import Explanation, Rows, gather, log_likelihood
 
 RATES = np.array([0.001, 0.01, 0.1, 0.5, 0.9])
 
@@ -90,3 +92,24 @@ def test_rows_by_flow_is_the_flow_matrix_product(seed: int, weighted: bool) -> N
     diag = sp.diags(np.ones(len(rows.flow)) if w is None else w)
     expected = rows.flow_matrix() @ diag @ (rows.matrix > 0).astype(np.float64)
     assert np.allclose(rows.by_flow(w).toarray(), expected.toarray())
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(1, 6),
+    st.lists(st.integers(0, 4), min_size=1, max_size=60),
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 40),
+)
+def test_summed_by_blocks_is_the_sparse_products_sum_to_the_bit(
+    width: int, j: list[int], seed: int, cells: int
+) -> None:
+    """Entries summed into their rows a block at a time (blocks as small as one entry)
+    give the very bits ``gather(j, n) @ values`` gives: the same additions in the same
+    order, so a congested spine's gains do not move by an ulp."""
+    values = np.random.default_rng(seed).normal(0.0, 1e3, (len(j), width))
+    rows = np.array(j)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(gains, "_SUM_CELLS", cells)
+        got = _summed(rows, 5, width, lambda b: values[b])
+    assert np.array_equal(got, gather(rows, 5) @ values)

@@ -66,6 +66,15 @@ def _probes(recs: Lines) -> dict[str, Any]:
     return next(r for r in recs if r["type"] == "probes")
 
 
+def _path(recs: Lines) -> dict[str, Any]:
+    return next(r for r in recs if r["type"] == "path")
+
+
+def _wide_t4(batch: dict[str, Any]) -> dict[str, Any]:
+    """A batch whose ``t4`` is a list column holding 2^64 (a list, not a packed string)."""
+    return {**batch, "t4": [2**64] * batch["n"]}
+
+
 def _summary(**fields: Any) -> str:
     return json.dumps({"type": "summary", "v": 1, "host": "gpu-001", **fields})
 
@@ -123,6 +132,24 @@ CASES = {
     "an integer of 2^64 in a truth record": (
         _extra(json.dumps({"type": "truth", "v": 1, "offset_ns": {"gpu-001": 2**64}})),
         r"line \d+: an integer beyond 64 bits \(18446744073709551616\.\.\.\)",
+    ),
+    # orjson reads these lines fast but for the wide integers (beyond int64 it gives a
+    # float or an unsigned integer): json reads them again, the words are json's
+    "2^63 in a summary": (
+        _extra(_summary(sent=2**63)),
+        r"line \d+: an integer beyond 64 bits \(9223372036854775808\.\.\.\)",
+    ),
+    "-2^63 - 1 in a path record's unknown key": (
+        lambda recs: (recs, [json.dumps({**_path(recs), "x": -(2**63) - 1})]),
+        r"line \d+: an integer beyond 64 bits \(-9223372036854775809\.\.\.\)",
+    ),
+    "2^64 in a probes list column": (
+        lambda recs: (recs, [json.dumps(_wide_t4(_probes(recs)))]),
+        r"line \d+: probes column 't4': an integer beyond 64 bits",
+    ),
+    "NaN in a path record": (
+        lambda recs: (recs, [json.dumps({**_path(recs), "x": float("nan")})]),
+        r"line \d+: a number that is not finite \(nan\)",
     ),
     "NaN in a summary": (_extra(_summary(cost={"cpu_s": float("nan")})), r"not finite \(nan\)"),
     "1e400 in a gpu record": (

@@ -11,12 +11,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cwctl.cli import app
 from cwctl.recordfile import read_collection, write_collection
-from cwctl.records import pack_column
+from cwctl.records import ProbeTable, pack_column
 from cwctl.session import analyse
+from cwctl.telemetry.consistency import _duplicates
 from tests.unit.test_recordfile import synthetic_collection
 
 Lines = list[dict[str, Any]]
@@ -133,3 +136,30 @@ def test_a_good_file_and_a_live_scan_have_no_problem() -> None:
     collection = synthetic_collection(n_hosts=4, pairs=3)
     snapshot = analyse(collection)
     assert snapshot.consistency == [] and "consistency" not in snapshot.to_json()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2),
+            st.integers(0, 2),
+            st.integers(0, 3),
+            st.integers(0, 1),
+            st.integers(1, 4),
+        ),
+        max_size=40,
+    )
+)
+def test_the_duplicates_are_every_repeat_of_an_earlier_row(rows: list[tuple[int, ...]]) -> None:
+    """Rows drawn from a few values repeat often, with t1 shared by different rows too:
+    every row equal (sender, receiver, pair, index, t1) to an earlier one, and only those."""
+    cols = np.array(rows, np.int64).reshape(-1, 5).T
+    table = ProbeTable(
+        hosts=["a", "b", "c"], src=cols[0].astype(np.int32), dst=cols[1].astype(np.int32),
+        sport=np.zeros(len(rows), np.int32), pair=cols[2], idx=cols[3].astype(np.int8),
+        gap_ns=np.zeros(len(rows), np.int64), ts=np.zeros(len(rows), np.int8), t1=cols[4],
+        t2=cols[4], t3=cols[4], t4=cols[4],
+    )  # fmt: skip
+    expected = [row in rows[:i] for i, row in enumerate(rows)]
+    assert _duplicates(table).tolist() == expected

@@ -205,12 +205,17 @@ def _effect(state: ModelState) -> tuple[Any, ...]:
 
 
 class SimRunner:
-    """Model changes applied to a ``FabricModel``; its state saved after each change
-    when ``request`` is given (so the next ``cwctl scan --sim`` starts from it)."""
+    """Model changes applied to the target's ``FabricModel`` (built on the first change:
+    a plan that only names hosts reads no saved state); its state saved after each
+    change when the target has a request (so the next ``cwctl scan --sim`` starts from it)."""
 
-    def __init__(self, model: FabricModel, request: ScanRequest | None = None) -> None:
-        self.model = model
-        self.request = request
+    def __init__(self, target: SimTarget) -> None:
+        self.target = target
+        self.request = target.request
+
+    @property
+    def model(self) -> FabricModel:
+        return self.target.model
 
     async def run(self, host: str, argv: Sequence[str]) -> CommandResult:
         return CommandResult(2, "", f"{host}: a command step cannot run on the simulator")
@@ -252,6 +257,7 @@ class SimTarget:
         self._model = model
         self.request = request
         self._shape: FabricShape | None = None
+        self._bare: FabricModel | None = None
 
     @staticmethod
     def opens(request: ScanRequest, model: FabricModel | None) -> bool:
@@ -280,8 +286,20 @@ class SimTarget:
             self._shape = self._read_shape()
         return self._shape
 
+    def _fabric(self) -> Fabric:
+        """The fabric's names: the model's, else a bare model's, built without reading the
+        state earlier actions saved (naming hosts needs none, and ``job-env`` may read
+        another user's journal where the state is not its to read)."""
+        if self._model is not None:
+            return self._model.fabric
+        if self._bare is None:
+            from cwctl.transport.sim import model_for
+
+            self._bare = model_for(self.request)
+        return self._bare.fabric
+
     def _read_shape(self) -> FabricShape:
-        f = self.model.fabric
+        f = self._fabric()
         return FabricShape(
             hosts=tuple(f.hosts),
             leaves=tuple(f.leaves),
@@ -305,7 +323,7 @@ class SimTarget:
         return {"source": "sim", **({"inventory": inventory} if inventory else {})}
 
     def open_runner(self) -> Runner:
-        return SimRunner(self.model, self.request)
+        return SimRunner(self)
 
     def scan_source(self, request: ScanRequest) -> Source:
         from cwctl.transport.sim import SimSource
@@ -316,7 +334,7 @@ class SimTarget:
         sim = self.request.sim if self.request is not None else None
         if sim is None or sim.jobs <= 0:
             return None
-        return sim_jobs(list(self.model.fabric.hosts), sim.jobs, sim.seed)
+        return sim_jobs(list(self.shape().hosts), sim.jobs, sim.seed)
 
     def state_now(self) -> dict[str, Any]:
         """The model's state as the next plan will find it: saved by the last change (by

@@ -47,7 +47,7 @@ lint: $(STAMP_TEST)
 	$(BIN)/mypy cwctl
 
 completions: $(STAMP_RUN)
-	$(BIN)/python -m cwctl.completions_gen completions
+	$(BIN)/python -m cwctl.cli.completions_gen completions
 
 # cwctl(1), generated from the click tree whenever asked, so never stale: man -l build/man/cwctl.1
 # (install: copy it to /usr/local/share/man/man1/)

@@ -11,7 +11,7 @@
 2. Each budget's cost: ``cwctl scan --local 8 --budget NAME --format json`` (8 agents on
    loopback, 7 peers each, on this machine's load), each agent's own figures
    (``hosts[].agent``: CPU share while probing, kbit/s sent, datagrams, CPU per 1 000
-   datagrams) beside what ``cwctl.budgets.cost`` expects at 7 peers.
+   datagrams) beside what ``cwctl.scan.budgets.cost`` expects at 7 peers.
 
 3. The quick budget seed by seed (``quick_seeds``, issue 36): the scan above at
    ``QUICK_SEEDS``, hw and sw stamps, p99 |offset error| as part 1 measures it and less
@@ -38,11 +38,12 @@ from pathlib import Path
 
 import numpy as np
 
-from cwctl import budgets, settings
-from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
+from cwctl import settings
+from cwctl.scan import budgets
+from cwctl.scan.request import ProbeOverrides, ScanRequest, SimOptions
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.session import ScanSession, analyse
 from cwctl.sim.model import FabricModel
-from cwctl.snapshot import FabricSnapshot
 from cwctl.transport.sim import model_for, run_model, simulate
 
 CWCTL = str(Path(sys.executable).with_name("cwctl"))

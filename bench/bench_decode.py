@@ -24,9 +24,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from cwctl.collection import HostInfo
 from cwctl.probe.batch import Batch
 from cwctl.records import TS_SOURCES, ProbeTable
+from cwctl.scan.collection import HostInfo
 from cwctl.transport.hostrun import Collector, HostRun
 
 EXCHANGES = int(os.environ.get("CWCTL_BENCH_EXCHANGES", "200000"))

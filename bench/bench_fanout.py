@@ -26,10 +26,10 @@ from typing import Any
 import asyncssh
 import numpy as np
 
-from cwctl.collection import Collection
 from cwctl.inventory import Host, Inventory, ProbeSettings, SSHDefaults
 from cwctl.probe.wire import WIRE
-from cwctl.request import ProbeOverrides, ScanRequest
+from cwctl.scan.collection import Collection
+from cwctl.scan.request import ProbeOverrides, ScanRequest
 from cwctl.sync.coded import send_spacing_ns
 from cwctl.transport.local import LocalSource
 from cwctl.transport.ssh import scan_inventory

@@ -34,12 +34,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from cwctl import settings
+from cwctl.fabric.topology import leaf_spine
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.sim.model import FabricModel
 from cwctl.sim.params import SimParams
-from cwctl.snapshot import FabricSnapshot
 from cwctl.sync import solve
 from cwctl.telemetry import build_snapshot
-from cwctl.topology import leaf_spine
 from cwctl.transport.sim import run_model
 
 SEEDS = int(os.environ.get("CWCTL_BENCH_LOCALIZE_SEEDS", "3"))

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cwctl.request import ScanRequest
+from cwctl.scan.request import ScanRequest
 from cwctl.transport.ssh import SSHSource
 
 SCAN_S = 2.0

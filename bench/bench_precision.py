@@ -50,15 +50,15 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from cwctl import settings
-from cwctl.collection import Collection
+from cwctl.fabric.topology import leaf_spine
 from cwctl.records.path import PathTable
+from cwctl.scan.collection import Collection
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.sim.faults import DEFAULT_VALUE
 from cwctl.sim.model import FabricModel
 from cwctl.sim.params import SimParams
-from cwctl.snapshot import FabricSnapshot
 from cwctl.sync import ClockSolution, solve
 from cwctl.telemetry import THRESHOLDS, Thresholds, build_snapshot
-from cwctl.topology import leaf_spine
 from cwctl.transport.sim import run_model
 from tests.unit.telemetry_synth import Synth, make
 

@@ -17,9 +17,9 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
-from cwctl.request import SimOptions
+from cwctl.scan.request import SimOptions
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.session import analyse
-from cwctl.snapshot import FabricSnapshot
 from cwctl.telemetry import paths as telemetry_paths
 from cwctl.transport.sim import simulate
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 import time
 
-from cwctl.request import SimOptions
+from cwctl.scan.request import SimOptions
 from cwctl.transport.sim import model_for, simulate
 
 SIZES = (64, 256, 1024)

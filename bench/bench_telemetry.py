@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from cwctl.collection import Collection
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.scan.collection import Collection
+from cwctl.scan.request import ScanRequest, SimOptions
 from cwctl.session import ScanSession
 from cwctl.sync import ClockSolution, one_way_delays, solve
 from cwctl.telemetry import build_snapshot

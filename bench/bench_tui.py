@@ -15,9 +15,9 @@ import statistics
 import time
 from typing import Any
 
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.scan.request import ScanRequest, SimOptions
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.session import scan
-from cwctl.snapshot import FabricSnapshot
 from cwctl.tui import grid as grid_module
 from cwctl.tui.grid import build_grid
 from cwctl.tui.widgets.heatmap import Heatmap

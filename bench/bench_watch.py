@@ -30,8 +30,8 @@ from collections import Counter
 
 from prometheus_client.exposition import generate_latest
 
-from cwctl.allocator import tune
-from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
+from cwctl.runtime.allocator import tune
+from cwctl.scan.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.watch.metrics import registry_of
 from cwctl.watch.policy import Allow, Policy
 from cwctl.watch.rounds import Watch
@@ -79,7 +79,7 @@ async def run(rounds: int) -> tuple[dict[int, float], Counter[str], float]:
 
 
 def main() -> None:
-    tune()  # as the cwctl program does at its start (cwctl.allocator)
+    tune()  # as the cwctl program does at its start (cwctl.runtime.allocator)
     with tempfile.TemporaryDirectory(prefix="cwctl-bench-watch-") as state:
         os.environ["CWCTL_STATE_DIR"] = state
         marks, verbs, took = asyncio.run(run(ROUNDS))

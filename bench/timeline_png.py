@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cwctl import atomic
 from cwctl.report.png import GLYPH_H, draw_text, encode_png
+from cwctl.runtime import atomic
 from tests.testbed.trainjob import Timeline
 
 W, H, PAD = 900, 300, 40

@@ -8,7 +8,7 @@ The CLI runs one scan (``scan(request)``); the TUI scans again and again with
 ``sliding=True`` (the clock solve warm-starts from the previous window); an action's
 ``--verify`` rescans through a session on the same source, so a simulated change shows.
 Which source answers (sim, ssh, local, slurm, replay; ``SOURCES`` lists them) is decided once,
-from the request, by ``open_source``; every source answers ``cwctl.request.Source``.
+from the request, by ``open_source``; every source answers ``cwctl.scan.request.Source``.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
-from cwctl.collection import Collection
 from cwctl.errors import InputError
 from cwctl.jobs import JobRead
 from cwctl.jobs.affected import attach
 from cwctl.jobs.simjobs import sim_jobs
-from cwctl.request import Progress, ScanRequest, Source
-from cwctl.snapshot import FabricSnapshot
+from cwctl.scan.collection import Collection
+from cwctl.scan.request import Progress, ScanRequest, Source
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.sync import solve
 from cwctl.sync.incremental import SlidingSolver, history_for
 from cwctl.telemetry import build_snapshot
@@ -161,7 +161,7 @@ class ScanSession:
 
     def fabric_changed(self) -> None:
         """An action changed the fabric (a reroute, a drain): the paths the source learnt
-        no longer hold, so the next scans trace afresh (``cwctl.pathcache``)."""
+        no longer hold, so the next scans trace afresh (``cwctl.scan.pathcache``)."""
         paths = getattr(self.source, "paths", None)
         if paths is not None:
             paths.forget()
@@ -170,7 +170,7 @@ class ScanSession:
         """One scan's records (kept in ``request.save_records`` when asked)."""
         collection = await self.source.scan(self.request, self.progress)
         if self.request.save_records is not None and self.request.replay is None:
-            from cwctl.recordfile import write_collection
+            from cwctl.scan.recordfile import write_collection
 
             write_collection(collection, self.request.save_records)
         return collection

@@ -24,7 +24,7 @@ from cwctl.actions.runners import CommandResult, Runner
 from cwctl.actions.target import ActionTarget
 
 if TYPE_CHECKING:
-    from cwctl.snapshot import FabricSnapshot
+    from cwctl.scan.snapshot import FabricSnapshot
 
 LINE_ROOM = 512  # bytes a step, verify or end line of the journal takes, with room
 

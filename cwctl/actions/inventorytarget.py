@@ -36,7 +36,7 @@ from cwctl.jobs.read import read_jobs
 if TYPE_CHECKING:
     from cwctl.inventory import Inventory
     from cwctl.jobs import JobRead
-    from cwctl.request import ScanRequest, Source
+    from cwctl.scan.request import ScanRequest, Source
     from cwctl.sim.model import FabricModel
 
 KIND = "ssh"

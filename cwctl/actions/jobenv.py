@@ -37,7 +37,7 @@ from cwctl.inventory import load_inventory
 
 if TYPE_CHECKING:
     from cwctl.actions.journal import Journal
-    from cwctl.request import ScanRequest
+    from cwctl.scan.request import ScanRequest
 
 
 @dataclass

@@ -18,7 +18,6 @@ from cwctl.actions.naming import resolve
 from cwctl.actions.plan import LOCAL, ActionPlan
 from cwctl.actions.runners import LocalRunner, Runner, SSHRunner
 from cwctl.actions.target import ActionTarget
-from cwctl.collection import Collection
 from cwctl.jobs import Job, JobRead
 from cwctl.jobs.affected import (
     flows_move,
@@ -29,7 +28,8 @@ from cwctl.jobs.affected import (
     uses_nic,
 )
 from cwctl.jobs.read import read_jobs, scheduler_of
-from cwctl.request import ScanRequest
+from cwctl.scan.collection import Collection
+from cwctl.scan.request import ScanRequest
 from cwctl.session import JobReader, default_jobs
 
 JOBS_UNKNOWN = "the running jobs are not known"  # a plan's note when the scheduler failed

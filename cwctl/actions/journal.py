@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cwctl.atomic import fsync_dir, private_dir
 from cwctl.errors import CwctlError, InputError
+from cwctl.runtime.atomic import fsync_dir, private_dir
 from cwctl.settings import state_dir
 
 JOURNAL_SCHEMA = "cwctl.journal/2"

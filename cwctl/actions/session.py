@@ -54,7 +54,7 @@ from cwctl.actions.steer import verify_steering
 from cwctl.actions.target import ActionTarget, RouteOptions
 from cwctl.errors import CwctlError, InputError
 from cwctl.jobs.steps import JobCheck
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.scan.request import ScanRequest, SimOptions
 from cwctl.sim.model import FabricModel
 
 # "steer": a reroute by source port at the hosts (``reroute --at hosts``, steer.py);

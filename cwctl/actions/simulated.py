@@ -49,7 +49,7 @@ from cwctl.sim.model import (
 
 if TYPE_CHECKING:
     from cwctl.jobs import JobRead
-    from cwctl.request import ScanRequest, Source
+    from cwctl.scan.request import ScanRequest, Source
     from cwctl.sim.fabric import Fabric
 
 KIND = "sim"

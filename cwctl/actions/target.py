@@ -35,7 +35,7 @@ from cwctl.actions.steerports import SteerOptions
 if TYPE_CHECKING:
     from cwctl.inventory import Inventory
     from cwctl.jobs import JobRead
-    from cwctl.request import ScanRequest, Source
+    from cwctl.scan.request import ScanRequest, Source
 
 
 @dataclass

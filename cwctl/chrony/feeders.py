@@ -19,9 +19,9 @@ from typing import Any
 
 from cwctl import settings
 from cwctl.chrony.rules import FeedDecision
-from cwctl.collection import HostInfo
 from cwctl.probe.bootstrap import agent_payload
 from cwctl.probe.chronysock import LEASE_SLACK_S
+from cwctl.scan.collection import HostInfo
 from cwctl.transport.hostrun import AgentSession, HostFailure, last_line
 from cwctl.transport.plan import HELLO_TIMEOUT_S
 

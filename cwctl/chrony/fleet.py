@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cwctl.collection import HostInfo
 from cwctl.errors import InputError
+from cwctl.scan.collection import HostInfo
 
 
 @dataclass
@@ -45,7 +45,7 @@ def fleet_for(request: Any, *, client_options: Mapping[str, Any] | None = None) 
     if request.replay is not None:
         raise InputError("--replay reads saved records: there are no hosts to feed or check")
     if request.sim is not None:
-        from cwctl.topology import leaf_spine
+        from cwctl.fabric.topology import leaf_spine
 
         sim = request.sim
         names, _ = leaf_spine(sim.hosts, sim.hosts_per_leaf, sim.spines)

@@ -27,9 +27,9 @@ from cwctl.chrony.fleet import Fleet
 from cwctl.chrony.journal import SyncJournal
 from cwctl.chrony.rules import FeedDecision, FeedRules, decide, socket_path
 from cwctl.errors import EXIT_OK, EXIT_PROBLEMS
-from cwctl.request import Progress
+from cwctl.scan.request import Progress
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.session import ScanSession
-from cwctl.snapshot import FabricSnapshot
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,13 @@ from cwctl.cli import sync  # noqa: F401
 from cwctl.cli import watch  # noqa: F401
 
 # isort: on
-from cwctl.allocator import tune
 from cwctl.cli.app import app, run_guarded
+from cwctl.runtime.allocator import tune
 
 __all__ = ["app", "main", "run_guarded"]
 
 
 def main() -> None:
-    """Console-script entry point (the allocator tuned first: ``cwctl.allocator``)."""
+    """Console-script entry point (the allocator tuned first: ``cwctl.runtime.allocator``)."""
     tune()
     app()

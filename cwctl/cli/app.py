@@ -16,9 +16,10 @@ from typing import Annotated, NoReturn, TypeVar
 
 import typer
 
-from cwctl import atomic, settings
+from cwctl import settings
 from cwctl.cli.usage import OneLineGroup
 from cwctl.errors import EXIT_OK, EXIT_USAGE, CwctlError
+from cwctl.runtime import atomic
 
 app = typer.Typer(
     name="cwctl",
@@ -139,7 +140,7 @@ def report_width(out: Path | None, default: int = 80) -> int:
 
 
 def write_output(text: str | Iterable[bytes], out: Path | None) -> None:
-    """To stdout, or safely to ``out`` (``cwctl.atomic``: new files 0644). ``text`` may
+    """To stdout, or safely to ``out`` (``cwctl.runtime.atomic``: new files 0644). ``text`` may
     be pieces of UTF-8 (a large report), written as they come."""
     if out is None:
         try:

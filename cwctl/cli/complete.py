@@ -35,7 +35,7 @@ def _inventory_names(path: str) -> dict[str, list[str]]:
 
 
 def _sim_names(params: dict[str, Any]) -> dict[str, list[str]]:
-    from cwctl.topology import leaf_spine
+    from cwctl.fabric.topology import leaf_spine
 
     hosts = int(params.get("hosts") or settings.SIM_HOSTS)
     per_leaf = int(params.get("hosts_per_leaf") or min(settings.SIM_HOSTS_PER_LEAF, hosts))

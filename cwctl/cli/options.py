@@ -19,11 +19,12 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from cwctl import budgets, settings
+from cwctl import settings
 from cwctl.cli.app import BudgetName, Ecmp, Format, Timestamps, Via, fail
 from cwctl.cli.complete import complete_fault, complete_host
 from cwctl.cli.durations import METAVAR as DURATION
 from cwctl.cli.durations import Duration
+from cwctl.scan import budgets
 
 _TIMESTAMPS = Timestamps(settings.SIM_TIMESTAMPS)
 _ECMP = Ecmp(settings.SIM_ECMP)
@@ -298,9 +299,9 @@ def flag_group(
 def build_request(flags: SourceFlags, budget: str = settings.BUDGET_QUICK) -> Any:
     """A ScanRequest from the flags; exactly one source of hosts; every flag and
     combination checked first (``cwctl.cli.validate``). ``budget``: the command's own
-    (``cwctl.budgets.COMMAND_BUDGETS``), which ``--budget`` and the inventory override."""
-    from cwctl.atomic import expand
+    (``cwctl.scan.budgets.COMMAND_BUDGETS``), which ``--budget`` and the inventory override."""
     from cwctl.cli.validate import check_flags, check_reference
+    from cwctl.runtime.atomic import expand
 
     check_flags(flags, _DEFAULTS)
 
@@ -323,7 +324,7 @@ def build_request(flags: SourceFlags, budget: str = settings.BUDGET_QUICK) -> An
     if not given:
         inventory = inventory or Path(settings.INVENTORY_FILE)
     check_reference(flags, inventory if (not given or flags.sim) else None, replay)
-    from cwctl.request import ProbeOverrides, ScanRequest, SimOptions  # after the cheap checks
+    from cwctl.scan.request import ProbeOverrides, ScanRequest, SimOptions  # after the cheap checks
 
     sim_options = None
     if flags.sim:

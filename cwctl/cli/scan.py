@@ -13,7 +13,6 @@ from typing import Annotated, Any
 import typer
 
 from cwctl import settings
-from cwctl.budgets import COMMAND_BUDGETS
 from cwctl.cli.app import (
     STATE,
     Format,
@@ -38,6 +37,7 @@ from cwctl.cli.options import (
     source_flags,
 )
 from cwctl.errors import EXIT_OK, EXIT_PROBLEMS
+from cwctl.scan.budgets import COMMAND_BUDGETS
 from cwctl.transport.k8s import DEFAULT_DEADLINE_S, DEFAULT_IMAGE, DEFAULT_NAMESPACE
 from cwctl.units import parse_ns
 
@@ -91,8 +91,8 @@ def scan(
     """
 
     def body() -> int:
-        from cwctl.atomic import check_output
         from cwctl.cli.validate import check_report_flags
+        from cwctl.runtime.atomic import check_output
 
         check_report_flags(
             fmt=fmt.value,

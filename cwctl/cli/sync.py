@@ -9,12 +9,12 @@ from typing import Annotated, Any
 import typer
 
 from cwctl import settings
-from cwctl.budgets import COMMAND_BUDGETS
 from cwctl.cli.app import STATE, app, fail, run_guarded
 from cwctl.cli.durations import METAVAR as DURATION
 from cwctl.cli.durations import Duration
 from cwctl.cli.options import SCAN_FLAGS, SourceFlags, build_request, source_flags
 from cwctl.errors import EXIT_OK, EXIT_PROBLEMS
+from cwctl.scan.budgets import COMMAND_BUDGETS
 from cwctl.units import parse_seconds
 
 sync_app = typer.Typer(

@@ -8,11 +8,11 @@ from typing import Annotated
 import typer
 
 from cwctl import settings
-from cwctl.budgets import COMMAND_BUDGETS
 from cwctl.cli.app import app, fail, run_guarded
 from cwctl.cli.durations import METAVAR as DURATION
 from cwctl.cli.durations import Duration
 from cwctl.cli.options import SCAN_FLAGS, SourceFlags, build_request, source_flags
+from cwctl.scan.budgets import COMMAND_BUDGETS
 
 
 @app.command()
@@ -78,7 +78,7 @@ def tui(
             job_log=job_log,
         )
         app_.run()
-        from cwctl.offthread import exit_now_if_busy
+        from cwctl.runtime.offthread import exit_now_if_busy
 
         exit_now_if_busy(app_.executor, 0)  # a solve still running: quit now, not after it
 

@@ -78,7 +78,7 @@ def host_names(flags: Any, inventory: Any, replay: Any) -> list[str] | None:
     """The hosts the flags will scan, without scanning (None: not known up front).
     Reads only what it must: a record file's header, the inventory."""
     if replay is not None:
-        from cwctl.recordfile import read_host_names
+        from cwctl.scan.recordfile import read_host_names
 
         return read_host_names(replay)
     if inventory is not None and (flags.sim or flags.local is None):
@@ -86,11 +86,11 @@ def host_names(flags: Any, inventory: Any, replay: Any) -> list[str] | None:
 
         return [h.name for h in load_inventory(inventory).hosts]
     if flags.sim:
-        from cwctl.names import sim_host_names
+        from cwctl.fabric.names import sim_host_names
 
         return sim_host_names(flags.hosts)
     if flags.local is not None:
-        from cwctl.names import local_host_names
+        from cwctl.fabric.names import local_host_names
 
         return local_host_names(flags.local)
     return None

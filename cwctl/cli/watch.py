@@ -9,11 +9,11 @@ from typing import Annotated
 import typer
 
 from cwctl import settings
-from cwctl.budgets import COMMAND_BUDGETS
 from cwctl.cli.app import app, run_guarded
 from cwctl.cli.durations import METAVAR as DURATION
 from cwctl.cli.durations import Duration
 from cwctl.cli.options import SCAN_FLAGS, SourceFlags, build_request, source_flags
+from cwctl.scan.budgets import COMMAND_BUDGETS
 
 
 class LogFormat(StrEnum):
@@ -96,7 +96,7 @@ def watch(
     """
 
     def body() -> int:
-        from cwctl.atomic import check_output
+        from cwctl.runtime.atomic import check_output
 
         # one round answers alone (quick, as scan); the loop watches (watch)
         request = build_request(flags, COMMAND_BUDGETS["watch-once" if once else "watch"])

@@ -12,8 +12,8 @@ import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
+from cwctl.config.tomlcheck import TomlChecker, toml_type
 from cwctl.inventory.model import Host, Switch
-from cwctl.tomlcheck import TomlChecker, toml_type
 
 SWITCH_KINDS = ("linux",)  # "linux": iproute2 over SSH
 _SWITCH_ACCESS_KEYS = ("address", "user", "port", "python")

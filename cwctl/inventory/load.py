@@ -16,7 +16,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cwctl import settings, tomlfile
+from cwctl import settings
+from cwctl.config import tomlfile
+from cwctl.config.tomlcheck import TomlChecker, did_you_mean
 from cwctl.inventory.addresses import (
     at,
     check_probe_addresses,
@@ -38,7 +40,6 @@ from cwctl.inventory.model import (
     section_keys,
 )
 from cwctl.settings import BUDGETS
-from cwctl.tomlcheck import TomlChecker, did_you_mean
 
 # --- validation -----------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cwctl import settings
 from cwctl.errors import InputError
-from cwctl.topology import Topology
+from cwctl.fabric.topology import Topology
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from cwctl.jobs.model import Job, JobMap, JobRead
-from cwctl.snapshot import Crossings, FabricSnapshot, Suspect
+from cwctl.scan.snapshot import Crossings, FabricSnapshot, Suspect
 
 
 def sits_on(element: str, hosts: Iterable[str], leaf_of: Mapping[str, str | None]) -> str | None:

@@ -2,7 +2,7 @@
 
 A record file (``--replay``) is data from anywhere: a 264-byte ``probes`` line with
 scalar columns can claim a million rows, a 1 MB gzip can hold a 1 GiB line, a line can
-nest ten thousand lists deep or carry a 20-digit integer. The reader (``cwctl.recordfile``)
+nest ten thousand lists deep or carry a 20-digit integer. The reader (``cwctl.scan.recordfile``)
 holds every file to these bounds, stated here once, and refuses past one with one line:
 
 - a line: at most ``HEADER_MAX_CHARS`` for the header, ``line_max_chars(hosts)`` for the

@@ -30,7 +30,7 @@ from functools import lru_cache
 from typing import Any, Final, Literal
 
 from cwctl.errors import RecordError
-from cwctl.gcpause import paused_gc
+from cwctl.runtime.gcpause import paused_gc
 
 PATH_RECORD_VERSION: Final = 1
 PATH_ROLES: Final = ("probe", "reply")

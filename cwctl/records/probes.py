@@ -13,7 +13,6 @@ import numpy.typing as npt
 from cwctl.errors import RecordError
 from cwctl.records.schema import (
     BATCH_ROWS_MAX,
-    I64,
     MAX_NS,
     RECORD_VERSION,
     TS_CODE,
@@ -21,6 +20,7 @@ from cwctl.records.schema import (
     is_int,
 )
 from cwctl.records.table import ProbeBatch
+from cwctl.runtime.arrays import I64
 
 # --- ``probes``: many exchanges in one record, column by column ----------------------
 #

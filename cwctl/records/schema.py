@@ -5,9 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-import numpy as np
-import numpy.typing as npt
-
 from cwctl.errors import RecordError
 
 RECORD_VERSION: Final = 1
@@ -20,7 +17,6 @@ BATCH_ROWS_MAX: Final = 1 << 20  # rows one ``probes`` record may hold
 TS_SOURCES: Final = ("hw", "sw", "user")
 TS_CODE: Final = {name: code for code, name in enumerate(TS_SOURCES)}
 
-I64 = npt.NDArray[np.int64]
 TIMESTAMP_KEYS: Final = ("t1", "t2", "t3", "t4")
 MAX_NS: Final = 2**62  # far beyond any real clock; rejects garbage before it reaches int64
 

@@ -11,7 +11,8 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.records.probe import ProbeRecord
-from cwctl.records.schema import I64, RECORD_VERSION, TIMESTAMP_KEYS, TS_SOURCES
+from cwctl.records.schema import RECORD_VERSION, TIMESTAMP_KEYS, TS_SOURCES
+from cwctl.runtime.arrays import I64
 
 COLUMNS: Final = (
     "src", "dst", "sport", "pair", "idx", "gap_ns", "ts", "t1", "t2", "t3", "t4", "nic",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cwctl.snapshot import FabricSnapshot
+from cwctl.scan.snapshot import FabricSnapshot
 
 FORMATS = ("table", "json", "prom")
 

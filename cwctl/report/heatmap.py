@@ -29,14 +29,13 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from cwctl import atomic
 from cwctl.errors import InputError
 from cwctl.report.png import GLYPH_H, draw_text, encode_png, text_width
-from cwctl.snapshot import QUEUEING, FabricSnapshot, PathReport
+from cwctl.runtime import atomic
+from cwctl.runtime.arrays import F64, U8
+from cwctl.scan.snapshot import QUEUEING, FabricSnapshot, PathReport
 from cwctl.units import fmt_ns
 
-F64 = npt.NDArray[np.float64]
-U8 = npt.NDArray[np.uint8]
 IP = npt.NDArray[np.intp]
 
 BACKGROUND = (255, 255, 255)
@@ -365,7 +364,7 @@ def _legend(img: U8, x: int, y: int, max_ns: float, suspects: list[str]) -> None
 
 
 def write_heatmap(snapshot: FabricSnapshot, path: Path, *, max_ns: float = SCALE_MAX_NS) -> None:
-    """Render and write the PNG safely (``cwctl.atomic``: new files 0644)."""
+    """Render and write the PNG safely (``cwctl.runtime.atomic``: new files 0644)."""
     data = render_heatmap(snapshot, max_ns=max_ns)
     try:
         atomic.write_bytes(path, data, option="--heatmap")

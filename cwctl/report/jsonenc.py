@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from cwctl.gcpause import paused_gc
+from cwctl.runtime.gcpause import paused_gc
 
 _OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 CHUNK = 4096  # list items encoded at a time

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shlex
 
-from cwctl.snapshot import FabricSnapshot
+from cwctl.scan.snapshot import FabricSnapshot
 
 LONGER_WINDOW = "10s"
 

@@ -24,17 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 
-from cwctl import atomic
 from cwctl.errors import InputError
 from cwctl.records import ProbeTable
 from cwctl.report.png import GLYPH_H, draw_text, encode_png, text_width
-from cwctl.snapshot import FabricSnapshot
+from cwctl.runtime import atomic
+from cwctl.runtime.arrays import F64
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.units import fmt_ns
 
-F64 = npt.NDArray[np.float64]
-U8 = npt.NDArray[np.uint8]
 MIN_PAIRS_PER_WINDOW = 20  # coded pairs per peer a window needs to be worth solving
 MAX_WINDOWS = 20
 BARS = 3  # the most stray hosts get their error bars drawn

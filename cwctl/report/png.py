@@ -13,7 +13,7 @@ import zlib
 import numpy as np
 import numpy.typing as npt
 
-U8 = npt.NDArray[np.uint8]
+from cwctl.runtime.arrays import U8
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:

@@ -1,6 +1,6 @@
 """A scan's progress in words: ``12/64 hosts · 48,000 probes · 1.4 s left``.
 
-Fed by the scan's ``progress(event, fields)`` callback (``cwctl.request.PROGRESS_EVENTS``):
+Fed by the scan's ``progress(event, fields)`` callback (``cwctl.scan.request.PROGRESS_EVENTS``):
 ``connected`` (one per host), ``started`` (hosts, of, start_in_s, duration_s),
 ``records`` (records so far), ``done`` (ok, of), ``solved`` (s). Between ``done`` and
 ``solved`` the words say how long the solve has run (``solving 12 s``). The CLI's live

@@ -63,7 +63,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from cwctl import __version__
-from cwctl.snapshot import FabricSnapshot, PathReport
+from cwctl.scan.snapshot import FabricSnapshot, PathReport
 
 _OWD = (
     ("min", "owd_min_ns", "the floor"),

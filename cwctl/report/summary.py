@@ -10,7 +10,7 @@ import datetime as dt
 import heapq
 import math
 
-from cwctl.snapshot import FabricSnapshot, PathReport
+from cwctl.scan.snapshot import FabricSnapshot, PathReport
 from cwctl.units import fmt_ns, fmt_ratio
 
 
@@ -98,7 +98,7 @@ def silent_hosts(snapshot: FabricSnapshot) -> list[str]:
 
 
 def budget_line(snapshot: FabricSnapshot) -> str | None:
-    """The probe budget the scan ran at and what it cost each agent (``cwctl.budgets``)."""
+    """The probe budget the scan ran at and what it cost each agent (``cwctl.scan.budgets``)."""
     b = snapshot.telemetry.get("budget")
     if not isinstance(b, dict):
         return None

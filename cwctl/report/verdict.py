@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cwctl.snapshot import FabricSnapshot
+from cwctl.scan.snapshot import FabricSnapshot
 
 VERDICT_STYLES = {"healthy": "bold green", "problems": "bold red", "inconclusive": "bold yellow"}
 HEALTHY = "no element explains any loss or delay"

@@ -24,9 +24,9 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
+from cwctl.runtime.arrays import U64
 from cwctl.sim.fabric import HIDDEN_LEAF, Fabric
 
-U64 = npt.NDArray[np.uint64]
 _HOSTS = int(ipaddress.IPv4Address("10.160.0.0"))
 _LEAF_DOWN = int(ipaddress.IPv4Address("10.128.0.0"))
 _LINKS = int(ipaddress.IPv4Address("10.0.0.0"))

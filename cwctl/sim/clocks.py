@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from cwctl.runtime.arrays import F64
 from cwctl.sim.params import SimParams
 
-F64 = npt.NDArray[np.float64]
 _WANDER_BLOCK = 256  # grid points generated at a time
 
 

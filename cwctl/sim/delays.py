@@ -14,10 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from cwctl.runtime.arrays import F64
 from cwctl.sim.fabric import HIDDEN_LEAF, Fabric
 from cwctl.sim.params import SimParams
-
-F64 = npt.NDArray[np.float64]
 
 
 @dataclass

@@ -38,13 +38,12 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.records.path import PathRecord
+from cwctl.runtime.arrays import F64, I64
 from cwctl.sim.addresses import ip_texts
 from cwctl.sim.fabric import HIDDEN_LEAF
 from cwctl.sim.faults import fault_active
 from cwctl.sim.world import FlowPaths, SimWorld
 
-I64 = npt.NDArray[np.int64]
-F64 = npt.NDArray[np.float64]
 TRIES = 3  # times a trace packet is sent before its hop is recorded as unknown
 REVALIDATE = 0.1  # share of the known paths traced again each window (the oldest)
 HOP_COLUMNS = (3, 5, 7)  # leaf, spine, far leaf in a path's element row (window._direction)

@@ -21,7 +21,8 @@ import zlib
 import numpy as np
 import numpy.typing as npt
 
-U64 = npt.NDArray[np.uint64]
+from cwctl.runtime.arrays import U64
+
 ECMP_MODES = ("hidden", "documented")
 PROTO_UDP = 17
 

@@ -20,10 +20,10 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.errors import InputError
+from cwctl.fabric.topology import Topology
+from cwctl.runtime.arrays import I32
 from cwctl.sim.faults import Fault
-from cwctl.topology import Topology
 
-I32 = npt.NDArray[np.int32]
 DEFAULT_NIC = "mlx5_0"
 HIDDEN_LEAF = "(unattached)"
 

@@ -27,8 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.errors import InputError
-
-F64 = npt.NDArray[np.float64]
+from cwctl.runtime.arrays import F64
 
 KINDS: Final = ("switch", "link", "nic", "host")
 DEFAULT_VALUE: Final = {

@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from cwctl.errors import InputError
+from cwctl.runtime.arrays import I32
 from cwctl.sim.addresses import ip_text
 from cwctl.sim.window import choose_spine, ecmp_groups
 from cwctl.sim.world import SimWorld
@@ -119,9 +119,6 @@ def observe(flows: Sequence[JobFlow], *, seed: int, noise: float) -> list[JobFlo
 
 
 Tuples = tuple[Sequence[str], Sequence[str], Sequence[int], Sequence[int], str]
-
-
-I32 = npt.NDArray[np.int32]
 
 
 def _hash(

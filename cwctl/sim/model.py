@@ -27,8 +27,10 @@ import numpy.typing as npt
 
 from cwctl import settings
 from cwctl.errors import InputError
-from cwctl.gcpause import paused_gc
+from cwctl.fabric.topology import Topology, assign_peers, leaf_spine
 from cwctl.records.path import PathRecord
+from cwctl.runtime.arrays import I64
+from cwctl.runtime.gcpause import paused_gc
 from cwctl.sim.addresses import SimAddresses, sim_addresses
 from cwctl.sim.clocks import Clocks
 from cwctl.sim.delays import FixedDelays, draw_fixed
@@ -38,9 +40,6 @@ from cwctl.sim.faults import Fault, parse_fault
 from cwctl.sim.params import SimParams
 from cwctl.sim.window import flow_paths, simulate_window
 from cwctl.sim.world import ModelState, ProbeWindow
-from cwctl.topology import Topology, assign_peers, leaf_spine
-
-I64 = npt.NDArray[np.int64]
 
 PATH_CACHE_S = 600.0  # a known path is traced again after this long (docs/paths.md)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cwctl import settings
-from cwctl.atomic import PRIVATE_MODE, private_dir, remove_stale_temporaries, write_text
+from cwctl.runtime.atomic import PRIVATE_MODE, private_dir, remove_stale_temporaries, write_text
 from cwctl.sim.model import FabricModel
 from cwctl.sim.world import ModelState
 

@@ -25,10 +25,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from cwctl.runtime.arrays import F64, I32
 from cwctl.sim.world import SimWorld
-
-F64 = npt.NDArray[np.float64]
-I32 = npt.NDArray[np.int32]
 
 
 def _round(values: F64, digits: int = 3) -> list[float]:

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.records import TS_CODE, ProbeTable
+from cwctl.runtime.arrays import F64, I32, I64
 from cwctl.sim.delays import queue_rho, sample_queueing, stamp_error
 from cwctl.sim.discovery import discover
 from cwctl.sim.ecmp import PROTO_UDP, documented_hash, host_id, splitmix64, tuple_hash
@@ -24,9 +25,6 @@ from cwctl.sim.faults import fault_active
 from cwctl.sim.truth import window_truth
 from cwctl.sim.world import FlowPaths, ProbeWindow, SimWorld
 
-I32 = npt.NDArray[np.int32]
-I64 = npt.NDArray[np.int64]
-F64 = npt.NDArray[np.float64]
 SAME_LEAF, CORE, NO_ROUTE = -1, -2, -3
 
 

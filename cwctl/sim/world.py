@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from cwctl.records import ProbeTable
 from cwctl.records.path import PathRecord
+from cwctl.runtime.arrays import F64, I32
 from cwctl.sim.addresses import SimAddresses
 from cwctl.sim.clocks import Clocks
 from cwctl.sim.delays import FixedDelays
@@ -23,9 +24,6 @@ from cwctl.sim.ecmp import U64
 from cwctl.sim.fabric import Fabric
 from cwctl.sim.faults import Fault
 from cwctl.sim.params import SimParams
-
-I32 = npt.NDArray[np.int32]
-F64 = npt.NDArray[np.float64]
 
 
 @dataclass

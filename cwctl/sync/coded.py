@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.records import TS_SOURCES, ProbeTable
-from cwctl.records.schema import I64
+from cwctl.runtime.arrays import I64
 from cwctl.sync.robust import MAD_TO_SIGMA
 
 # Floors of the spacing tolerance per timestamp source (index = TS_CODE), in ns.

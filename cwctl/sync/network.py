@@ -24,13 +24,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 from scipy.sparse.linalg import LinearOperator, cg
 
-F64 = npt.NDArray[np.float64]
-IntP = npt.NDArray[np.intp]
+from cwctl.runtime.arrays import F64, IntP
 
 CG_RTOL = 1e-8
 CG_FLOOR = 1e-14

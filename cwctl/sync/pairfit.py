@@ -41,8 +41,6 @@ from cwctl.records import ProbeTable
 from cwctl.sync.coded import CodedFilter
 from cwctl.sync.robust import F64, MAD_TO_SIGMA, IntP, median_per_group
 
-I64 = npt.NDArray[np.int64]
-
 TRIM_K: Final = 4.0
 # Uncertainty floors per timestamp source (hw, sw, user): offset ns, and the trim floor.
 SIGMA_FLOOR_NS: Final = (1.0, 20.0, 200.0)

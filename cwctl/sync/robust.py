@@ -11,10 +11,8 @@ from __future__ import annotations
 from typing import Final
 
 import numpy as np
-import numpy.typing as npt
 
-F64 = npt.NDArray[np.float64]
-IntP = npt.NDArray[np.intp]
+from cwctl.runtime.arrays import F64, IntP
 
 MAD_TO_SIGMA: Final = 1.4826
 _KEY_BITS = 62  # bits of an int64 sort key for a group id above a position

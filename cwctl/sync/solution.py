@@ -9,8 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.records import ProbeTable
-
-F64 = npt.NDArray[np.float64]
+from cwctl.runtime.arrays import F64
 
 
 @dataclass

@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.records import TS_SOURCES, ProbeTable
+from cwctl.runtime.arrays import F64
 from cwctl.sync.blocks import BLOCK_ROWS, merge_filters, merge_fits, pair_blocks
 from cwctl.sync.coded import CodedFilter, coded_filter
 from cwctl.sync.floors import weigh_floors
@@ -38,7 +39,6 @@ from cwctl.sync.robust import MAD_TO_SIGMA, median_per_group
 from cwctl.sync.scoreslope import score_slopes
 from cwctl.sync.solution import ClockSolution
 
-F64 = npt.NDArray[np.float64]
 Method = Literal["envelope", "margin", "hybrid", "score"]
 UNCERTAINTY_SIGMAS = 3.0
 ROBUST_ROUNDS = 4  # Huber IRLS rounds of the offset solve

@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from cwctl.collection import Collection
 from cwctl.gpu import assess
 from cwctl.records import ProbeTable
-from cwctl.snapshot import FabricSnapshot, HostReport, PathReport, Suspect
+from cwctl.scan.collection import Collection
+from cwctl.scan.snapshot import FabricSnapshot, HostReport, PathReport, Suspect
 from cwctl.sync import ClockSolution
 from cwctl.telemetry.blockwise import measure
 from cwctl.telemetry.busy import agent_reports
@@ -123,7 +123,7 @@ def build_snapshot(
         found = _localised(collection, solution, hosts, release=release, thresholds=t)
     telemetry, thin = found.telemetry, found.thin
     budget = collection.params.get("budget")
-    if isinstance(budget, dict):  # what the probing cost (cwctl.budgets), for the header
+    if isinstance(budget, dict):  # what the probing cost (cwctl.scan.budgets), for the header
         telemetry["budget"] = dict(budget)
     if collection.captured_ns is not None:  # a replay: when its record file was written
         telemetry["captured_ns"] = collection.captured_ns

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from cwctl.collection import Collection
 from cwctl.records import ProbeTable
-from cwctl.snapshot import HostReport, PathReport, Suspect
+from cwctl.runtime.arrays import B
+from cwctl.scan.collection import Collection
+from cwctl.scan.snapshot import HostReport, PathReport, Suspect
 from cwctl.sync import ClockSolution, one_way_delays
 from cwctl.sync.blocks import pair_blocks
 from cwctl.telemetry.busy import busy_mask, starved_spans
@@ -39,7 +40,6 @@ from cwctl.telemetry.thresholds import THRESHOLDS, Thresholds
 from cwctl.telemetry.verdicts import dead_hosts
 
 BLOCK_ROWS = 2_000_000
-B = npt.NDArray[np.bool_]
 
 
 @dataclass

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from cwctl.collection import Collection
+from cwctl.runtime.arrays import B
+from cwctl.scan.collection import Collection
 
 TRACE_COUNTS = ("flows", "paths", "sent", "answers")  # a summary's "trace" (probe/trace.py)
 SPAN_MARGIN_NS = 600_000_000  # the agents' probe timeout (0.5 s) and some slack
-B = npt.NDArray[np.bool_]
 
 
 def _cost(summary: dict[str, Any]) -> dict[str, Any]:

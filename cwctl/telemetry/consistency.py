@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from cwctl.collection import Collection
 from cwctl.records.bounds import printable
+from cwctl.scan.collection import Collection
 
 SHOWN = 3  # host names a problem's text names before "+N more"
 

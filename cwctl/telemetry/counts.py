@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.records import ProbeTable
+from cwctl.runtime.arrays import F64, I64
 from cwctl.telemetry.elements import Flows
 from cwctl.telemetry.groups import Runs, run_quantiles
 from cwctl.telemetry.noise import (
@@ -30,9 +31,6 @@ from cwctl.telemetry.noise import (
 )
 from cwctl.telemetry.paths import Observations, PathTable, group_ids, sorted_quantiles
 from cwctl.telemetry.thresholds import THRESHOLDS, Thresholds
-
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)

@@ -23,12 +23,11 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from cwctl.fabric.topology import Topology
+from cwctl.runtime.arrays import I64, B
 from cwctl.telemetry.likelihood import Rows
 from cwctl.telemetry.paths import group_ids
-from cwctl.topology import Topology
 
-I64 = npt.NDArray[np.int64]
-B = npt.NDArray[np.bool_]
 MAX_ROWS = 4_000_000  # alternatives weighed per signal; beyond, unknown paths count as certain-only
 
 

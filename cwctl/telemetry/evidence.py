@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from cwctl.snapshot import Suspect
+from cwctl.scan.snapshot import Suspect
 from cwctl.telemetry.counts import FlowCounts
 from cwctl.telemetry.elements import Incidence
 from cwctl.telemetry.likelihood import F64, Explanation

@@ -31,12 +31,11 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import numpy.typing as npt
 
+from cwctl.runtime.arrays import F64
 from cwctl.sync.robust import MAD_TO_SIGMA, median_per_group
 from cwctl.telemetry.counts import FlowCounts
 from cwctl.telemetry.elements import Flows
 from cwctl.telemetry.thresholds import Thresholds
-
-F64 = npt.NDArray[np.float64]
 
 # a kind's yardstick from its lower quantiles (a normal's q05 and q25 are 0.971 sigma
 # apart, the q25 0.674 sigma under its median): right when nothing is raised, within a

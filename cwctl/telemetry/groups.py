@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
+from cwctl.runtime.arrays import F64, I64
+
 Ids = npt.NDArray[np.signedinteger[Any]]  # group ids: int32 or int64
 
 _DENSE_KEYS = 1 << 24  # keys below this are numbered through a lookup table, not a sort

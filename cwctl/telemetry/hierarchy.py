@@ -28,14 +28,11 @@ median takes for normal) need only add ``spread_min_rate``. The knobs are
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 from scipy.special import bdtrc
 
+from cwctl.runtime.arrays import F64, B
 from cwctl.telemetry.elements import Incidence
 from cwctl.telemetry.thresholds import Thresholds
-
-F64 = npt.NDArray[np.float64]
-B = npt.NDArray[np.bool_]
 
 
 def link_spines(inc: Incidence) -> dict[int, int]:

@@ -14,8 +14,8 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
+from cwctl.runtime.arrays import F64, I64
+
 _EPS = 1e-12
 
 

@@ -28,10 +28,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 
+from cwctl.fabric.topology import Topology
 from cwctl.records.path import PathRecord
-from cwctl.snapshot import Suspect
+from cwctl.runtime.arrays import F64, B
+from cwctl.scan.snapshot import Suspect
 from cwctl.telemetry import material, shifts
 from cwctl.telemetry.counts import FlowCounts
 from cwctl.telemetry.elements import Incidence
@@ -49,10 +50,6 @@ from cwctl.telemetry.routes import PathAges
 from cwctl.telemetry.signals import localise_signal, signal_rows, spines_over_links
 from cwctl.telemetry.thresholds import THRESHOLDS, Thresholds
 from cwctl.telemetry.verdicts import queue_held
-from cwctl.topology import Topology
-
-F64 = npt.NDArray[np.float64]
-B = npt.NDArray[np.bool_]
 
 # A coded pair's two probes leave 20 us apart and meet the same queues: as evidence of
 # delay they are one trial, not two (counted as two, chance queueing on a flow of a few

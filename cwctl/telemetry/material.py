@@ -32,15 +32,13 @@ bench cases behind it, are in docs/localisation.md.
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
+from cwctl.runtime.arrays import F64
 from cwctl.sync.robust import median_per_group, weighted_median
 from cwctl.telemetry.counts import FlowCounts
 from cwctl.telemetry.evidence import SignalResult
 from cwctl.telemetry.hierarchy import link_spines
 from cwctl.telemetry.thresholds import Thresholds
-
-F64 = npt.NDArray[np.float64]
 
 
 def drop_immaterial_delays(res: SignalResult, counts: FlowCounts, thresholds: Thresholds) -> None:

@@ -39,11 +39,9 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.records import TS_CODE, ProbeTable
+from cwctl.runtime.arrays import F64, I64
 from cwctl.sync.robust import median_per_group
 from cwctl.telemetry.thresholds import Thresholds
-
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
 
 
 def noisy_stamps(table: ProbeTable) -> bool:

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from cwctl.gcpause import paused_gc
 from cwctl.records import ProbeTable
-from cwctl.snapshot import PathPorts, PathReport, PortColumns
+from cwctl.runtime.arrays import F64, I64, B
+from cwctl.runtime.gcpause import paused_gc
+from cwctl.scan.snapshot import PathPorts, PathReport, PortColumns
 from cwctl.telemetry.groups import (
     Runs,
     group_ids,
@@ -45,10 +46,6 @@ __all__ = [
     "path_table",
     "sorted_quantiles",
 ]
-
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
-B = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from cwctl.snapshot import Crossings, Suspect
+from cwctl.runtime.arrays import I64
+from cwctl.scan.snapshot import Crossings, Suspect
 from cwctl.telemetry.elements import Flows, Incidence
-
-I64 = npt.NDArray[np.int64]
 
 
 def _pairs(src: I64, dst: I64, n: int) -> tuple[I64, I64]:

@@ -29,8 +29,8 @@ import numpy.typing as npt
 
 from cwctl import settings
 from cwctl.records.path import PathRecord, hop_switches
+from cwctl.runtime.arrays import I64
 
-I64 = npt.NDArray[np.int64]
 Key = tuple[str, str, str, int, str | None]  # host, peer, role, the prober's port, nic
 
 

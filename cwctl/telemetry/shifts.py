@@ -35,8 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
+from cwctl.runtime.arrays import B
 from cwctl.sync.robust import median_per_group
 from cwctl.telemetry.counts import FlowCounts
 from cwctl.telemetry.elements import Incidence
@@ -45,9 +45,6 @@ from cwctl.telemetry.floors import floor_raises, raise_share
 from cwctl.telemetry.hierarchy import spine_shift_instead
 from cwctl.telemetry.thresholds import Thresholds
 from cwctl.units import fmt_ns
-
-F64 = npt.NDArray[np.float64]
-B = npt.NDArray[np.bool_]
 
 MEDIAN_SE = 1.2533  # a median's standard error over a mean's, for normal data
 

@@ -17,7 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from cwctl.fabric.topology import Topology
 from cwctl.records.path import PathRecord
+from cwctl.runtime.arrays import F64
 from cwctl.telemetry.counts import FlowCounts
 from cwctl.telemetry.elements import Incidence, incidences
 from cwctl.telemetry.evidence import SignalResult, is_fabric
@@ -26,9 +28,6 @@ from cwctl.telemetry.hierarchy import spine_rate_instead
 from cwctl.telemetry.routes import PathAges, known_spines, route_index
 from cwctl.telemetry.thresholds import Thresholds
 from cwctl.telemetry.voting import background, bad_flows, cast_votes, thin_flows
-from cwctl.topology import Topology
-
-F64 = npt.NDArray[np.float64]
 
 
 def signal_rows(

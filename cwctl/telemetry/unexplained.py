@@ -9,18 +9,15 @@ words; a scan with any of them is not healthy.
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
-from cwctl.snapshot import Suspect
+from cwctl.runtime.arrays import F64, B
+from cwctl.scan.snapshot import Suspect
 from cwctl.telemetry.counts import FlowCounts
 from cwctl.telemetry.evidence import SignalResult
 from cwctl.telemetry.thresholds import THRESHOLDS, Thresholds
 from cwctl.telemetry.verdicts import pair_sided
 from cwctl.telemetry.voting import bad_flows
 from cwctl.units import fmt_ns
-
-F64 = npt.NDArray[np.float64]
-B = npt.NDArray[np.bool_]
 
 
 def unexplained(

@@ -37,11 +37,9 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.records import ProbeTable
-from cwctl.snapshot import Suspect
+from cwctl.runtime.arrays import F64, B
+from cwctl.scan.snapshot import Suspect
 from cwctl.telemetry.thresholds import THRESHOLDS, Thresholds
-
-B = npt.NDArray[np.bool_]
-F64 = npt.NDArray[np.float64]
 
 
 def dead_hosts(

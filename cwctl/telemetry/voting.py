@@ -12,9 +12,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import bdtrc
 
+from cwctl.runtime.arrays import F64
 from cwctl.telemetry.elements import Incidence
-
-F64 = npt.NDArray[np.float64]
 
 
 def bad_flows(trials: F64, failures: F64, background: float, p_max: float) -> npt.NDArray[np.bool_]:

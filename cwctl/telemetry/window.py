@@ -26,15 +26,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from cwctl.records import ProbeTable
-from cwctl.snapshot import PathReport
+from cwctl.runtime.arrays import F64
+from cwctl.scan.snapshot import PathReport
 from cwctl.telemetry.evidence import SignalResult
 from cwctl.telemetry.thresholds import THRESHOLDS, Thresholds
 from cwctl.units import fmt_ns
-
-F64 = npt.NDArray[np.float64]
 
 # The stated clock uncertainty (p99 over hosts, ns) of one healthy window at each budget
 # and timestamp source: the simulator at its busiest (load 0.6), 256 hosts, seed 1 (at

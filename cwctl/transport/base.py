@@ -8,7 +8,7 @@ the rest (``hostrun.HostRun`` follows each agent, ``hostrun.Collector`` gathers)
    its ``hello`` (bound address and ports). A host that fails here is ``unreachable``
    (no session) or ``error`` (a session, but no working agent).
 2. Two-phase start: once every agent has answered or failed, send each the peer table
-   (``cwctl.topology.assign_peers`` over the hosts that answered) and one common start
+   (``cwctl.fabric.topology.assign_peers`` over the hosts that answered) and one common start
    time.
 3. Stream every agent's stdout through ``cwctl.records.parse_line`` into one
    ``ProbeTableBuilder`` until the agents exit (``probes`` batches, decoded column by
@@ -27,11 +27,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from cwctl.collection import Collection, HostStatusName
-from cwctl.pathcache import Rail
+from cwctl.fabric.topology import assign_peers
 from cwctl.probe.bootstrap import agent_payload
-from cwctl.request import Progress
-from cwctl.topology import assign_peers
+from cwctl.scan.collection import Collection, HostStatusName
+from cwctl.scan.pathcache import Rail
+from cwctl.scan.request import Progress
 from cwctl.transport.hostrun import (
     Collector,
     HostFailure,

@@ -15,10 +15,10 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
-from cwctl.collection import HostInfo, HostStatus, HostStatusName
 from cwctl.errors import RecordError
 from cwctl.records import PathTable, ProbeTableBuilder, decode_path, decode_probes, parse_line
-from cwctl.request import Progress
+from cwctl.scan.collection import HostInfo, HostStatus, HostStatusName
+from cwctl.scan.request import Progress
 
 
 class HostFailure(Exception):

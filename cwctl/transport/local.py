@@ -15,12 +15,12 @@ import sys
 from functools import partial
 
 from cwctl import settings
-from cwctl.collection import Collection, HostInfo
 from cwctl.errors import InputError
+from cwctl.fabric.names import local_host_names
 from cwctl.inventory import ProbeSettings
-from cwctl.names import local_host_names
 from cwctl.probe.bootstrap import bootstrap_argv
-from cwctl.request import Progress, ScanRequest
+from cwctl.scan.collection import Collection, HostInfo
+from cwctl.scan.request import Progress, ScanRequest
 from cwctl.transport.base import hard_lifetime_s, run_scan
 from cwctl.transport.hostrun import HostFailure, end_process, read_tail
 from cwctl.transport.plan import request_plan

@@ -8,13 +8,13 @@ import secrets
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from cwctl import budgets
 from cwctl import settings as defaults
-from cwctl.collection import HostInfo
+from cwctl.fabric.topology import Topology
 from cwctl.inventory import Inventory, ProbeSettings
-from cwctl.pathcache import PathCache
-from cwctl.request import ScanRequest
-from cwctl.topology import Topology
+from cwctl.scan import budgets
+from cwctl.scan.collection import HostInfo
+from cwctl.scan.pathcache import PathCache
+from cwctl.scan.request import ScanRequest
 from cwctl.transport.traceplan import TraceSettings
 
 HELLO_TIMEOUT_S = 20.0  # from session open to hello (python start-up, bind)
@@ -59,7 +59,7 @@ def resolve_probe(
     request: ScanRequest, base: ProbeSettings | None = None, hosts: int | None = None
 ) -> ProbeSettings:
     """The probe settings a scan runs at, every one of them set: the flags' over the
-    inventory's (``base``) over the chosen budget's rate and window (``cwctl.budgets``).
+    inventory's (``base``) over the chosen budget's rate and window (``cwctl.scan.budgets``).
     ``budget`` names the budget chosen. Over ``hosts`` hosts the budget's rate is the
     fleet's share of ``settings.SCAN_MAX_ROWS`` where that is lower (``fleet_rate``)."""
     base = request.overrides.over(base or ProbeSettings())

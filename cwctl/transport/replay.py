@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from cwctl.collection import Collection
-from cwctl.recordfile import read_collection
-from cwctl.request import Progress, ScanRequest
+from cwctl.scan.collection import Collection
+from cwctl.scan.recordfile import read_collection
+from cwctl.scan.request import Progress, ScanRequest
 
 
 class ReplaySource:

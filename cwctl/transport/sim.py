@@ -15,11 +15,11 @@ import asyncio
 from dataclasses import asdict, replace
 from typing import Any
 
-from cwctl.budgets import report_params
-from cwctl.collection import Collection, HostInfo, HostStatus
 from cwctl.inventory import ProbeSettings
 from cwctl.records.path import PathTable
-from cwctl.request import Progress, ScanRequest, SimOptions
+from cwctl.scan.budgets import report_params
+from cwctl.scan.collection import Collection, HostInfo, HostStatus
+from cwctl.scan.request import Progress, ScanRequest, SimOptions
 from cwctl.sim.applied import applied_changes
 from cwctl.sim.fabric import HIDDEN_LEAF
 from cwctl.sim.model import FabricModel

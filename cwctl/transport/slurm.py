@@ -30,11 +30,11 @@ import signal
 from collections.abc import Sequence
 from pathlib import Path
 
-from cwctl.collection import Collection, HostInfo
 from cwctl.inventory import load_inventory
-from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import bootstrap_argv
-from cwctl.request import Progress, ScanRequest
+from cwctl.scan.collection import Collection, HostInfo
+from cwctl.scan.pathcache import PathCache
+from cwctl.scan.request import Progress, ScanRequest
 from cwctl.transport.base import hard_lifetime_s, run_scan
 from cwctl.transport.hostrun import STDERR_KEEP, HostFailure, end_process
 from cwctl.transport.plan import inventory_plan

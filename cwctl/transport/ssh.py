@@ -25,14 +25,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cwctl.collection import Collection, HostInfo
 from cwctl.errors import InputError
 from cwctl.inventory import Endpoint, Inventory, load_inventory
 from cwctl.inventory.local import identity_problem
 from cwctl.inventory.model import jump_parts
-from cwctl.pathcache import PathCache
 from cwctl.probe.bootstrap import bootstrap_command
-from cwctl.request import Progress, ScanRequest
+from cwctl.scan.collection import Collection, HostInfo
+from cwctl.scan.pathcache import PathCache
+from cwctl.scan.request import Progress, ScanRequest
 from cwctl.transport.base import hard_lifetime_s, run_scan
 from cwctl.transport.hostrun import HostFailure, read_tail
 from cwctl.transport.plan import inventory_plan

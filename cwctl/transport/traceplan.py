@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cwctl.topology import Topology
+from cwctl.fabric.topology import Topology
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,9 @@ from textual.widgets import DataTable
 from cwctl import settings
 from cwctl.actions.steer import SteerOptions
 from cwctl.errors import CwctlError, InputError
-from cwctl.offthread import QuitFastExecutor
 from cwctl.report.progress import ScanProgress
-from cwctl.snapshot import FabricSnapshot
+from cwctl.runtime.offthread import QuitFastExecutor
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.tui.control import ActionKind, PlannedAction, plan_action
 from cwctl.tui.grid import exact_filter
 from cwctl.tui.messages import ScanFailed, ScanFinished, ScanProgressed, ScanStarted
@@ -113,7 +113,7 @@ class CwctlApp(App[None]):
         return stack[0] if stack and isinstance(stack[0], DashboardScreen) else None
 
     def on_mount(self) -> None:
-        # the scans' numpy work: a quit does not wait for it (cwctl.offthread)
+        # the scans' numpy work: a quit does not wait for it (cwctl.runtime.offthread)
         asyncio.get_running_loop().set_default_executor(self.executor)
         self.sub_title = self.source.label
         if hasattr(self.source, "progress"):  # a ScanSession: say how each scan is going

@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from cwctl.snapshot import FabricSnapshot, HostReport
+from cwctl.scan.snapshot import FabricSnapshot, HostReport
 from cwctl.units import fmt_ns, fmt_ratio
 
 Metric = Literal["worst", "delay", "loss"]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from cwctl.snapshot import FabricSnapshot
+from cwctl.scan.snapshot import FabricSnapshot
 
 
 @dataclass

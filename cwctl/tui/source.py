@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from cwctl.errors import InputError
-from cwctl.snapshot import FabricSnapshot
+from cwctl.scan.snapshot import FabricSnapshot
 
 
 class ScanSource(Protocol):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from textual.widget import Widget
 
-from cwctl.snapshot import FabricSnapshot
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.tui.widgets.heatmap import Heatmap
 from cwctl.tui.widgets.hosts import HostsTable
 from cwctl.tui.widgets.suspects import SuspectsTable

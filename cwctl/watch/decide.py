@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from cwctl.actions.naming import covering_switch
-from cwctl.snapshot import FabricSnapshot
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.watch.policy import Policy
 
 HOUR_S: Final = 3600.0

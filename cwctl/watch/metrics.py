@@ -42,7 +42,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from cwctl.report.prom import SnapshotCollector
-from cwctl.snapshot import FabricSnapshot
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.watch import httpd
 from cwctl.watch.decide import Decision
 from cwctl.watch.httpd import MetricsServer

@@ -3,7 +3,7 @@
 Off unless given (``cwctl watch --policy FILE``): without a policy the watch observes and
 exports, and never acts. The file is TOML, validated whole before the first round
 (``load_policy``); every problem is one line ``FILE:LINE: key 'K': message``, raised
-together in one ``PolicyError`` (the inventory's shape, ``cwctl.tomlcheck``).
+together in one ``PolicyError`` (the inventory's shape, ``cwctl.config.tomlcheck``).
 
     dry_run = false          # true: decide and log, never act
     protect = ["comment=protected", "qos=high", "label:cwctl.io/protected=true"]
@@ -41,11 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from cwctl import tomlfile
 from cwctl.actions.rebalance import MIN_GAIN, TARGET
 from cwctl.actions.uplinkload import INTERVAL_S, MAX_INTERVAL_S
+from cwctl.config import tomlfile
+from cwctl.config.tomlcheck import TomlChecker
 from cwctl.errors import InputError
-from cwctl.tomlcheck import TomlChecker
 
 # What a suspect may be (a snapshot's suspect kinds, and "gpu": a host whose GPU verdict
 # is fail) and which actions fit each: a reroute goes round a switch, link or NIC; a

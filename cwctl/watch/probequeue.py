@@ -19,7 +19,7 @@ from typing import Any
 from cwctl.actions.balance import directed
 from cwctl.actions.steerports import SPINE_TTL
 from cwctl.records.path import hop_switches
-from cwctl.snapshot import FabricSnapshot
+from cwctl.scan.snapshot import FabricSnapshot
 
 KEY = "probe_queueing_p50_us"  # a link row's key in ``uplink_load``
 

@@ -27,7 +27,7 @@ from typing import Any, Final
 from cwctl.actions.rebalance import ELEMENT, RebalanceOptions
 from cwctl.actions.session import ActionSession, Ask
 from cwctl.errors import CwctlError
-from cwctl.snapshot import FabricSnapshot
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.watch.decide import Decision
 from cwctl.watch.policy import Rebalancing
 from cwctl.watch.probequeue import KEY as PROBES

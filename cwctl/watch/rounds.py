@@ -21,14 +21,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cwctl import settings, tomlfile
+from cwctl import settings
 from cwctl.actions.jobs import job_reader
-from cwctl.allocator import trim
+from cwctl.config import tomlfile
 from cwctl.errors import CwctlError
 from cwctl.inventory import load_inventory
-from cwctl.request import ScanRequest
+from cwctl.runtime.allocator import trim
+from cwctl.scan.request import ScanRequest
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.session import ScanSession
-from cwctl.snapshot import FabricSnapshot
 from cwctl.watch.act import Done, WatchTarget, act, left_behind, restore, undo_interrupted
 from cwctl.watch.decide import Decider, Decision, seen_in
 from cwctl.watch.metrics import WatchMetrics

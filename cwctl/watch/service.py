@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cwctl.errors import EXIT_OK, EXIT_PROBLEMS
-from cwctl.request import ScanRequest
+from cwctl.scan.request import ScanRequest
 from cwctl.watch.log import make_log
 from cwctl.watch.metrics import WatchMetrics, serve, write_textfile
 from cwctl.watch.policy import Policy

@@ -21,7 +21,7 @@ from cwctl.actions.planner import RouteOptions, plan_drain, plan_reroute
 from cwctl.actions.route import parse_gateways
 from cwctl.actions.runners import SSHRunner
 from cwctl.inventory import Inventory, Scheduler, Switch
-from cwctl.request import ScanRequest
+from cwctl.scan.request import ScanRequest
 from tests.integration.sshfleet import SSHFleet
 
 

@@ -27,10 +27,10 @@ import pytest
 
 from cwctl.chrony.feeders import BOOT_LIFETIME_S, FeederSettings, close_feeder, open_feeder
 from cwctl.chrony.fleet import fleet_for
-from cwctl.collection import HostInfo
 from cwctl.probe.bootstrap import agent_bundle, agent_payload
 from cwctl.probe.chronysock import LEASE_SLACK_S
-from cwctl.request import ScanRequest
+from cwctl.scan.collection import HostInfo
+from cwctl.scan.request import ScanRequest
 from cwctl.transport.local import LocalSession, launch_local, local_hosts
 from cwctl.transport.slurm import SrunStep
 from tests.integration.sshfleet import cmdline, descendants, pid_alive, wait_gone

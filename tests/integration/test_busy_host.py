@@ -15,9 +15,9 @@ from dataclasses import replace
 from typing import Any
 
 from cwctl.report import render
-from cwctl.request import ProbeOverrides, ScanRequest
+from cwctl.scan.request import ProbeOverrides, ScanRequest
+from cwctl.scan.snapshot import FabricSnapshot, HostReport, PathReport
 from cwctl.session import ScanSession, analyse
-from cwctl.snapshot import FabricSnapshot, HostReport, PathReport
 
 STOP_AFTER_S = 0.6  # into the probing window
 STOP_FOR_S = 1.2  # longer than the probe timeout (0.5 s): exchanges are lost
@@ -71,7 +71,7 @@ def test_a_stopped_agent_is_reported_busy_not_as_a_network_suspect() -> None:
 
 def test_the_table_says_which_hosts_were_busy() -> None:
     from cwctl.report import render
-    from cwctl.snapshot import FabricSnapshot, HostReport
+    from cwctl.scan.snapshot import FabricSnapshot, HostReport
 
     hosts = [
         HostReport(name="a", agent={"busy": True, "starved_s": 1.2}),

@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from cwctl.actions.history import history
 from cwctl.actions.journal import Journal
 from cwctl.cli import app
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.scan.request import ScanRequest, SimOptions
 from cwctl.sim.model import ExcludeNic
 from cwctl.sim.state import restore_saved_state, save_state
 from cwctl.transport.sim import model_for

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cwctl.collection import Collection
-from cwctl.recordfile import read_collection, write_collection
-from cwctl.request import ProbeOverrides, Progress, ScanRequest
+from cwctl.scan.collection import Collection
+from cwctl.scan.recordfile import read_collection, write_collection
+from cwctl.scan.request import ProbeOverrides, Progress, ScanRequest
 from cwctl.session import analyse
 from cwctl.sync.coded import send_spacing_ns
 from cwctl.transport.local import LocalSource

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from cwctl.inventory import ProbeSettings
-from cwctl.pathcache import PathCache
+from cwctl.scan.pathcache import PathCache
 from cwctl.session import analyse
 from cwctl.transport.base import run_scan
 from cwctl.transport.local import launch_local, local_hosts

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from cwctl.collection import Collection
-from cwctl.recordfile import read_collection
-from cwctl.request import ScanRequest
+from cwctl.scan.collection import Collection
+from cwctl.scan.recordfile import read_collection
+from cwctl.scan.request import ScanRequest
 from cwctl.transport.ssh import SSHSource
 from tests.testbed import layout as L
 from tests.testbed.bed import Testbed

@@ -21,9 +21,9 @@ import pytest
 from cwctl.inventory import ProbeSettings
 from cwctl.probe.exchanges import Agent
 from cwctl.probe.params import AgentParams
-from cwctl.request import ProbeOverrides, ScanRequest
+from cwctl.scan.request import ProbeOverrides, ScanRequest
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.session import analyse, scan
-from cwctl.snapshot import FabricSnapshot
 from cwctl.transport import plan
 from cwctl.transport.base import run_scan
 from cwctl.transport.local import launch_local, local_hosts

@@ -19,9 +19,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from cwctl.collection import HostInfo
 from cwctl.inventory import ProbeSettings
 from cwctl.probe.bootstrap import BOOTSTRAP_CODE
+from cwctl.scan.collection import HostInfo
 from cwctl.session import analyse
 from cwctl.transport.base import run_scan
 from cwctl.transport.local import LocalSession

@@ -15,10 +15,10 @@ import time
 import asyncssh
 import pytest
 
-from cwctl.collection import Collection
+from cwctl.fabric.topology import probe_edges
 from cwctl.inventory import Host
-from cwctl.request import ScanRequest
-from cwctl.topology import probe_edges
+from cwctl.scan.collection import Collection
+from cwctl.scan.request import ScanRequest
 from cwctl.transport.ssh import scan_inventory
 from tests.integration.sshfleet import SSHFleet, free_tcp_port, interpreter_pid, wait_gone
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cwctl.request import ScanRequest
+from cwctl.scan.request import ScanRequest
 from cwctl.transport.ssh import SSHSource, scan_inventory
 from tests.integration.realsshd import ADDRESSES, Sshd, needs_sshd, sshd
 from tests.integration.sshfleet import wait_gone

@@ -5,7 +5,7 @@ agent as subprocesses (tests/integration/sshfleet.py)."""
 
 from __future__ import annotations
 
-from cwctl.request import ScanRequest
+from cwctl.scan.request import ScanRequest
 from cwctl.session import ScanSession
 from cwctl.transport.ssh import SSHSource
 from cwctl.watch.rounds import Watch

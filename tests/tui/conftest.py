@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 from tui_fixtures import known_snapshot
 
-from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
-from cwctl.snapshot import FabricSnapshot
+from cwctl.scan.request import ProbeOverrides, ScanRequest, SimOptions
+from cwctl.scan.snapshot import FabricSnapshot
 
 
 @pytest.fixture

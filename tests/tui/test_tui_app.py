@@ -10,9 +10,9 @@ from textual.widgets import Button, DataTable, Input
 from textual.widgets._footer import FooterKey
 from tui_fixtures import SIZE, known_snapshot, wait_for
 
-from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
+from cwctl.scan.request import ProbeOverrides, ScanRequest, SimOptions
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.session import ScanSession
-from cwctl.snapshot import FabricSnapshot
 from cwctl.tui import app as app_module
 from cwctl.tui.app import CwctlApp, make_app
 from cwctl.tui.control import PlannedAction
@@ -312,7 +312,7 @@ async def test_reroute_on_the_simulator_changes_the_next_scan(
 
 def leafy_snapshot(leaves: int = 12, per_leaf: int = 4) -> FabricSnapshot:
     """More hosts than the heatmap has rows at 120 x 40: it shows leaves."""
-    from cwctl.snapshot import HostReport, PathReport
+    from cwctl.scan.snapshot import HostReport, PathReport
 
     names = [f"gpu-{i + 1:03d}" for i in range(leaves * per_leaf)]
     hosts = [HostReport(name=n, leaf=f"leaf{i // per_leaf + 1}") for i, n in enumerate(names)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tui_fixtures import SIZE, known_snapshot, wait_for
 
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.scan.request import ScanRequest, SimOptions
 from cwctl.session import ScanSession
 from cwctl.tui.app import make_app
 from cwctl.tui.screens.confirm import NoticeScreen

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from cwctl.request import ScanRequest
+from cwctl.scan.request import ScanRequest
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.session import ScanSession
-from cwctl.snapshot import FabricSnapshot
 
 
 def offset_error_p99_ns(snapshot: FabricSnapshot) -> float:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from tui_fixtures import SIZE, wait_for
 
-from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
+from cwctl.scan.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.session import ScanSession
 from cwctl.tui.app import make_app
 from cwctl.tui.screens.confirm import ConfirmScreen

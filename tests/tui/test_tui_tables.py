@@ -9,9 +9,9 @@ from typing import Any
 from textual.binding import Binding
 from tui_fixtures import SIZE, known_snapshot, wait_for
 
-from cwctl.request import ScanRequest
+from cwctl.scan.request import ScanRequest
+from cwctl.scan.snapshot import Suspect
 from cwctl.session import ScanSession
-from cwctl.snapshot import Suspect
 from cwctl.tui.app import CwctlApp, make_app
 from cwctl.tui.screens.confirm import ConfirmScreen, NoticeScreen, targets_line
 from cwctl.tui.screens.detail import HostDetailScreen, HostPathsTable
@@ -138,7 +138,7 @@ async def test_confirm_dialog_names_the_exact_targets() -> None:
 
 
 async def test_replay_shows_the_saved_scan(tmp_path: Path) -> None:
-    from cwctl.request import SimOptions
+    from cwctl.scan.request import SimOptions
     from cwctl.session import scan
 
     records = tmp_path / "scan.jsonl"
@@ -155,7 +155,7 @@ async def test_replay_shows_the_saved_scan(tmp_path: Path) -> None:
 async def test_bad_input_is_not_retried_forever() -> None:
     """Was: a bad --reference made the TUI fail, wait 5 s and fail again, forever."""
     from cwctl.errors import InputError
-    from cwctl.snapshot import FabricSnapshot
+    from cwctl.scan.snapshot import FabricSnapshot
 
     class BadInput:
         label = "SIMULATED"
@@ -192,7 +192,7 @@ async def test_a_host_silent_on_the_fabric_reads_no_fabric() -> None:
 async def test_a_drain_from_the_tui_names_the_suspect_that_caused_it(
     monkeypatch: Any,
 ) -> None:
-    from cwctl.snapshot import Suspect
+    from cwctl.scan.snapshot import Suspect
     from cwctl.tui import app as app_module
     from cwctl.tui.control import PlannedAction
 

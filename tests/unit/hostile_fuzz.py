@@ -21,7 +21,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from cwctl.cli import app
-from cwctl.recordfile import write_collection
+from cwctl.scan.recordfile import write_collection
 from tests.unit.test_recordfile import synthetic_collection
 
 CASE_S = 20  # a case past this is a hang

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from cwctl.request import SimOptions
+from cwctl.scan.request import SimOptions
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.session import analyse
-from cwctl.snapshot import FabricSnapshot
 from cwctl.transport.sim import simulate
 
 

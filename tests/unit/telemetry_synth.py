@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from cwctl.collection import Collection, HostInfo, HostStatus
+from cwctl.fabric.topology import Topology, assign_peers, leaf_spine
 from cwctl.records import TS_CODE, ProbeTable
 from cwctl.records.path import PathTable, decode_path
+from cwctl.scan.collection import Collection, HostInfo, HostStatus
 from cwctl.sync.solution import ClockSolution
-from cwctl.topology import Topology, assign_peers, leaf_spine
 
 T0 = 1_800_000_000_000_000_000
 TURNAROUND_NS = 100_000  # the answering agent's (user space): longer than any stamp's error

@@ -13,7 +13,7 @@ from cwctl.actions import planner  # noqa: F401  (registers every mechanism)
 from cwctl.actions.naming import Element, covering, covering_switch
 from cwctl.actions.simulated import SimTarget
 from cwctl.actions.target import MECHANISMS, RouteOptions, choose, same_fabric
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.scan.request import ScanRequest, SimOptions
 
 ELEMENTS = [
     Element("switch", "spine2", spine="spine2"),

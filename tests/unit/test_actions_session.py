@@ -12,7 +12,7 @@ from cwctl.actions.journal import ActionLock, Journal, LockHeld
 from cwctl.actions.session import ActionSession, Ask, StalePlan
 from cwctl.actions.shell import Shell, act
 from cwctl.errors import CwctlError
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.scan.request import ScanRequest, SimOptions
 from cwctl.session import analyse
 from cwctl.sim.model import DrainHost
 from cwctl.sim.state import save_state

@@ -6,7 +6,7 @@ import platform
 import subprocess
 import sys
 
-from cwctl import allocator
+from cwctl.runtime import allocator
 
 
 def test_glibc_takes_the_policy_and_others_are_left_alone() -> None:

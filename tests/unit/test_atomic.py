@@ -1,4 +1,4 @@
-"""Safe file output (``cwctl.atomic``) on real files, FIFOs, devices and symlinks, and the
+"""Safe file output (``cwctl.runtime.atomic``) on real files, FIFOs, devices and symlinks, and the
 scan command checking every output path before it scans."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cwctl import atomic
 from cwctl.actions import nccl
 from cwctl.cli import app
 from cwctl.errors import InputError
+from cwctl.runtime import atomic
 
 SIM = ["scan", "--sim", "--hosts", "8", "--hosts-per-leaf", "4", "--duration", "0.2"]
 

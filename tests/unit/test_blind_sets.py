@@ -29,15 +29,15 @@ import pytest
 import scipy.sparse as sp
 
 from cwctl import settings
-from cwctl.collection import Collection
+from cwctl.fabric.topology import leaf_spine
 from cwctl.records.path import PathTable
+from cwctl.scan.collection import Collection
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.sim.model import FabricModel
 from cwctl.sim.params import SimParams
-from cwctl.snapshot import FabricSnapshot
 from cwctl.sync import solve
 from cwctl.telemetry import build_snapshot
 from cwctl.telemetry.explain import explain
-from cwctl.topology import leaf_spine
 from cwctl.transport.sim import run_model
 from tests.unit.telemetry_synth import Synth, make
 

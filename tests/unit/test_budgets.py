@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cwctl import budgets, settings
+from cwctl import settings
 from cwctl.cli import app
 from cwctl.errors import InputError
 from cwctl.inventory import ProbeSettings
-from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
+from cwctl.scan import budgets
+from cwctl.scan.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.transport.plan import resolve_probe
 from cwctl.transport.sim import SimSource
 

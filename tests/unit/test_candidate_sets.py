@@ -13,11 +13,11 @@ from cwctl.actions.executor import check_snapshot
 from cwctl.actions.planner import covering
 from cwctl.actions.simulated import SimTarget
 from cwctl.errors import InputError
+from cwctl.fabric.topology import leaf_spine
+from cwctl.scan.snapshot import FabricSnapshot, Suspect
 from cwctl.sim.model import FabricModel
-from cwctl.snapshot import FabricSnapshot, Suspect
 from cwctl.sync import solve
 from cwctl.telemetry import build_snapshot
-from cwctl.topology import leaf_spine
 from tests.unit.telemetry_synth import Synth, make
 
 SET = "leaf1-spine2|leaf2-spine2|spine2"

@@ -16,7 +16,7 @@ from cwctl.chrony.chronyc import (
 )
 from cwctl.chrony.rules import FeedRules, check_socket_template, decide
 from cwctl.errors import InputError
-from cwctl.snapshot import FabricSnapshot, HostReport
+from cwctl.scan.snapshot import FabricSnapshot, HostReport
 
 T_REF = 1_800_000_000_000_000_000
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cwctl.completions_gen import FILES, main, write_completions
+from cwctl.cli.completions_gen import FILES, main, write_completions
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "completions"

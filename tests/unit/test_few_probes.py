@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from cwctl.report.summary import summary_lines
-from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
+from cwctl.scan.request import ProbeOverrides, ScanRequest, SimOptions
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.session import analyse
-from cwctl.snapshot import FabricSnapshot
 from cwctl.telemetry import THRESHOLDS
 from cwctl.transport.sim import simulate
 

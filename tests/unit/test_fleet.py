@@ -11,10 +11,10 @@ import pytest
 
 from cwctl.chrony.feeders import BOOT_LIFETIME_S
 from cwctl.chrony.fleet import fleet_for
-from cwctl.collection import HostInfo
 from cwctl.inventory import ProbeSettings, load_inventory
-from cwctl.pathcache import PathCache
-from cwctl.request import ProbeOverrides, ScanRequest
+from cwctl.scan.collection import HostInfo
+from cwctl.scan.pathcache import PathCache
+from cwctl.scan.request import ProbeOverrides, ScanRequest
 from cwctl.transport.plan import inventory_hosts, inventory_plan, request_plan
 from cwctl.transport.ssh import SSHLauncher
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from cwctl.fabric.topology import leaf_spine
 from cwctl.sim.model import FabricModel
 from cwctl.sim.params import SimParams
 from cwctl.sync import solve
 from cwctl.telemetry import build_snapshot
 from cwctl.telemetry.verdicts import queue_held
-from cwctl.topology import leaf_spine
 from cwctl.transport.sim import run_model
 
 

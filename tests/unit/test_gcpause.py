@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from cwctl.gcpause import paused_gc
+from cwctl.runtime.gcpause import paused_gc
 
 
 def test_paused_inside_and_restored_after_nesting_and_errors() -> None:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from cwctl.cli import app
 from cwctl.report.heatmap import MARK, Picture, could_cross, draw_heatmap
-from cwctl.snapshot import FabricSnapshot, HostReport, PathReport, Suspect
+from cwctl.scan.snapshot import FabricSnapshot, HostReport, PathReport, Suspect
 
 HOSTS = [f"gpu-00{i}" for i in range(1, 9)]
 LEAF = {h: ("leaf1" if i < 4 else "leaf2") for i, h in enumerate(HOSTS)}
@@ -175,7 +175,7 @@ def test_512_hosts_draw_leaf_cells_mostly_probed_and_a_lossy_link_shows() -> Non
     import asyncio
 
     from cwctl.report.heatmap import UNPROBED
-    from cwctl.request import ScanRequest, SimOptions
+    from cwctl.scan.request import ScanRequest, SimOptions
     from cwctl.session import scan
 
     faults = ("link:leaf1-spine2:lossy=0.05",)

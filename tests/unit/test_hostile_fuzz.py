@@ -103,7 +103,7 @@ def test_a_hostile_policy_is_a_policy_error_or_a_policy(rows: list[tuple[str, st
 def test_a_hostile_inventory_on_reload_never_ends_the_watch(
     rows: list[tuple[str, str, str]],
 ) -> None:
-    from cwctl.request import ScanRequest, SimOptions
+    from cwctl.scan.request import ScanRequest, SimOptions
     from cwctl.watch.metrics import WatchMetrics
     from cwctl.watch.rounds import Watch
 
@@ -138,7 +138,7 @@ JSON = st.recursive(
 def test_any_journalled_watch_mark_is_adopted_or_skipped_and_scrapes_answer(mark: Any) -> None:
     from prometheus_client import generate_latest
 
-    from cwctl.request import ScanRequest, SimOptions
+    from cwctl.scan.request import ScanRequest, SimOptions
     from cwctl.settings import state_dir
     from cwctl.watch.act import valid_mark
     from cwctl.watch.metrics import WatchMetrics, registry_of

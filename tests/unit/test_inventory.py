@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cwctl.cli import app
+from cwctl.config.tomlcheck import key_lines
 from cwctl.errors import InputError
 from cwctl.inventory import (
     Host,
@@ -21,7 +22,6 @@ from cwctl.inventory import (
     summarize,
 )
 from cwctl.inventory.model import SECTIONS, section_keys
-from cwctl.tomlcheck import key_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "inventories"

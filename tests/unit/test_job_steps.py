@@ -86,7 +86,7 @@ def test_the_slowest_log_decides_and_says_so_in_one_line() -> None:
 
 async def test_an_ask_with_a_job_log_plans_the_check_with_it() -> None:
     from cwctl.actions.session import ActionSession, Ask
-    from cwctl.request import ScanRequest, SimOptions
+    from cwctl.scan.request import ScanRequest, SimOptions
 
     request = ScanRequest(sim=SimOptions(hosts=16, hosts_per_leaf=8, spines=2))
     async with ActionSession(request, lock=False) as session:

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cwctl.errors import InputError
+from cwctl.fabric.names import sim_host_names
 from cwctl.jobs import Job, JobMap, JobRead
 from cwctl.jobs.affected import (
     flows_move,
@@ -25,8 +26,7 @@ from cwctl.jobs.affected import (
 from cwctl.jobs.k8s import parse_pods
 from cwctl.jobs.simjobs import sim_jobs
 from cwctl.jobs.slurm import expand_hostlist, parse_squeue, parse_squeue_json
-from cwctl.names import sim_host_names
-from cwctl.snapshot import Suspect
+from cwctl.scan.snapshot import Suspect
 
 DATA = Path(__file__).parent.parent / "data"
 
@@ -178,7 +178,7 @@ def test_what_a_plan_touches() -> None:
 def test_a_host_suspect_counts_the_pairs_with_an_end_there_and_no_others() -> None:
     import numpy as np
 
-    from cwctl.snapshot import Crossings
+    from cwctl.scan.snapshot import Crossings
 
     hosts = list(LEAF)
     ix = {h: i for i, h in enumerate(hosts)}

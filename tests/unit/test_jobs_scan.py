@@ -15,12 +15,12 @@ from typer.testing import CliRunner
 
 from cwctl.actions.jobs import job_reader
 from cwctl.cli import app
-from cwctl.collection import Collection
 from cwctl.jobs import Job, JobRead
 from cwctl.report import render
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.scan.collection import Collection
+from cwctl.scan.request import ScanRequest, SimOptions
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.session import ScanSession
-from cwctl.snapshot import FabricSnapshot
 
 LEAF1 = [f"gpu-{i:03d}" for i in range(1, 9)]  # the simulator's 8 hosts per leaf
 LEAF2 = [f"gpu-{i:03d}" for i in range(9, 17)]
@@ -122,8 +122,8 @@ def test_sim_jobs_reach_the_scan_and_the_plans() -> None:
     report = json.loads(done.stdout)
     assert report["jobs"] == {"scheduler": "sim", "running": 6}
     assert all("jobs" in s for s in report["suspects"])
+    from cwctl.fabric.names import sim_host_names
     from cwctl.jobs.simjobs import sim_jobs
-    from cwctl.names import sim_host_names
 
     jobs = sim_jobs(sim_host_names(32, "gpu"), 6, 1).jobs
     host = jobs[0].hosts[0]

@@ -9,7 +9,7 @@ import pytest
 from cwctl.actions import simulated
 from cwctl.actions.switchroute import plan_switch_reroute
 from cwctl.errors import InputError
-from cwctl.request import SimOptions
+from cwctl.scan.request import SimOptions
 from cwctl.transport.sim import model_for
 from tests.unit.test_switchroute import Tables, fabric, leaf2_route
 

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cwctl.collection import HostStatus
+from cwctl.fabric.topology import leaf_spine
+from cwctl.scan.collection import HostStatus
 from cwctl.sim.model import FabricModel
 from cwctl.sim.params import SimParams
 from cwctl.telemetry import build_snapshot
 from cwctl.telemetry.explain import explain
-from cwctl.topology import leaf_spine
 from cwctl.transport.sim import run_model
 from tests.unit.telemetry_synth import Synth, make
 

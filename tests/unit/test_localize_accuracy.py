@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 
 from cwctl import settings
 from cwctl.cli import app
+from cwctl.fabric.topology import leaf_spine
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.sim.model import FabricModel
 from cwctl.sim.params import SimParams
-from cwctl.snapshot import FabricSnapshot
 from cwctl.sync import solve
 from cwctl.telemetry import build_snapshot
-from cwctl.topology import leaf_spine
 from cwctl.transport.sim import run_model
 
 HOSTS = 96

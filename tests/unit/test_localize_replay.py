@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cwctl.cli import app
-from cwctl.recordfile import write_collection
+from cwctl.scan.recordfile import write_collection
 from tests.unit.telemetry_synth import Synth, make
 
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 
-from cwctl.offthread import QuitFastExecutor, exit_now_if_busy
+from cwctl.runtime.offthread import QuitFastExecutor, exit_now_if_busy
 
 
 def test_the_executor_knows_its_work_and_does_not_wait_for_it() -> None:
@@ -26,7 +26,7 @@ def test_the_executor_knows_its_work_and_does_not_wait_for_it() -> None:
 
 SCRIPT = """
 import asyncio, threading
-from cwctl.offthread import QuitFastExecutor, exit_now_if_busy
+from cwctl.runtime.offthread import QuitFastExecutor, exit_now_if_busy
 
 never = threading.Event()
 executor = QuitFastExecutor()

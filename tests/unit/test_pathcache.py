@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cwctl.collection import Collection, HostInfo
-from cwctl.pathcache import PathCache
 from cwctl.records import PathRecord, PathTable, ProbeRecord, ProbeTableBuilder
+from cwctl.scan.collection import Collection, HostInfo
+from cwctl.scan.pathcache import PathCache
 
 T0 = 1_700_000_000_000_000_000
 ADDR = {"a": [("10.0.0.1", 5000, [40001, 40002])], "b": [("10.0.0.2", 6000, [41001, 41002])]}
@@ -106,7 +106,7 @@ def test_a_weaker_trace_does_not_erase_a_known_path_but_a_different_router_does(
 def test_a_changed_fabric_forgets_what_was_learnt() -> None:
     from types import SimpleNamespace
 
-    from cwctl.request import ScanRequest
+    from cwctl.scan.request import ScanRequest
     from cwctl.session import ScanSession
 
     cache = PathCache(revalidate=0.0)

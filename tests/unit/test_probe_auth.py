@@ -117,7 +117,7 @@ def test_an_unsigned_agent_still_works_without_a_key() -> None:
 
 def test_the_table_report_names_hosts_that_refused_forged_datagrams() -> None:
     from cwctl.report.summary import summary_lines
-    from cwctl.snapshot import FabricSnapshot, HostReport
+    from cwctl.scan.snapshot import FabricSnapshot, HostReport
 
     hosts = [
         HostReport("gpu-001", agent={"dropped": {"bad_mac": 3, "replay": 2, "unexpected": 9}}),

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cwctl.collection import HostInfo
 from cwctl.errors import RecordError
 from cwctl.probe.batch import Batch
 from cwctl.records import (
@@ -22,6 +21,7 @@ from cwctl.records import (
     pack_column,
     parse_line,
 )
+from cwctl.scan.collection import HostInfo
 from cwctl.transport.hostrun import Collector, HostRun
 
 HOSTS = ["gpu-001", "gpu-002", "gpu-003", "node-x", "h"]

@@ -9,7 +9,7 @@ import socket
 from cwctl import settings
 from cwctl.probe.params import AgentParams
 from cwctl.probe.rails import Rails
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.scan.request import ScanRequest, SimOptions
 from cwctl.watch.policy import Allow, Policy
 from cwctl.watch.rounds import Watch
 

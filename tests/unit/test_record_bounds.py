@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 from bench.bench_scale import child_cost
 from cwctl.cli import app
 from cwctl.errors import RecordError
-from cwctl.recordfile import read_collection, write_collection
 from cwctl.records.bounds import (
     LINE_BASE_CHARS,
     MAX_DEPTH,
@@ -27,6 +26,7 @@ from cwctl.records.bounds import (
     printable,
     rows_max,
 )
+from cwctl.scan.recordfile import read_collection, write_collection
 from cwctl.session import analyse
 from tests.unit.test_recordfile import synthetic_collection
 

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cwctl.cli import app
-from cwctl.recordfile import read_collection, write_collection
 from cwctl.records import ProbeTable, pack_column
+from cwctl.scan.recordfile import read_collection, write_collection
 from cwctl.session import analyse
 from cwctl.telemetry.consistency import _duplicates
 from tests.unit.test_recordfile import synthetic_collection

@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cwctl.collection import Collection, HostInfo, HostStatus
 from cwctl.errors import RecordError
-from cwctl.recordfile import BATCH_ROWS, FILE_FORMAT, read_collection, write_collection
+from cwctl.fabric.topology import Topology, assign_peers, leaf_spine
 from cwctl.records import PathRecord, PathTable, ProbeRecord, ProbeTableBuilder
+from cwctl.scan.collection import Collection, HostInfo, HostStatus
+from cwctl.scan.recordfile import BATCH_ROWS, FILE_FORMAT, read_collection, write_collection
 from cwctl.session import analyse
-from cwctl.topology import Topology, assign_peers, leaf_spine
 
 T0 = 1_700_000_000_000_000_000
 DATA = Path(__file__).resolve().parents[1] / "data" / "records"
@@ -309,7 +309,7 @@ def test_gzip_stream_is_the_same_text(tmp_path: Path) -> None:
 
 
 def test_simulated_scan_replays_identically(tmp_path: Path) -> None:
-    from cwctl.request import SimOptions
+    from cwctl.scan.request import SimOptions
     from cwctl.transport.sim import simulate
 
     c = simulate(SimOptions(hosts=8, hosts_per_leaf=4, spines=2, seed=5), 0.3)

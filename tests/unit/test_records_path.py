@@ -10,7 +10,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cwctl.collection import HostInfo
 from cwctl.errors import RecordError
 from cwctl.records import (
     PathRecord,
@@ -21,6 +20,7 @@ from cwctl.records import (
     parse_line,
 )
 from cwctl.records.path import MAX_HOPS
+from cwctl.scan.collection import HostInfo
 from cwctl.transport.hostrun import Collector, HostRun
 
 T0 = 1_700_000_000_000_000_000

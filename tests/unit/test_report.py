@@ -12,11 +12,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from cwctl.cli import app
-from cwctl.collection import HostStatus
 from cwctl.report import render
 from cwctl.report.heatmap import host_order, matrices, render_heatmap
 from cwctl.report.png import decode_png_size, encode_png
-from cwctl.snapshot import FabricSnapshot, HostReport
+from cwctl.scan.collection import HostStatus
+from cwctl.scan.snapshot import FabricSnapshot, HostReport
 from cwctl.telemetry import build_snapshot
 from tests.unit.telemetry_synth import Synth, make
 
@@ -149,7 +149,7 @@ def test_heatmap_to_an_unwritable_place_is_one_line(tmp_path: Path) -> None:
 
 
 def test_worst_paths_are_sorted_by_columns_the_table_shows() -> None:
-    from cwctl.snapshot import PathReport
+    from cwctl.scan.snapshot import PathReport
 
     # b has the larger p99 and the larger p99 queueing; a the larger median queueing:
     # a comes first, and the column that says why is on screen
@@ -170,7 +170,7 @@ def test_worst_paths_are_sorted_by_columns_the_table_shows() -> None:
 
 def test_a_host_silent_on_the_fabric_is_not_shown_as_ok() -> None:
     from cwctl.report.summary import silent_hosts
-    from cwctl.snapshot import PathReport
+    from cwctl.scan.snapshot import PathReport
 
     names = ["gpu-001", "gpu-002", "gpu-003"]
     paths = [

@@ -107,7 +107,7 @@ def test_simulated_scan_json_matches_the_documented_schema(scan_json: dict[str, 
 
 def test_an_unlocalised_loss_matches_the_documented_schema() -> None:
     # the object as the snapshot writes it (telemetry/verdicts.py builds its content)
-    from cwctl.snapshot import FabricSnapshot
+    from cwctl.scan.snapshot import FabricSnapshot
 
     snap = FabricSnapshot(source="sim", reference=None, duration_s=1.0, hosts=[],
                           unlocalised={"paths": 2, "flows": 3, "signals": {"loss": 3},
@@ -193,7 +193,7 @@ def test_a_list_written_in_chunks_is_the_whole_objects_bytes(
 def test_a_scans_json_in_pieces_is_its_snapshots_whole_json(pretty: bool) -> None:
     from cwctl.report import render_bytes
     from cwctl.report.jsonenc import encode_bytes
-    from cwctl.request import SimOptions
+    from cwctl.scan.request import SimOptions
     from cwctl.session import analyse
     from cwctl.transport.sim import simulate
 

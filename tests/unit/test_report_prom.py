@@ -14,9 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from cwctl.cli import app
-from cwctl.collection import HostStatus
 from cwctl.report.prom import render_prom
-from cwctl.snapshot import FabricSnapshot
+from cwctl.scan.collection import HostStatus
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.telemetry import build_snapshot
 from tests.unit.telemetry_synth import Synth, make
 

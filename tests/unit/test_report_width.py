@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from cwctl.cli import app
 from cwctl.report import render
-from cwctl.snapshot import FabricSnapshot, HostReport
+from cwctl.scan.snapshot import FabricSnapshot, HostReport
 
 REFUSED = "dead1 (127.0.0.1:2299): connection refused"
 UNKNOWN_KEY = (

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from cwctl.collection import Collection
 from cwctl.errors import InputError
-from cwctl.recordfile import read_collection
-from cwctl.request import PROGRESS_EVENTS, ProbeOverrides, Progress, ScanRequest, SimOptions
+from cwctl.scan.collection import Collection
+from cwctl.scan.recordfile import read_collection
+from cwctl.scan.request import PROGRESS_EVENTS, ProbeOverrides, Progress, ScanRequest, SimOptions
 from cwctl.session import SOURCES, ScanSession, open_source
 from cwctl.transport.local import LocalSource
 from cwctl.transport.replay import ReplaySource

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from cwctl.errors import InputError
+from cwctl.fabric.topology import leaf_spine
 from cwctl.sim import (
     DrainHost,
     ExcludeNic,
@@ -16,7 +17,6 @@ from cwctl.sim import (
     SimParams,
 )
 from cwctl.sim.window import flow_paths
-from cwctl.topology import leaf_spine
 
 
 def _inter_leaf(model: FabricModel, table) -> np.ndarray:

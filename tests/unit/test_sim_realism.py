@@ -222,7 +222,7 @@ def _round_trip(table: ProbeTable) -> ProbeTable:
 @pytest.mark.parametrize("nics", [None, ("mlx5_0", "mlx5_1")])
 def test_records_round_trip_through_the_agents_decoder(nics):
     names = [f"gpu-{i:03d}" for i in range(1, 9)]
-    from cwctl.topology import leaf_spine
+    from cwctl.fabric.topology import leaf_spine
 
     _, topo = leaf_spine(8, 4, 2)
     model = FabricModel(

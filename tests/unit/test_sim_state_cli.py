@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from cwctl.cli import app
+from cwctl.scan.snapshot import FabricSnapshot, HostReport
 from cwctl.sim.applied import applied_changes
 from cwctl.sim.model import ModelState
-from cwctl.snapshot import FabricSnapshot, HostReport
 from cwctl.tui.widgets.statusbar import status_text
 
 SHAPE = ["--sim", "--hosts", "16", "--hosts-per-leaf", "4"]

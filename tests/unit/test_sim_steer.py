@@ -7,7 +7,7 @@ import numpy as np
 
 from cwctl.actions import simulated
 from cwctl.actions.steerports import Avoided
-from cwctl.request import ProbeOverrides
+from cwctl.scan.request import ProbeOverrides
 from cwctl.sim import FabricModel
 from cwctl.sim.model import SteerPairs
 from cwctl.sim.state import state_from_json, state_to_json
@@ -57,7 +57,7 @@ async def test_the_steer_ask_plans_applies_and_verifies_through_the_front_door(
     """What ``watch`` calls: ``Ask("steer", ELEMENT)`` through ``ActionSession``."""
     from cwctl.actions.journal import Journal
     from cwctl.actions.session import ActionSession, Ask
-    from cwctl.request import ScanRequest, SimOptions
+    from cwctl.scan.request import ScanRequest, SimOptions
 
     monkeypatch.setenv("CWCTL_STATE_DIR", str(tmp_path))
     request = ScanRequest(

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cwctl.errors import InputError
-from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
+from cwctl.scan.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.session import ScanSession
 from cwctl.sim import FabricModel, SetEcmpWeight
 from cwctl.transport.sim import SimSource, model_for, simulate

@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 
 from cwctl import settings
+from cwctl.fabric.topology import leaf_spine
 from cwctl.records.path import PathTable
-from cwctl.request import SimOptions
+from cwctl.scan.request import SimOptions
 from cwctl.session import analyse
 from cwctl.sim.faults import fault_active
 from cwctl.sim.model import FabricModel
 from cwctl.sim.params import SimParams
 from cwctl.sync import solve
 from cwctl.telemetry import build_snapshot
-from cwctl.topology import leaf_spine
 from cwctl.transport.sim import run_model, simulate
 from tests.unit.sim_scans import sim_scan
 from tests.unit.telemetry_synth import Synth, make

@@ -11,7 +11,7 @@ import pytest
 
 from cwctl import settings
 from cwctl.records.path import PathTable
-from cwctl.snapshot import FabricSnapshot
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.sync import solve
 from cwctl.telemetry import build_snapshot
 from tests.unit.telemetry_synth import Synth, make

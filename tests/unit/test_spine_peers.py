@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from cwctl import settings
-from cwctl.snapshot import FabricSnapshot
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.sync import solve
 from cwctl.telemetry import build_snapshot
 from tests.unit.telemetry_synth import Synth, make

@@ -10,8 +10,8 @@ import os
 import subprocess
 import sys
 
-from cwctl.collection import HostInfo
 from cwctl.probe.bootstrap import BOOTSTRAP_CODE, agent_payload
+from cwctl.scan.collection import HostInfo
 from cwctl.transport.slurm import STUB, SrunStep, _split_payload
 
 

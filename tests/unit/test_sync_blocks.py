@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cwctl.records import ProbeTable
-from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
+from cwctl.scan.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.sync import solve
 from cwctl.sync.blocks import pair_blocks
 from cwctl.transport.sim import simulate

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cwctl import settings
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.scan.request import ScanRequest, SimOptions
 from cwctl.sim.truth import truth_at
 from cwctl.sync import ClockSolution, solve
 from cwctl.transport.sim import simulate

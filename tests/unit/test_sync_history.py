@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from cwctl.records import ProbeTable
-from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
+from cwctl.scan.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.sync import solve
 from cwctl.sync.history import ProbeHistory
 from cwctl.sync.incremental import SlidingSolver

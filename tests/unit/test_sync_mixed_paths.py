@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from cwctl import settings
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.scan.request import ScanRequest, SimOptions
 from cwctl.sim.truth import truth_at
 from cwctl.sync import solve
 from cwctl.sync.solve import robust_factor_of

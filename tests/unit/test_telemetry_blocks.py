@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import cwctl.telemetry.blockwise as blockwise
-from cwctl.request import ProbeOverrides, ScanRequest, SimOptions
+from cwctl.scan.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.session import analyse
 from cwctl.transport.sim import simulate
 

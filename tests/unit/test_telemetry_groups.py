@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.bench_telemetry import per_path_loop
+from cwctl.fabric.topology import leaf_spine
 from cwctl.sim.model import FabricModel
 from cwctl.sim.params import SimParams
 from cwctl.sync import one_way_delays, solve
@@ -23,7 +24,6 @@ from cwctl.telemetry.groups import (
     runs,
 )
 from cwctl.telemetry.paths import observations, path_table
-from cwctl.topology import leaf_spine
 from cwctl.transport.sim import run_model
 
 rows_strategy = st.lists(

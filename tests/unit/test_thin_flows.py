@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from cwctl.snapshot import FabricSnapshot
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.sync import solve
 from cwctl.telemetry import build_snapshot
 from tests.unit.telemetry_synth import Synth, make

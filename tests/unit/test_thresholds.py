@@ -11,11 +11,11 @@ import pytest
 
 import cwctl.telemetry
 from cwctl import settings
+from cwctl.fabric.topology import leaf_spine
 from cwctl.sim.model import FabricModel
 from cwctl.sim.params import SimParams
 from cwctl.sync import solve
 from cwctl.telemetry import THRESHOLDS, Thresholds, build_snapshot
-from cwctl.topology import leaf_spine
 from cwctl.transport.sim import run_model
 
 LINK = "leaf1-spine3"

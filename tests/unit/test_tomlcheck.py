@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from cwctl.tomlcheck import TomlChecker
+from cwctl.config.tomlcheck import TomlChecker
 
 DOC = """\
 [t]

@@ -8,7 +8,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cwctl.topology import (
+from cwctl.fabric.topology import (
     assign_peers,
     leaf_spine,
     probe_edges,

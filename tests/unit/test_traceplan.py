@@ -5,9 +5,9 @@ from __future__ import annotations
 import socket
 import struct
 
+from cwctl.fabric.topology import leaf_spine
 from cwctl.probe.stamps import IP_RECVERR
 from cwctl.probe.trace import EXTENDED_ERR, SO_EE_ORIGIN_ICMP, icmp_error
-from cwctl.topology import leaf_spine
 from cwctl.transport.traceplan import TraceSettings, peer_hint, probers_of, trace_plan
 
 
@@ -68,7 +68,7 @@ def test_a_large_simulated_fleet_learns_its_share_of_the_spines_budget() -> None
     from random phases with a burst of one, a 10 s window learns close to 4 spines x
     1 000/s x 10 s of cross-leaf paths (in step, with the old bursts of 24 each, the
     spines' buckets were spent in the first milliseconds and 3 120 were learnt)."""
-    from cwctl.request import ScanRequest, SimOptions
+    from cwctl.scan.request import ScanRequest, SimOptions
     from cwctl.transport.sim import simulate
 
     sparse = ScanRequest(budget="watch")  # 2 pairs/s per peer: the traces, not the probes

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cwctl.cli import app
-from cwctl.request import SimOptions
+from cwctl.scan.request import SimOptions
 from cwctl.sim.truth import truth_at
 from cwctl.transport.sim import simulate
 

@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cwctl.cli import app
-from cwctl.request import ScanRequest, SimOptions
-from cwctl.snapshot import FabricSnapshot, HostReport, Suspect
+from cwctl.scan.request import ScanRequest, SimOptions
+from cwctl.scan.snapshot import FabricSnapshot, HostReport, Suspect
 from cwctl.watch.log import human, level_of, make_log
 from cwctl.watch.rounds import Watch, _round_line
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.scan.request import ScanRequest, SimOptions
 from cwctl.watch.metrics import registry_of, serve
 from cwctl.watch.policy import Allow, Policy
 from cwctl.watch.rounds import Watch

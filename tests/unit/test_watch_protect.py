@@ -6,7 +6,7 @@ and 3 and carries ``comment = protected``)."""
 from __future__ import annotations
 
 from cwctl.actions.journal import Journal
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.scan.request import ScanRequest, SimOptions
 from cwctl.watch.policy import Allow, Policy, parse_policy
 from cwctl.watch.rounds import Watch
 

@@ -13,7 +13,7 @@ import pytest
 
 from cwctl.actions.history import history
 from cwctl.actions.journal import ActionLock, Journal
-from cwctl.request import ScanRequest, SimOptions
+from cwctl.scan.request import ScanRequest, SimOptions
 from cwctl.sim.state import saved_state_json
 from cwctl.watch.decide import Decision
 from cwctl.watch.policy import Allow, Policy

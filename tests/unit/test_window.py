@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cwctl.cli import app
-from cwctl.recordfile import write_collection
+from cwctl.scan.recordfile import write_collection
 from cwctl.sync import solve
 from cwctl.telemetry import build_snapshot
 from cwctl.telemetry.thresholds import THRESHOLDS

@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label, Static
 
-from cwctl.snapshot import FabricSnapshot
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.tui.widgets.heatmap import Heatmap
 from cwctl.tui.widgets.history import WorstPathHistory
 from cwctl.tui.widgets.hosts import HostsTable

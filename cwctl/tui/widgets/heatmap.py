@@ -27,7 +27,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from cwctl.snapshot import QUEUEING, FabricSnapshot
+from cwctl.scan.snapshot import QUEUEING, FabricSnapshot
 from cwctl.tui.grid import (
     METRICS,
     NO_DATA,

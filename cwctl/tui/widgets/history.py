@@ -15,7 +15,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Label, Sparkline
 
 from cwctl.report.summary import worst_path_line, worst_paths
-from cwctl.snapshot import FabricSnapshot
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.units import fmt_ns, fmt_ratio
 
 KEEP = 120  # scans of history

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cwctl.report.summary import silent_hosts
-from cwctl.snapshot import FabricSnapshot, HostReport
+from cwctl.scan.snapshot import FabricSnapshot, HostReport
 from cwctl.tui.grid import host_matches, natural
 from cwctl.tui.widgets.sortable import Column, SortableTable, number_key
 from cwctl.units import fmt_ns, fmt_ppb

@@ -6,7 +6,7 @@ import time
 
 from textual.widgets import Static
 
-from cwctl.snapshot import FabricSnapshot
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.units import fmt_ns
 
 

@@ -4,7 +4,7 @@ one hurts."""
 
 from __future__ import annotations
 
-from cwctl.snapshot import FabricSnapshot, Suspect
+from cwctl.scan.snapshot import FabricSnapshot, Suspect
 from cwctl.tui.widgets.sortable import Column, SortableTable
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cwctl import settings
-from cwctl.collection import Collection
+from cwctl.scan.collection import Collection
 
 if TYPE_CHECKING:
     from cwctl.inventory import ProbeSettings
@@ -84,7 +84,7 @@ class ScanRequest:
     def at_budget(self, name: str) -> ScanRequest:
         """This request at the budget ``name`` (settings.BUDGETS), as a command that runs
         at it by default asks: ``--budget`` and the inventory's ``[probe] budget`` still
-        win, and so do an explicit ``--rate``/``--duration`` (``cwctl.budgets``)."""
+        win, and so do an explicit ``--rate``/``--duration`` (``cwctl.scan.budgets``)."""
         return replace(self, command_budget=name)
 
     @property

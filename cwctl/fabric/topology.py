@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl import settings
-from cwctl.names import sim_host_names
+from cwctl.fabric.names import sim_host_names
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from cwctl import settings
-from cwctl.collection import Collection
 from cwctl.records import PathRecord, PathTable
+from cwctl.scan.collection import Collection
 
 Flow = tuple[str, str, int]  # (prober, answerer, probe source port)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from cwctl.fabric.topology import Topology
 from cwctl.records import PathTable, ProbeTable
-from cwctl.topology import Topology
 
 HostStatusName = Literal["ok", "unreachable", "error"]
 

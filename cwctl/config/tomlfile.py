@@ -18,7 +18,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Final
 
-from cwctl.tomlcheck import syntax_problem
+from cwctl.config.tomlcheck import syntax_problem
 
 POLICY_LIMIT: Final = 1 << 20  # bytes: a policy is a few hundred
 INVENTORY_LIMIT: Final = 64 << 20  # bytes: 10 000 hosts take about 1.5 MB

@@ -28,9 +28,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Final
 
-from cwctl import atomic
-from cwctl.collection import Collection, HostInfo, HostStatus
 from cwctl.errors import InputError, RecordError
+from cwctl.fabric.topology import Topology
 from cwctl.records import PathTable, ProbeTableBuilder, decode_path, encode_line, parse_line
 from cwctl.records.bounds import (
     HEADER_MAX_CHARS,
@@ -44,7 +43,8 @@ from cwctl.records.bounds import (
 )
 from cwctl.records.header import check_header, is_name
 from cwctl.records.lines import parse_fast
-from cwctl.topology import Topology
+from cwctl.runtime import atomic
+from cwctl.scan.collection import Collection, HostInfo, HostStatus
 
 FILE_FORMAT: Final = "cwctl.records/2"
 READ_FORMATS: Final = ("cwctl.records/1", FILE_FORMAT)  # /1: the same, no path records
@@ -122,7 +122,7 @@ def _count(collection: Collection, batch_rows: int) -> int:
 def write_collection(
     collection: Collection, path: str | Path, *, batch_rows: int = BATCH_ROWS, packed: bool = True
 ) -> None:
-    """Save every record of ``collection`` to ``path`` (``cwctl.atomic``: new files 0600).
+    """Save every record of ``collection`` to ``path`` (``cwctl.runtime.atomic``: new files 0600).
 
     Probe rows go as ``probes`` batches of ``batch_rows`` rows (0: one ``probe`` line each),
     their varying integer columns packed (``packed=False``: JSON lists, as before issue 36).

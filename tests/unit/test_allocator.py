@@ -18,7 +18,7 @@ def test_a_freed_large_array_is_given_back_to_the_kernel() -> None:
     """Above the threshold a block is mapped, so freeing it lowers the RSS again."""
     code = (
         "import numpy as np\n"
-        "from cwctl import allocator\n"
+        "from cwctl.runtime import allocator\n"
         "allocator.tune()\n"
         "def rss():\n"
         "    return int(open('/proc/self/statm').read().split()[1])\n"

@@ -22,6 +22,7 @@ import argparse
 import datetime as dt
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -77,8 +78,15 @@ def main() -> int:
         dist.all_reduce(extra)
         extra.div_(world)
         steps.step(rank=rank, host=host)
+    # every rank past the last collective before any tears down (a rank that closed its
+    # connections while a peer still read the last all-reduce aborted it once), then out
+    # without the interpreter's teardown, whose C++ threads Gloo's may outlive
+    dist.barrier()
     dist.destroy_process_group()
-    return 0
+    steps.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,13 @@
 shared by tests/integration/test_workload_testbed.py (one trial) and bench/bench_workload.py
 (every fault kind, three trials, with and without cwctl).
 
-The fault goes on the leaf1 uplink that carries most of the job's connections upward
-(the leaf's kernel asked, ``trainjob.job_uplinks``), one way, for ``fault_s``; a netdev
-counter on both ends of that link shows the job's packets crossing it before the fault
-(and, with cwctl, none after the move). The job's own step log is the judge
-(``trainjob.Timeline``); with a watch, its decisions are read too: when it acted, and
-that it restored only after the fault had cleared.
+The fault goes on the leaf1 uplink that carried most of the job's packets in the second
+before (a netdev counter on both ends of each uplink; Gloo's ring uses some of its
+connections only, so the one the leaf's kernel puts most connections on,
+``trainjob.job_uplinks``, breaks ties only), one way, for ``fault_s``; its counter shows
+the job's packets crossing it before the fault (and, with cwctl, none after the move).
+The job's own step log is the judge (``trainjob.Timeline``); with a watch, its decisions
+are read too: when it acted, and that it restored only after the fault had cleared.
 """
 
 from __future__ import annotations
@@ -46,12 +47,16 @@ def job_trial(
     restore_timeout_s: float = 120.0,
 ) -> JobTrial:
     ups = job_uplinks(bed, LEAF)  # type: ignore[arg-type]
-    spine = ups.most_common(1)[0][0] if ups else L.SPINES[-1]
-    link = f"{LEAF}-{spine}"
-    counter = LinkTcpCounter(bed, LEAF, spine, L.hosts_of(LEAF) + L.hosts_of("leaf2"))  # type: ignore[arg-type]
+    hosts = L.hosts_of(LEAF) + L.hosts_of("leaf2")
+    counters = {s: LinkTcpCounter(bed, LEAF, s, hosts) for s in L.SPINES}  # type: ignore[arg-type]
+    time.sleep(1.0)
+    seen = {s: c.read() for s, c in counters.items()}
+    spine = max(L.SPINES, key=lambda s: (seen[s], ups[s]))
+    for s, other in counters.items():
+        if s != spine:
+            other.remove()
+    link, counter, before = f"{LEAF}-{spine}", counters[spine], seen[spine]
     try:
-        time.sleep(1.0)
-        before = counter.read()
         mark = time.monotonic()
         fault_at = time.time()
         apply_fault(bed, f"{LEAF}>{spine}", kind)  # type: ignore[arg-type]

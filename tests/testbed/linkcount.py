@@ -26,14 +26,15 @@ class LinkTcpCounter:
 
     def __init__(self, bed: Testbed, a: str, b: str, hosts: tuple[str, ...]) -> None:
         self.bed, self.ends = bed, ((a, b), (b, a))
+        self.table = f"{_TABLE}_{a}_{b}"  # one per link: a leaf counts on both its uplinks
         addrs = ", ".join(L.probe_address(h) for h in hosts)
         for src, dst in self.ends:
             dev = interface(src, dst)
             script = (
-                f"add table netdev {_TABLE} ; "
-                f'add chain netdev {_TABLE} out {{ type filter hook egress device "{dev}" '
+                f"add table netdev {self.table} ; "
+                f'add chain netdev {self.table} out {{ type filter hook egress device "{dev}" '
                 "priority 0 ; policy accept ; } ; "
-                f"add rule netdev {_TABLE} out ip saddr {{ {addrs} }} ip daddr {{ {addrs} }} "
+                f"add rule netdev {self.table} out ip saddr {{ {addrs} }} ip daddr {{ {addrs} }} "
                 "meta l4proto tcp counter"
             )
             run(["nft", script], ns=bed.ns(src))
@@ -41,10 +42,10 @@ class LinkTcpCounter:
     def read(self) -> int:
         total = 0
         for src, _ in self.ends:
-            out = run(["nft", "list", "table", "netdev", _TABLE], ns=self.bed.ns(src)).stdout
+            out = run(["nft", "list", "table", "netdev", self.table], ns=self.bed.ns(src)).stdout
             total += sum(int(n) for n in re.findall(r"counter packets (\d+)", out))
         return total
 
     def remove(self) -> None:
         for src, _ in self.ends:
-            run(["nft", "delete", "table", "netdev", _TABLE], ns=self.bed.ns(src), check=False)
+            run(["nft", "delete", "table", "netdev", self.table], ns=self.bed.ns(src), check=False)

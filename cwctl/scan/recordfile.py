@@ -25,6 +25,7 @@ import json
 import time
 import zlib
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -290,6 +291,38 @@ class _Limits:
             )
 
 
+@dataclass
+class _Kept:
+    """A record file's records other than probes, as they are read."""
+
+    with_paths: bool  # cwctl.records/1 files hold no path records
+    hello: dict[str, dict[str, Any]] = field(default_factory=dict)
+    gpu: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    summaries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    truth: dict[str, Any] | None = None
+    paths: PathTable = field(default_factory=PathTable)
+
+    def add(self, kind: str, rec: dict[str, Any], at: str) -> None:
+        """Keep one record (``at`` names its line in errors)."""
+        if kind == "truth":
+            self.truth = {k: v for k, v in rec.items() if k in TRUTH_KEYS}
+            return
+        if kind == "path":
+            if not self.with_paths:
+                raise RecordError(f"{at}: a path record in a cwctl.records/1 file")
+            self.paths.add(decode_path(rec, where=at))
+            return
+        host = rec.get("host")
+        if not is_name(host):
+            raise RecordError(f"{at}: {kind} record without a 'host' (a printable name)")
+        if kind == "hello":
+            self.hello[host] = rec
+        elif kind == "gpu":
+            self.gpu.setdefault(host, []).append(rec)
+        elif kind == "summary":
+            self.summaries[host] = rec
+
+
 def read_collection(path: str | Path) -> Collection:
     """Read a record file back into a ``Collection``; raise ``RecordError`` naming the line.
 
@@ -306,12 +339,7 @@ def read_collection(path: str | Path) -> Collection:
     line_max[0] = line_max_chars(len(hosts))
     limits = _Limits(header, path)
     builder = ProbeTableBuilder(header.get("table_hosts") or [h.name for h in hosts])
-    hello: dict[str, dict[str, Any]] = {}
-    gpu: dict[str, list[dict[str, Any]]] = {}
-    summaries: dict[str, dict[str, Any]] = {}
-    truth: dict[str, Any] | None = None
-    paths = PathTable()
-    with_paths = header["format"] != "cwctl.records/1"
+    kept = _Kept(with_paths=header["format"] != "cwctl.records/1")
     count = 0
     last = 1
     for n, text in lines:
@@ -332,23 +360,7 @@ def read_collection(path: str | Path) -> Collection:
             limits.add_rows(rec.get("n") if kind == "probes" else 1, at)
             _add_probes(builder, rec, text, at)
             continue
-        if kind == "truth":
-            truth = {k: v for k, v in rec.items() if k in TRUTH_KEYS}
-            continue
-        if kind == "path":
-            if not with_paths:
-                raise RecordError(f"{at}: a path record in a cwctl.records/1 file")
-            paths.add(decode_path(rec, where=at))
-            continue
-        host = rec.get("host")
-        if not is_name(host):
-            raise RecordError(f"{at}: {kind} record without a 'host' (a printable name)")
-        if kind == "hello":
-            hello[host] = rec
-        elif kind == "gpu":
-            gpu.setdefault(host, []).append(rec)
-        elif kind == "summary":
-            summaries[host] = rec
+        kept.add(kind, rec, at)
     if count != header["records"]:
         raise RecordError(
             f"{path} line {last + 1}: truncated: the header announces {header['records']} "
@@ -363,13 +375,13 @@ def read_collection(path: str | Path) -> Collection:
         duration_s=float(header.get("duration_s") or 0.0),
         status=_status(header.get("status")),
         topology=_topology(header.get("topology"), where),
-        hello=hello,
-        gpu=gpu,
-        summaries=summaries,
+        hello=kept.hello,
+        gpu=kept.gpu,
+        summaries=kept.summaries,
         peers={k: list(v) for k, v in dict(header.get("peers") or {}).items()},
-        truth=truth,
+        truth=kept.truth,
         params=dict(header.get("params") or {}),
-        paths=paths,
+        paths=kept.paths,
         captured_ns=_captured_ns(header),
     )
 

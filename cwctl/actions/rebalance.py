@@ -319,7 +319,7 @@ def _cold_pools(
         spines = fabric.uplinks.get(leaf or "", [])
         if not spines:
             continue
-        cold = min(spines, key=lambda s: (after.get(ul.up(leaf or "", s), 0.0), s))
+        cold = min(spines, key=lambda s: (after.get(balance.directed(leaf or "", s), 0.0), s))
         ports = [
             p for p, (spine, _) in choices[_id(m)].items()
             if spine == cold and p not in chosen and p != m.flow.port

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cwctl.actions import elephants, steer
-from cwctl.actions.balance import directed, group_loads
+from cwctl.actions.balance import group_loads
 from cwctl.actions.flowtable import (
     ADDRESSES_ARGV,
     Flow,
@@ -57,14 +57,6 @@ _MAP = re.compile(r"^\s*map sport_(tcp|udp) \{$")
 _ELEMENT = re.compile(r"(\d{1,3}(?:\.\d{1,3}){3}) \. (\d+) \. (\d+) : (\d+)")
 
 Endpoint = tuple[str, int]
-
-
-def up(leaf: str, spine: str) -> str:
-    return directed(leaf, spine)
-
-
-def down(spine: str, leaf: str) -> str:
-    return directed(spine, leaf)
 
 
 @dataclass(frozen=True)

@@ -187,42 +187,49 @@ class WatchMetrics(Collector):
             yield from uplink_families(uplinks)
 
 
+# per directed link: (metric, help, the link row's key, its units per the metric's unit)
+_LINK_GAUGES = (
+    (
+        "cwctl_uplink_load_bps",
+        "Load the hosts' flows put on each directed leaf-spine link (bits per second).",
+        "load_bps",
+        1.0,
+    ),
+    (
+        "cwctl_uplink_elephants",
+        "Elephant flows on each directed leaf-spine link.",
+        "elephants",
+        1.0,
+    ),
+    (
+        "cwctl_uplink_queueing_p50_seconds",
+        "Median smoothed RTT minus minimum RTT of the flows on each link (their queueing).",
+        "queueing_p50_us",
+        1e6,
+    ),
+    (
+        "cwctl_uplink_probe_queueing_p50_seconds",
+        "Median queueing (p50 minus floor) of the probe flows whose path crosses each link.",
+        "probe_queueing_p50_us",
+        1e6,
+    ),
+)
+
+
 def uplink_families(uplinks: dict[str, Any]) -> Iterator[Metric]:
     """Per directed leaf-spine link (bounded by the fabric, never per flow)."""
     links = uplinks.get("links") or []
-    keys = [[str(r["link"]), str(r["group"])] for r in links]
-    yield _gauge(
-        "cwctl_uplink_load_bps",
-        "Load the hosts' flows put on each directed leaf-spine link (bits per second).",
-        ["link", "group"],
-        [(k, float(r["load_bps"])) for k, r in zip(keys, links, strict=True)],
-    )
-    yield _gauge(
-        "cwctl_uplink_elephants",
-        "Elephant flows on each directed leaf-spine link.",
-        ["link", "group"],
-        [(k, float(r["elephants"])) for k, r in zip(keys, links, strict=True)],
-    )
-    yield _gauge(
-        "cwctl_uplink_queueing_p50_seconds",
-        "Median smoothed RTT minus minimum RTT of the flows on each link (their queueing).",
-        ["link", "group"],
-        [
-            (k, float(r["queueing_p50_us"]) / 1e6)
-            for k, r in zip(keys, links, strict=True)
-            if r.get("queueing_p50_us") is not None
-        ],
-    )
-    yield _gauge(
-        "cwctl_uplink_probe_queueing_p50_seconds",
-        "Median queueing (p50 minus floor) of the probe flows whose path crosses each link.",
-        ["link", "group"],
-        [
-            (k, float(r["probe_queueing_p50_us"]) / 1e6)
-            for k, r in zip(keys, links, strict=True)
-            if r.get("probe_queueing_p50_us") is not None
-        ],
-    )
+    for name, text, key, per in _LINK_GAUGES:
+        yield _gauge(
+            name,
+            text,
+            ["link", "group"],
+            [
+                ([str(r["link"]), str(r["group"])], float(r[key]) / per)
+                for r in links
+                if r.get(key) is not None
+            ],
+        )
     yield _gauge(
         "cwctl_uplink_max_over_mean",
         "Per leaf and direction: its busiest link's load over its links' mean.",

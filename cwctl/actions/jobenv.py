@@ -171,10 +171,13 @@ async def env_for(
 ) -> tuple[str, JobEnv]:
     """(a header line, the environment) for job ``job_id`` (its hosts read from the
     scheduler, or the simulated job set) or for ``hosts``; every name checked first."""
-    nics: dict[str, tuple[str, ...]] = {}
-    if request.inventory is not None:  # positive NIC lists need the inventory's NICs
-        nics = {h.name: tuple(h.nics) for h in load_inventory(request.inventory).hosts}
     target, runner = build_target(request, **ssh)
+    # positive NIC lists need the inventory's NICs: the target's own (loaded once), or
+    # the one a simulated fabric was given
+    inventory = target.inventory
+    if inventory is None and request.inventory is not None:
+        inventory = load_inventory(request.inventory)
+    nics = {h.name: tuple(h.nics) for h in inventory.hosts} if inventory is not None else {}
     try:
         return await _env_for(target, runner, job_id, hosts, journal, nics)
     finally:

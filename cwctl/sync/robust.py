@@ -13,9 +13,9 @@ from typing import Final
 import numpy as np
 
 from cwctl.runtime.arrays import F64, IntP
+from cwctl.runtime.sorting import stable_order
 
 MAD_TO_SIGMA: Final = 1.4826
-_KEY_BITS = 62  # bits of an int64 sort key for a group id above a position
 
 
 def median_per_group(values: F64, group: IntP, n_groups: int) -> F64:
@@ -25,8 +25,8 @@ def median_per_group(values: F64, group: IntP, n_groups: int) -> F64:
     Two sorts, neither of which mixes a group id into a value (one float key of group
     id plus scaled value cannot tell apart values closer than its resolution, which
     coarsens as the ids grow and the values spread): the values by value, then their
-    positions in that order by group, as one sort of an int64 key (group id above
-    position), which keeps the value order within each group.
+    positions in that order by group, a stable radix sort (``runtime.sorting``) that
+    keeps the value order within each group.
     """
     out = np.full(n_groups, np.nan)
     values = np.asarray(values, np.float64)
@@ -40,14 +40,7 @@ def median_per_group(values: F64, group: IntP, n_groups: int) -> F64:
     by_value = np.argsort(values)
     ranked = values[by_value]
     counts = np.bincount(group, minlength=n_groups)
-    bits = max(int(n - 1).bit_length(), 1)
-    if (n_groups - 1) >> (_KEY_BITS - bits):  # too many groups to pack: a stable sort
-        pos = np.argsort(group[by_value], kind="stable")
-    else:
-        pos = np.left_shift(group[by_value].astype(np.int64), bits)
-        pos |= np.arange(n, dtype=np.int64)
-        pos.sort()
-        pos &= (1 << bits) - 1
+    pos = stable_order(group[by_value], n_groups)
     ranked = ranked[pos]
     starts = np.cumsum(counts) - counts
     has = counts > 0

@@ -29,7 +29,8 @@ import numpy.typing as npt
 
 from cwctl.records import TS_SOURCES, ProbeTable
 from cwctl.runtime.arrays import F64
-from cwctl.sync.blocks import BLOCK_ROWS, merge_filters, merge_fits, pair_blocks
+from cwctl.runtime.blockpool import map_blocks
+from cwctl.sync.blocks import BLOCK_ROWS, ONE_PASS_ROWS, merge_filters, merge_fits, pair_blocks
 from cwctl.sync.coded import CodedFilter, coded_filter
 from cwctl.sync.floors import weigh_floors
 from cwctl.sync.margin import flow_floor_steps, max_margin_refine
@@ -155,12 +156,11 @@ def fit_blocks(
     """``fit_table`` a block of pairs at a time (``blocks.py``): the filter's quality,
     the fits (in pair order) and the provisional reference time they are all at."""
     t_prov = window_middle(table)
-    filters: list[CodedFilter] = []
-    parts: list[PairFits] = []
-    for rows in pair_blocks(table, block_rows):
+
+    def fit_one(rows: np.ndarray) -> tuple[CodedFilter, PairFits] | None:
         block = table.select(rows)
         if not block.complete.any():
-            continue
+            return None
         filt, fits, t_block = fit_table(
             block,
             method,
@@ -170,10 +170,12 @@ def fit_blocks(
             flow_slopes=flow_slopes,
         )
         rebase(fits, t_prov - t_block)
-        filters.append(
-            CodedFilter(filt.fwd_ok[:0], filt.rev_ok[:0], filt.tolerance_ns, filt.counts)
-        )
-        parts.append(fits)
+        kept = CodedFilter(filt.fwd_ok[:0], filt.rev_ok[:0], filt.tolerance_ns, filt.counts)
+        return kept, fits
+
+    done = [d for d in map_blocks(fit_one, pair_blocks(table, block_rows)) if d is not None]
+    filters = [filt for filt, _ in done]
+    parts = [fits for _, fits in done]
     return merge_filters(filters), merge_fits(parts, len(table.hosts)), t_prov
 
 
@@ -354,12 +356,13 @@ def solve(
     network: bool = True,
     by_flow: bool = False,
     windows: int | None = None,
-    block_rows: int = BLOCK_ROWS,
+    block_rows: int | None = None,
 ) -> ClockSolution:
     """Every host's offset and drift against the reference (see the module docstring).
 
     Tables longer than ``block_rows`` are fitted a block of pairs at a time
-    (``fit_blocks``), which bounds the fit's memory by the block, not the table.
+    (``fit_blocks``), which bounds the fit's memory by the block, not the table; by
+    default those longer than ``ONE_PASS_ROWS``, in blocks of ``BLOCK_ROWS``.
 
     ``reference`` is a host name (else the best-connected host); ``method`` ``margin``
     replaces the envelope fit by the exact hard-margin line; ``network=False`` skips the
@@ -368,9 +371,10 @@ def solve(
     started = time.perf_counter()
     if not table.complete.any():
         return empty_solution(table, reference, "no complete probe exchange")
-    if len(table) > block_rows:  # bounded memory: a block of pairs at a time
+    one_pass = ONE_PASS_ROWS if block_rows is None else block_rows
+    if len(table) > one_pass:  # bounded memory: a block of pairs at a time
         filter_quality, fits, t_prov = fit_blocks(
-            table, method, by_flow=by_flow, windows=windows, block_rows=block_rows
+            table, method, by_flow=by_flow, windows=windows, block_rows=block_rows or BLOCK_ROWS
         )
     else:
         filt, fits, t_prov = fit_table(table, method, by_flow=by_flow, windows=windows)

@@ -19,7 +19,8 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.records import ProbeTable
-from cwctl.runtime.arrays import B
+from cwctl.runtime.arrays import F64, I64, B, IntP
+from cwctl.runtime.blockpool import map_blocks
 from cwctl.scan.collection import Collection
 from cwctl.scan.snapshot import HostReport, PathReport, Suspect
 from cwctl.sync import ClockSolution, one_way_delays
@@ -39,7 +40,10 @@ from cwctl.telemetry.paths import Observations, PathTable, observations, path_re
 from cwctl.telemetry.thresholds import THRESHOLDS, Thresholds
 from cwctl.telemetry.verdicts import dead_hosts
 
-BLOCK_ROWS = 2_000_000
+BLOCK_ROWS = 500_000  # two blocks are worked at once (``cwctl.runtime.blockpool``)
+
+# pass 1 of a block: its path reports, its routes' p90 excesses and floors, their spreads
+_BlockStatistics = tuple[list[PathReport], F64, F64, tuple[I64, I64, F64] | None]
 
 
 @dataclass
@@ -124,35 +128,35 @@ def measure(
     else:
         blocks = pair_blocks(table, block_rows)
         noisy = noisy_stamps(table)
-        paths, excess, floors, spreads = [], [], [], []
-        for rows in blocks:  # pass 1: path statistics, the routes' medians and spreads
-            block = table.select(rows)
-            obs, pt = _paths(block, solution)
-            paths += path_reports(pt)
-            route_floor = route_floors_ns(pt, floor_quantile(noisy, t))
-            e, f = route_medians(pt, t, route_floor)
-            excess.append(e)
-            floors.append(f)
-            if noisy:
-                spreads.append(route_spread(pt, route_floor, t))
-            del block, obs, pt
-        all_excess, all_floors = np.concatenate(excess), np.concatenate(floors)
-        typical, floor = median_or_nan(all_excess), median_or_nan(all_floors)
+        quantile = floor_quantile(noisy, t)
+
+        def statistics(rows: IntP) -> _BlockStatistics:  # pass 1
+            _, pt = _paths(table.select(rows), solution)
+            route_floor = route_floors_ns(pt, quantile)
+            excess, floors = route_medians(pt, t, route_floor)
+            spread = route_spread(pt, route_floor, t) if noisy else None
+            return path_reports(pt), excess, floors, spread
+
+        first = map_blocks(statistics, blocks)
+        paths = [p for block_paths, *_ in first for p in block_paths]
+        typical = median_or_nan(np.concatenate([excess for _, excess, _, _ in first]))
+        floor = median_or_nan(np.concatenate([floors for _, _, floors, _ in first]))
         noise = HostNoise.none(len(table.hosts))
         if noisy:
-            joined = tuple(np.concatenate(col) for col in zip(*spreads, strict=True))
-            noise = host_noise(table.hosts, joined, typical, leaf_of, t)  # type: ignore[arg-type]
-        parts = []
-        for rows in blocks:  # pass 2: flow counts against the whole scan's medians
+            spreads = [spread for *_, spread in first if spread is not None]
+            src, dst, spread = (np.concatenate(col) for col in zip(*spreads, strict=True))
+            noise = host_noise(table.hosts, (src, dst, spread), typical, leaf_of, t)
+        del first
+
+        def counted(rows: IntP) -> FlowCounts:  # pass 2: against the whole scan's medians
             block = table.select(rows)
             obs, pt = _paths(block, solution, routes_only=True)
-            parts.append(
-                flow_counts(
-                    block, obs, pt, usable.rows[rows], usable.observations(obs),
-                    typical_ns=typical, floor_ns=floor, noise=noise, thresholds=t,
-                )
+            return flow_counts(
+                block, obs, pt, usable.rows[rows], usable.observations(obs),
+                typical_ns=typical, floor_ns=floor, noise=noise, thresholds=t,
             )  # fmt: skip
-            del block, obs, pt
+
+        parts = map_blocks(counted, blocks)
         counts = _joined(parts)
         paths = _in_host_order(paths, table.hosts)
     return Measured(paths, counts, usable.dead, usable.busy_counts, usable.busy_exchanges)

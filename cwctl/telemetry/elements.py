@@ -25,6 +25,7 @@ import scipy.sparse as sp
 
 from cwctl.fabric.topology import Topology
 from cwctl.runtime.arrays import I64, B
+from cwctl.runtime.blockpool import map_blocks
 from cwctl.telemetry.likelihood import Rows
 from cwctl.telemetry.paths import group_ids
 
@@ -68,8 +69,7 @@ class Incidence:
         tier = rows.by_flow()
         flow_of = np.repeat(np.arange(tier.shape[0]), np.diff(tier.indptr))
         tier.data = (tier.data >= per_flow[flow_of]).astype(np.float64)
-        certain = (rows.certain > 0).astype(np.float64)
-        out = sp.csr_matrix(certain.maximum(tier))
+        out = sp.csr_matrix(rows.certain_crossing().maximum(tier))
         out.eliminate_zeros()
         return out
 
@@ -78,7 +78,7 @@ class Incidence:
         """(flows x elements), column by column: 1 where some alternative of the flow (or
         every one) crosses the element."""
         rows = self.rows
-        out = sp.csr_matrix(((rows.certain > 0) + (rows.by_flow() > 0)).astype(np.float64))
+        out = sp.csr_matrix(((rows.certain_crossing() + rows.by_flow()) > 0).astype(np.float64))
         out.eliminate_zeros()
         return out.tocsc()
 
@@ -270,31 +270,35 @@ def incidences(
     cert_x = _certain(exchanges, reg, host_nics, t) + _certain(back, reg, host_nics, t)
     cert_f = _certain(flows, reg, host_nics, t)
     nx, nf = len(exchanges), len(flows)
-    loss_tier: list[I64] = []
-    delay_tier: list[I64] = []
-    if t is None:
-        loss_flow, delay_flow = np.arange(nx), np.arange(nf)
-    else:
-        unknown = (np.full(nx, -1), np.full(nx, -1), np.full(nf, -1))
-        kx_f, kx_r, k_f = known if known is not None else unknown
+    n_el = len(reg.names)  # every name is registered by now: the rows only read codes
+    unknown = (np.full(nx, -1), np.full(nx, -1), np.full(nf, -1))
+    kx_f, kx_r, k_f = known if known is not None else unknown
+
+    def loss_rows() -> Rows:  # round trips: every forward alternative with every reverse
+        if t is None:
+            return _rows(cert_x, [], np.arange(nx), nx, n_el)
         pf = _possible(exchanges.src, exchanges.dst, kx_f, t)
         pr = _possible(exchanges.dst, exchanges.src, kx_r, t)
         if int(pf.sum(axis=1) @ pr.sum(axis=1)) > MAX_ROWS:
             # too many alternatives to weigh: unknown directions count for what is certain
             pf, pr = _certain_only(pf), _certain_only(pr)
         pairs = pf[:, :, None] & pr[:, None, :]
-        loss_flow, s1, s2 = np.nonzero(pairs)
-        a, b = t.host_leaf[exchanges.src[loss_flow]], t.host_leaf[exchanges.dst[loss_flow]]
-        loss_tier = _tier_columns(a, b, s1, t) + _tier_columns(b, a, s2, t)
+        flow, s1, s2 = np.nonzero(pairs)
+        a, b = t.host_leaf[exchanges.src[flow]], t.host_leaf[exchanges.dst[flow]]
+        tier = _tier_columns(a, b, s1, t) + _tier_columns(b, a, s2, t)
+        return _rows(cert_x, tier, flow, nx, n_el)
+
+    def delay_rows() -> Rows:
+        if t is None:
+            return _rows(cert_f, [], np.arange(nf), nf, n_el)
         p = _possible(flows.src, flows.dst, k_f, t)
         if int(p.sum()) > MAX_ROWS:
             p = _certain_only(p)
-        delay_flow, s = np.nonzero(p)
-        a, b = t.host_leaf[flows.src[delay_flow]], t.host_leaf[flows.dst[delay_flow]]
-        delay_tier = _tier_columns(a, b, s, t)
-    n_el = len(reg.names)
-    loss = _rows(cert_x, loss_tier, loss_flow, nx, n_el)
-    delay = _rows(cert_f, delay_tier, delay_flow, nf, n_el)
+        flow, s = np.nonzero(p)
+        a, b = t.host_leaf[flows.src[flow]], t.host_leaf[flows.dst[flow]]
+        return _rows(cert_f, _tier_columns(a, b, s, t), flow, nf, n_el)
+
+    loss, delay = map_blocks(lambda build: build(), (loss_rows, delay_rows))
     return (
         Incidence(list(reg.names), list(reg.kinds), loss),
         Incidence(list(reg.names), list(reg.kinds), delay),

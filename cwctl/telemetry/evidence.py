@@ -34,7 +34,7 @@ class SignalResult:
     votes: F64
     trials: F64
     failures: F64
-    crossed: sp.csr_matrix  # (flows x elements): P(flow crossed element) under the fit
+    crossed: sp.csc_matrix  # (flows x elements): P(flow crossed element) under the fit
     material: npt.NDArray[np.bool_] | None = None  # bad enough to be unlocalised (floor)
     # failed flows too thin to be bad alone (``voting.thin_flows``): evidence
     # against the switches and links they crossed only, not their hosts' (their clocks')
@@ -82,7 +82,7 @@ def score_and_words(
     them scores those flows. A switch or link counts the signal's thin failed flows as
     bad too (``SignalResult.thin``); a host or NIC its significant ones only."""
     inc = res.incidence
-    crossed = res.crossed.tocsc()
+    crossed = res.crossed
     p_e = crossed[:, e].toarray().ravel()
     on = p_e > 0.5 - EVEN_ODDS
     usable = res.trials > 0

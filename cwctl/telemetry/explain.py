@@ -94,8 +94,7 @@ def explain(
         return fit
     allowed = np.ones(n_el, bool) if candidates is None else candidates.copy()
     # each element's own yardstick: the failure rate of the flows that never cross it
-    touches = (rows.certain > 0).astype(np.float64)
-    touches = ((touches + rows.by_flow()) > 0).astype(np.float64)
+    touches = ((rows.certain_crossing() + rows.by_flow()) > 0).astype(np.float64)
     out_n = total - touches.T @ n
     out_k = k.sum() - touches.T @ k
     greedy = _Greedy(
@@ -245,14 +244,14 @@ def _prune(fit: Explanation, model: Model, min_gain: float, least: F64) -> bool:
     return dropped
 
 
-def posterior(fit: Explanation, rows: Rows, trials: F64, failures: F64) -> sp.csr_matrix:
+def posterior(fit: Explanation, rows: Rows, trials: F64, failures: F64) -> sp.csc_matrix:
     """(flows x elements): the probability, under the fit, that flow f crossed element e
-    (1 or 0 where its path is known; the weight of its alternatives that cross e else)."""
+    (1 or 0 where its path is known; the weight of its alternatives that cross e else).
+    Column by column: it is read an element at a time (``evidence``, ``material``)."""
     n = np.asarray(trials, np.float64)[rows.flow]
     k = np.asarray(failures, np.float64)[rows.flow]
     row_ll = log_likelihood(n, k, fit.success())
     flow_ll, _, group = mixture_ll(rows, np.arange(len(rows.flow)), row_ll)
     w = np.exp(rows.log_prior + row_ll - flow_ll[group])
     tier = rows.by_flow(w)
-    certain = (rows.certain > 0).astype(np.float64)
-    return sp.csr_matrix(certain.maximum(tier))
+    return sp.csc_matrix(rows.certain_crossing().maximum(tier))

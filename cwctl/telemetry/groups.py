@@ -1,12 +1,12 @@
 """Grouped statistics over millions of rows, without a general-purpose argsort.
 
 ``group_ids`` numbers the distinct key tuples of rows (dense ids in key order).
-``Runs`` lists the rows of every group together: one sort of a packed integer key
-(group id in the high part, row index in the low part; numpy's vectorised sort of int64
-is an order of magnitude faster than ``argsort``), so rows stay in index order within a
-group. ``Runs.blocks`` then lays groups of similar size (within 2x) out as rows of a
-padded 2-D block, so one ``np.sort(axis=1)`` sorts every group's values at once: exact
-per-group order statistics (``group_quantiles``) and in-order steps (``group_jitter``).
+``Runs`` lists the rows of every group together: one stable radix sort of the group
+ids (``cwctl.runtime.sorting``: an order of magnitude faster than ``argsort``), so rows
+stay in index order within a group. ``Runs.blocks`` then lays groups of similar size
+(within 2x) out as rows of a padded 2-D block, so one ``np.sort(axis=1)`` sorts every
+group's values at once: exact per-group order statistics (``group_quantiles``) and
+in-order steps (``group_jitter``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.runtime.arrays import F64, I64
+from cwctl.runtime.sorting import stable_order
 
 Ids = npt.NDArray[np.signedinteger[Any]]  # group ids: int32 or int64
 
@@ -152,20 +153,12 @@ class Runs:
 
 
 def runs(group: I64, n_groups: int) -> Runs:
-    """Group rows by id (``0..n_groups-1``) with one sort of a packed int64 key."""
-    n = len(group)
+    """Group rows by id (``0..n_groups-1``) with one stable radix sort of the ids."""
     counts = np.bincount(group, minlength=n_groups).astype(np.int64)
     starts = np.cumsum(counts) - counts
-    if not n:
+    if not len(group):
         return Runs(np.zeros(0, np.intp), counts, starts)
-    bits = max(int(n - 1).bit_length(), 1)
-    if (n_groups - 1) >> (62 - bits):  # too many groups to pack: argsort
-        return Runs(np.argsort(group, kind="stable"), counts, starts)
-    packed = np.left_shift(np.asarray(group, np.int64), bits)
-    packed |= np.arange(n, dtype=np.int64)
-    packed.sort()
-    packed &= (1 << bits) - 1
-    return Runs(packed, counts, starts)
+    return Runs(stable_order(group, n_groups), counts, starts)
 
 
 def merged_runs(inner: Runs, parent: I64, n_parents: int) -> Runs:

@@ -92,15 +92,24 @@ class Rows:
         if not as_built:
             w = sp.diags(np.ones(len(flow)) if weights is None else weights)
             return sp.csr_matrix(self.flow_matrix() @ w @ (self.matrix > 0).astype(np.float64))
-        crossing = (self.matrix > 0).astype(np.float64).tocsr()
-        if weights is not None:
-            crossing.data *= np.repeat(weights, np.diff(crossing.indptr))
+        crossing = self.crossing(weights)
         indptr = np.append(crossing.indptr[first], crossing.nnz)
-        out = sp.csr_matrix(
-            (crossing.data, crossing.indices, indptr), shape=(self.n_flows, crossing.shape[1])
+        out = sp.csr_matrix(  # its own indices: summing duplicates sorts them in place
+            (crossing.data, crossing.indices.copy(), indptr),
+            shape=(self.n_flows, crossing.shape[1]),
         )
         out.sum_duplicates()
         return out
+
+    def crossing(self, weights: F64 | None = None) -> sp.csr_matrix:
+        """(rows x elements): ``weights[r]`` (default 1) where alternative r crosses the
+        element, ``(matrix > 0) * weights`` without its copies: the index arrays are the
+        matrix's own (read-only use: sums and products, nothing that sorts in place)."""
+        return _structure(self.matrix, weights)
+
+    def certain_crossing(self) -> sp.csr_matrix:
+        """(flows x elements): 1 where a flow certainly crosses the element."""
+        return _structure(self.certain, None)
 
     def flow_starts(self) -> npt.NDArray[np.intp]:
         """The rows where a new flow begins (a flow's rows are contiguous)."""
@@ -110,6 +119,17 @@ class Rows:
         """(flows x rows) 0/1: which rows are a flow's."""
         r = len(self.flow)
         return sp.csr_matrix((np.ones(r), (self.flow, np.arange(r))), shape=(self.n_flows, r))
+
+
+def _structure(matrix: sp.csr_matrix, weights: F64 | None) -> sp.csr_matrix:
+    """``(matrix > 0)`` as float64, each row times ``weights`` (default 1), sharing
+    ``matrix``'s index arrays where its stored entries are all positive and canonical."""
+    matrix = sp.csr_matrix(matrix)
+    if not (matrix.has_canonical_format and bool(np.all(matrix.data > 0))):
+        matrix = (matrix > 0).astype(np.float64).tocsr()
+    per_row = np.diff(matrix.indptr)
+    data = np.ones(matrix.nnz) if weights is None else np.repeat(weights, per_row)
+    return sp.csr_matrix((data, matrix.indices, matrix.indptr), shape=matrix.shape, copy=False)
 
 
 @dataclass

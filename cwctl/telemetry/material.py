@@ -45,7 +45,7 @@ def drop_immaterial_delays(res: SignalResult, counts: FlowCounts, thresholds: Th
     """Drop from ``res``'s fit the delay suspects that fail either test (module doc)."""
     if not res.fit.rates or not np.isfinite(counts.floor_ns):
         return
-    m = res.crossed.tocsc()
+    m = res.crossed
     chosen = list(res.fit.rates)
     # each flow counted by how likely it crossed the suspect: where paths are unknown a
     # delayed flow may be the suspect's as likely as another chosen element's (a link's

@@ -133,7 +133,7 @@ def drop_immaterial_floors(
         return
     above, _, typical = floor_raises(counts, leaf_of, thresholds)
     relative = raise_share(above, typical, counts.floor_ns)
-    m = res.crossed.tocsc()
+    m = res.crossed
     for e in list(res.fit.rates):
         sel = (np.asarray(m[:, e].toarray()).ravel() > 0.5 - EVEN_ODDS) & (res.trials > 0)
         sel &= np.isfinite(relative)

@@ -40,8 +40,8 @@ def cast_votes(inc: Incidence, bad: npt.NDArray[np.bool_]) -> F64:
     """007 voting: each bad flow gives 1/h votes to each of the h elements it crosses (an
     alternative's own elements: times the alternative's prior)."""
     rows = inc.rows
-    certain = (rows.certain > 0).astype(np.float64)
-    tier = (rows.matrix > 0).astype(np.float64)
+    certain = rows.certain_crossing()
+    tier = rows.crossing()
     prior = np.exp(rows.log_prior)
     h_flow = np.asarray(certain.sum(axis=1)).ravel()
     h_flow += np.bincount(rows.flow, prior * np.asarray(tier.sum(axis=1)).ravel(), rows.n_flows)

@@ -1,7 +1,6 @@
 """Fault localisation: which switch, link, NIC or host explains the bad flows.
 
-``localise`` runs ``STAGES`` over one ``Localisation`` (the loss line and the delay line
-side by side, then the naming); each stage's
+``localise`` runs ``STAGES`` in order over one ``Localisation``; each stage's
 docstring says, in its first line, what it adds or removes and why. docs/localisation.md
 explains the three signals, the stages and every knob (``Thresholds``,
 ``thresholds.py``), with the bench figures that set them.
@@ -33,7 +32,6 @@ import numpy as np
 from cwctl.fabric.topology import Topology
 from cwctl.records.path import PathRecord
 from cwctl.runtime.arrays import F64, B
-from cwctl.runtime.blockpool import map_blocks
 from cwctl.scan.snapshot import Suspect
 from cwctl.telemetry import material, shifts
 from cwctl.telemetry.counts import FlowCounts
@@ -71,20 +69,14 @@ class Localisation:
     leaf_of: dict[str, str]
     timed: B
     thresholds: Thresholds
-    loss: SignalResult | None = None
+    results: list[SignalResult] = field(default_factory=list)
     delay: SignalResult | None = None
     floor: SignalResult | None = None
-    floor_kept: SignalResult | None = None  # the floor result as named (``keep_floors``)
     floor_ratio: F64 | None = None  # per flow, its floor's raise over its limit
     shifted: list[shifts.Shift] = field(default_factory=list)
     found: dict[int, tuple[float, float, str]] = field(default_factory=dict)  # score, gain, words
     ties: dict[int, set[int]] = field(default_factory=dict)
     suspects: list[Suspect] = field(default_factory=list)
-
-    @property
-    def results(self) -> list[SignalResult]:
-        """Each signal's result, in signal order: loss, delay, floor (those found)."""
-        return [r for r in (self.loss, self.delay, self.floor_kept) if r is not None]
 
 
 def localise_loss(s: Localisation) -> None:
@@ -94,15 +86,14 @@ def localise_loss(s: Localisation) -> None:
     the voted elements (``signals.py``)."""
     c = s.counts
     t = s.thresholds
-    s.loss = localise_signal(s.loss_rows, c.sent, c.lost, "loss", t.min_loss_rate, t)
+    s.results.append(localise_signal(s.loss_rows, c.sent, c.lost, "loss", t.min_loss_rate, t))
 
 
 def loss_spines_over_links(s: Localisation) -> None:
     """Swaps a lossy link for its spine when the spine's other links lose as much too.
 
     A dead or lossy spine shows first on one link (``hierarchy.py``)."""
-    if s.loss is not None:
-        spines_over_links(s.loss, s.thresholds)
+    spines_over_links(s.results[0], s.thresholds)
 
 
 def localise_delay(s: Localisation) -> None:
@@ -121,6 +112,7 @@ def localise_delay(s: Localisation) -> None:
         s.delay_rows, samples / per, c.delayed / per, "delay", t.min_delay_rate, t,
         own_floor=True, least=least,
     )  # fmt: skip
+    s.results.append(s.delay)
 
 
 def drop_immaterial_delays(s: Localisation) -> None:
@@ -188,7 +180,7 @@ def keep_floors(s: Localisation) -> None:
     c = s.counts
     clear = np.nan_to_num(s.floor_ratio) >= t.floor_unlocalised_ratio
     clear &= ~queue_held(c.excess_p50_ns, same_leaf(c.flows, s.leaf_of), t)
-    s.floor_kept = dataclasses.replace(s.floor, material=clear)
+    s.results.append(dataclasses.replace(s.floor, material=clear))
 
 
 def find_shifted(s: Localisation) -> None:
@@ -266,11 +258,9 @@ def rank(s: Localisation) -> None:
 
 Stage = Callable[[Localisation], None]
 
-# The loss stages and the delay stages read and write nothing of each other's, so the
-# two lines run side by side (``runtime.blockpool``: numpy and scipy let go of the
-# interpreter's lock); the naming stages read both.
-LOSS_STAGES: tuple[Stage, ...] = (localise_loss, loss_spines_over_links)
-DELAY_STAGES: tuple[Stage, ...] = (
+STAGES: tuple[Stage, ...] = (
+    localise_loss,
+    loss_spines_over_links,
     localise_delay,
     drop_immaterial_delays,
     delay_spines_over_links,
@@ -278,9 +268,10 @@ DELAY_STAGES: tuple[Stage, ...] = (
     drop_immaterial_floors,
     keep_floors,
     find_shifted,
+    name_chosen,
+    name_shifted,
+    rank,
 )
-NAMING_STAGES: tuple[Stage, ...] = (name_chosen, name_shifted, rank)
-STAGES = LOSS_STAGES + DELAY_STAGES + NAMING_STAGES  # as one thread would run them
 
 
 def localise(
@@ -295,8 +286,7 @@ def localise(
     thresholds: Thresholds = THRESHOLDS,
 ) -> tuple[list[Suspect], Incidence, list[SignalResult]]:
     """Suspects from every signal, strongest first (one entry per element), the loss rows
-    and each signal's result, by ``STAGES``: the loss and the delay stages side by side,
-    then the naming ones. The flows of ``unclocked`` hosts
+    and each signal's result, by ``STAGES`` in turn. The flows of ``unclocked`` hosts
     (``unclocked_hosts``) are no evidence of delay or floors; path records older than
     ``PATH_MAX_AGE_S`` before ``now_ns`` none of paths (``ages`` counts them,
     ``routes.py``)."""
@@ -308,13 +298,8 @@ def localise(
     timed = ~(np.isin(f.src, doubt) | np.isin(f.dst, doubt))
     leaf_of = dict(topology.leaf_of) if topology is not None else {}
     s = Localisation(counts, loss_rows, delay_rows, leaf_of, timed, thresholds)
-
-    def run(stages: tuple[Stage, ...]) -> None:
-        for stage in stages:
-            stage(s)
-
-    map_blocks(run, (LOSS_STAGES, DELAY_STAGES))
-    run(NAMING_STAGES)
+    for stage in STAGES:
+        stage(s)
     return s.suspects, loss_rows, s.results
 
 

@@ -25,7 +25,6 @@ import scipy.sparse as sp
 
 from cwctl.fabric.topology import Topology
 from cwctl.runtime.arrays import I64, B
-from cwctl.runtime.blockpool import map_blocks
 from cwctl.telemetry.likelihood import Rows
 from cwctl.telemetry.paths import group_ids
 
@@ -298,7 +297,7 @@ def incidences(
         a, b = t.host_leaf[flows.src[flow]], t.host_leaf[flows.dst[flow]]
         return _rows(cert_f, _tier_columns(a, b, s, t), flow, nf, n_el)
 
-    loss, delay = map_blocks(lambda build: build(), (loss_rows, delay_rows))
+    loss, delay = loss_rows(), delay_rows()
     return (
         Incidence(list(reg.names), list(reg.kinds), loss),
         Incidence(list(reg.names), list(reg.kinds), delay),

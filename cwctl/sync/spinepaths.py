@@ -46,6 +46,11 @@ MATCH_MARGIN_NS: Final = 15.0
 FIT_ROUNDS: Final = 3  # least-squares fits, each trimming the floors beyond TRIM_K
 TRIM_K: Final = 4.0
 TRIM_FLOOR_NS: Final = 5.0
+# the moved legs must close the loops: the second solve's residual rms at most this share
+# of the first's, else the first stands (256 hosts, quick, load 0.2, seed 1: healthy 103
+# -> 3.0 ns, a dead spine2 107 -> 8.0; a congested spine2 113 -> 161, whose queued floors
+# the path model cannot fit, p99 27.2 -> 103.9 ns had it been kept)
+CLOSED_LOOPS_SHARE: Final = 0.25
 
 
 @dataclass
@@ -185,8 +190,9 @@ def solve_on_spines(
     table: ProbeTable, legs: SpineLegs | None, *, reference: str | None = None
 ) -> ClockSolution:
     """``solve``, then, with NIC stamps and traced spines, ``solve`` again on the legs
-    moved onto their leaf pairs' mean paths (``on_mean_paths``). Kernel stamps' floors
-    scatter by tens of ns, beyond what tells two spines' paths apart: one solve."""
+    moved onto their leaf pairs' mean paths (``on_mean_paths``), kept where it closes
+    the loops (``CLOSED_LOOPS_SHARE``). Kernel stamps' floors scatter by tens of ns,
+    beyond what tells two spines' paths apart: one solve."""
     first = solve(table, reference=reference)
     if legs is None or table.timestamp_source != "hw" or first.reference is None:
         return first
@@ -194,8 +200,13 @@ def solve_on_spines(
     if moved is None or not moved.complete.any():
         return first
     second = solve(moved, reference=first.reference)
-    second.quality["spine_paths"] = {
+    rms = (first.quality["residual_rms_ns"], second.quality["residual_rms_ns"])
+    kept = rms[1] <= CLOSED_LOOPS_SHARE * rms[0]
+    chosen = second if kept else first
+    chosen.quality["spine_paths"] = {
+        "used": bool(kept),
         "rows_kept": len(moved),
         "rows": len(table),
+        "residual_rms_ns": rms[1],
     }
-    return second
+    return chosen

@@ -14,11 +14,13 @@ fifth of the flow directions under the spines' ICMP limits); with them:
    whatever the first clocks' errors (a host's error is one of its own terms);
 3. a flow direction with no record takes the spine whose path fits its floor, where one
    fits within ``MATCH_TOL_NS`` and the next stands ``MATCH_MARGIN_NS`` further
-   (``LABEL_ROUNDS`` rounds, the model refitted on what was labelled: 20 % -> 75-80 %
-   of the cross-leaf directions, 89-98 % of them right on the simulator);
+   (``LABEL_ROUNDS`` rounds, the model refitted on what was labelled: 29 % -> 75-80 %
+   of the cross-leaf directions, 96-98 % of the new labels right on the simulator);
 4. each labelled leg is moved from its spine's path to the mean of the leaf pair's
    spines' paths (the model's difference, which no clock error enters), the cross-leaf
-   exchanges with a direction still unknown are left out, and the clocks solved again.
+   exchanges with a direction still unknown are left out, and the clocks solved again;
+5. the second solve stands where the moved legs close the loops (``CLOSED_LOOPS_SHARE``),
+   else the first (beside a congested spine, or in a watch window's sparse floors).
 
 Every labelled pair then stands on the same mean path each way: no mixture, and a leaf
 moves by half its uplinks' mean asymmetry instead of its shortest one's.

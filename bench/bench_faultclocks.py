@@ -5,8 +5,11 @@ error of one window of ``cwctl scan --sim --hosts N --budget B`` on a healthy fa
 beside each fault of ``FAULTS`` (a dead, slow or congested spine or leaf-spine link),
 side by side, and each faulted row's ratio to the healthy one: the bar is 2x at the
 watch budget. The simulator's defaults otherwise (seed 1, load 0.2, hw stamps, the
-budget's rate, window and source ports), the clock solve alone (``cwctl.sync.solve``);
-offsets against the truth stated at the solution's own ``t_ref`` and reference, every
+budget's rate, window and source ports), the clock solve alone (``cwctl.sync.solve``,
+what the sliding solve of the TUI and the watch starts from) and, beside it ("scan"),
+the solve ``cwctl scan`` makes (``session.analyse``: ``sync.spinepaths.solve_on_spines``
+with the spines the window's path records name; "paths": whether its second solve was
+kept); offsets against the truth stated at the solution's own ``t_ref`` and reference, every
 host but the reference, less the median error (what every host shares is the
 reference's own error, which no loop can see), p99 and max over hosts. Also the
 solve's residual rms, the median stated uncertainty and the pairs it calls bimodal
@@ -27,6 +30,8 @@ from cwctl import settings
 from cwctl.scan.request import ScanRequest, SimOptions
 from cwctl.sim.truth import truth_at
 from cwctl.sync import ClockSolution, solve
+from cwctl.sync.spinepaths import solve_on_spines
+from cwctl.telemetry.routes import spine_legs
 from cwctl.transport.sim import simulate
 
 FAULTS = (
@@ -42,19 +47,23 @@ WATCH_BAR = 2.0  # a faulted row's p99 within this many times the healthy one's
 
 def window_errors(
     hosts: int, budget: str, fault: str | None, seed: int
-) -> tuple[ClockSolution, np.ndarray]:
+) -> tuple[ClockSolution, np.ndarray, ClockSolution, np.ndarray]:
     """One window's solution and every host's |offset error| but the reference's, less
-    the median error."""
+    the median error: ``solve``'s, then the scan's (``solve_on_spines``)."""
     options = SimOptions(hosts=hosts, seed=seed, faults=(fault,) if fault else ())
     request = ScanRequest(sim=options).at_budget(budget)
     window = simulate(options, settings.BUDGETS[budget].duration_s, request=request)
-    sol = solve(window.table)
-    assert window.truth is not None and sol.reference is not None
-    truth = truth_at(window.truth, sol.reference, sol.t_ref_ns)["offset_ns"]
-    expected = np.array([truth[h] for h in sol.hosts])
-    solved = np.isfinite(sol.offset_ns) & np.array([h != sol.reference for h in sol.hosts])
-    err = (sol.offset_ns - expected)[solved]
-    return sol, np.abs(err - np.median(err))
+    assert window.truth is not None
+    out: list[tuple[ClockSolution, np.ndarray]] = []
+    legs = spine_legs(window.table, window.topology, window.paths)
+    for sol in (solve(window.table), solve_on_spines(window.table, legs)):
+        assert sol.reference is not None
+        truth = truth_at(window.truth, sol.reference, sol.t_ref_ns)["offset_ns"]
+        expected = np.array([truth[h] for h in sol.hosts])
+        solved = np.isfinite(sol.offset_ns) & np.array([h != sol.reference for h in sol.hosts])
+        err = (sol.offset_ns - expected)[solved]
+        out.append((sol, np.abs(err - np.median(err))))
+    return out[0][0], out[0][1], out[1][0], out[1][1]
 
 
 def main() -> None:
@@ -68,25 +77,29 @@ def main() -> None:
     )
     print(
         f"{'budget':>7}{'hosts':>7}{'fault':>30}{'p99':>10}{'max':>10}{'x healthy':>11}"
-        f"{'rms':>10}{'unc p50':>9}{'bimodal':>9}"
+        f"{'rms':>10}{'unc p50':>9}{'bimodal':>9}{'scan p99':>10}{'x healthy':>11}{'paths':>7}"
     )
     worst = 0.0
     for budget in budgets:
         for hosts in sizes if budget == settings.BUDGET_WATCH else sizes[-1:]:
-            healthy = 0.0
+            healthy = scan_healthy = 0.0
             for fault in (None, *FAULTS):
-                sol, err = window_errors(hosts, budget, fault, seed)
+                sol, err, scan, scan_err = window_errors(hosts, budget, fault, seed)
                 p99 = float(np.percentile(err, 99))
+                scan_p99 = float(np.percentile(scan_err, 99))
                 healthy = healthy or p99
-                ratio = p99 / healthy
+                scan_healthy = scan_healthy or scan_p99
+                ratio, scan_ratio = p99 / healthy, scan_p99 / scan_healthy
                 if budget == settings.BUDGET_WATCH and fault:
-                    worst = max(worst, ratio)
+                    worst = max(worst, ratio, scan_ratio)
+                used = scan.quality.get("spine_paths", {}).get("used", False)
                 q = sol.quality
                 bimodal = q.get("bimodal_pairs", "-")  # the code before issue 36 had none
                 print(
                     f"{budget:>7}{hosts:>7}{fault or 'healthy':>30}{p99:>10.1f}"
                     f"{float(err.max()):>10.1f}{ratio:>11.2f}{q['residual_rms_ns']:>10.1f}"
-                    f"{float(np.nanmedian(sol.uncertainty_ns)):>9.1f}{bimodal:>9}",
+                    f"{float(np.nanmedian(sol.uncertainty_ns)):>9.1f}{bimodal:>9}"
+                    f"{scan_p99:>10.1f}{scan_ratio:>11.2f}{'yes' if used else 'no':>7}",
                     flush=True,
                 )
     if settings.BUDGET_WATCH in budgets:

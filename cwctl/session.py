@@ -26,10 +26,11 @@ from cwctl.jobs.simjobs import sim_jobs
 from cwctl.scan.collection import Collection
 from cwctl.scan.request import Progress, ScanRequest, Source
 from cwctl.scan.snapshot import FabricSnapshot
-from cwctl.sync import solve
 from cwctl.sync.incremental import SlidingSolver, history_for
+from cwctl.sync.spinepaths import solve_on_spines
 from cwctl.telemetry import build_snapshot
 from cwctl.telemetry.consistency import checked
+from cwctl.telemetry.routes import spine_legs
 
 
 def _sim(request: ScanRequest) -> Source:
@@ -107,7 +108,8 @@ def analyse(
     ``release``: the collection is the analysis's to consume (``build_snapshot``)."""
     _check_reference(collection, reference)
     checked(collection)
-    solution = solve(collection.table, reference=reference)
+    legs = spine_legs(collection.table, collection.topology, collection.paths)
+    solution = solve_on_spines(collection.table, legs, reference=reference)
     return _truth_at_t_ref(build_snapshot(collection, solution, release=release))
 
 

@@ -28,8 +28,11 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl import settings
+from cwctl.fabric.topology import Topology
+from cwctl.records import ProbeTable
 from cwctl.records.path import PathRecord, hop_switches
 from cwctl.runtime.arrays import I64
+from cwctl.sync.spinepaths import SpineLegs
 
 Key = tuple[str, str, str, int, str | None]  # host, peer, role, the prober's port, nic
 
@@ -164,3 +167,26 @@ def known_spines(
     # not found under its NIC's name: the path traced without one
     look(np.full(len(src), -1, np.int64), ~found & (fnic >= 0))
     return out
+
+
+def spine_legs(
+    table: ProbeTable, topology: Topology | None, records: Iterable[PathRecord]
+) -> SpineLegs | None:
+    """What the clock solve may know of ``table``'s legs' spines (``sync.spinepaths``):
+    per row the spine of its probe's and of its reply's discovered path, per host its
+    leaf; None without a topology that names switch addresses, or without records."""
+    if topology is None or not topology.switch_of_address:
+        return None
+    spines = topology.spines
+    index = route_index(records, topology.switch_of_address, spines)
+    if not index:
+        return None
+    t, n = table, len(table)
+    src, dst, sport, nic = (c.astype(np.int64) for c in (t.src, t.dst, t.sport, t.nic))
+    fwd, rev = (
+        known_spines(t.hosts, t.nics, a, b, sport, nic, np.full(n, way), index, spines)
+        for a, b, way in ((src, dst, False), (dst, src, True))
+    )
+    leaf_index = {leaf: i for i, leaf in enumerate(topology.leaves)}
+    leaf = np.array([leaf_index.get(topology.leaf_of.get(h, ""), -1) for h in t.hosts], np.intp)
+    return SpineLegs(fwd, rev, leaf, len(spines))

@@ -27,7 +27,7 @@ from cwctl.scan.collection import Collection
 from cwctl.scan.request import Progress, ScanRequest, Source
 from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.sync.incremental import SlidingSolver, history_for
-from cwctl.sync.spinepaths import solve_on_spines
+from cwctl.sync.spinepaths import solve_on_spines, wants_legs
 from cwctl.telemetry import build_snapshot
 from cwctl.telemetry.consistency import checked
 from cwctl.telemetry.routes import spine_legs
@@ -108,8 +108,10 @@ def analyse(
     ``release``: the collection is the analysis's to consume (``build_snapshot``)."""
     _check_reference(collection, reference)
     checked(collection)
-    legs = spine_legs(collection.table, collection.topology, collection.paths)
-    solution = solve_on_spines(collection.table, legs, reference=reference)
+    table = collection.table
+    legs = spine_legs(table, collection.topology, collection.paths) if wants_legs(table) else None
+    solution = solve_on_spines(table, legs, reference=reference)
+    del table, legs  # with ``release`` the rows go once the paths are measured: none held here
     return _truth_at_t_ref(build_snapshot(collection, solution, release=release))
 
 

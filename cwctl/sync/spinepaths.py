@@ -53,6 +53,12 @@ TRIM_FLOOR_NS: Final = 5.0
 # -> 3.0 ns, a dead spine2 107 -> 8.0; a congested spine2 113 -> 161, whose queued floors
 # the path model cannot fit, p99 27.2 -> 103.9 ns had it been kept)
 CLOSED_LOOPS_SHARE: Final = 0.25
+# the second solve is a second clock solve and the labelling: about twice the first's time
+# (1 024 hosts at the quick budget: 4.0 -> 8.8 s). Past this many rows (about 600 hosts
+# at the quick budget's full rate, 6 000 at the fleet's 400 rows a host) the scan's time
+# goes first and the first solve stands (10 000 hosts: 12.5 s instead of 19.8, where the
+# guard above kept the first solve anyway)
+SPINE_PATHS_MAX_ROWS: Final = 2_500_000
 
 
 @dataclass
@@ -188,14 +194,23 @@ def on_mean_paths(table: ProbeTable, first: ClockSolution, legs: SpineLegs) -> P
     return moved.select(~unknown)
 
 
+def wants_legs(table: ProbeTable) -> bool:
+    """Whether ``solve_on_spines`` would read ``table``'s legs (worth reading them)."""
+    return len(table) <= SPINE_PATHS_MAX_ROWS and table.timestamp_source == "hw"
+
+
 def solve_on_spines(
     table: ProbeTable, legs: SpineLegs | None, *, reference: str | None = None
 ) -> ClockSolution:
     """``solve``, then, with NIC stamps and traced spines, ``solve`` again on the legs
     moved onto their leaf pairs' mean paths (``on_mean_paths``), kept where it closes
     the loops (``CLOSED_LOOPS_SHARE``). Kernel stamps' floors scatter by tens of ns,
-    beyond what tells two spines' paths apart: one solve."""
+    beyond what tells two spines' paths apart: one solve. Past ``SPINE_PATHS_MAX_ROWS``
+    rows, one solve (``quality.spine_paths.skipped``); ``wants_legs`` says so first."""
     first = solve(table, reference=reference)
+    if len(table) > SPINE_PATHS_MAX_ROWS:
+        first.quality["spine_paths"] = {"used": False, "rows": len(table), "skipped": "rows"}
+        return first
     if legs is None or table.timestamp_source != "hw" or first.reference is None:
         return first
     moved = on_mean_paths(table, first, legs)

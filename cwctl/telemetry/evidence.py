@@ -18,6 +18,7 @@ from cwctl.scan.snapshot import Suspect
 from cwctl.telemetry.counts import FlowCounts
 from cwctl.telemetry.elements import Incidence
 from cwctl.telemetry.likelihood import F64, Explanation
+from cwctl.telemetry.posterior import Posterior
 from cwctl.units import fmt_ns
 
 EVEN_ODDS = 1e-6  # a posterior this close to one half is even odds
@@ -34,7 +35,7 @@ class SignalResult:
     votes: F64
     trials: F64
     failures: F64
-    crossed: sp.csc_matrix  # (flows x elements): P(flow crossed element) under the fit
+    crossed: Posterior  # (flows x elements): P(flow crossed element) under the fit
     material: npt.NDArray[np.bool_] | None = None  # bad enough to be unlocalised (floor)
     # failed flows too thin to be bad alone (``voting.thin_flows``): evidence
     # against the switches and links they crossed only, not their hosts' (their clocks')
@@ -83,13 +84,13 @@ def score_and_words(
     bad too (``SignalResult.thin``); a host or NIC its significant ones only."""
     inc = res.incidence
     crossed = res.crossed
-    p_e = crossed[:, e].toarray().ravel()
+    p_e = crossed.column(e)
     on = p_e > 0.5 - EVEN_ODDS
     usable = res.trials > 0
     others = np.zeros(len(on), bool)
     for o in chosen:
         if o != e:
-            p_o = crossed[:, o].toarray().ravel()
+            p_o = crossed.column(o)
             shared = (np.abs(p_o - p_e) <= EVEN_ODDS) & (p_e < 1.0 - EVEN_ODDS)
             others |= (p_o > 0.5 + EVEN_ODDS) & ~shared
     bad = res.bad | res.thin if res.thin is not None and is_fabric(inc, e) else res.bad

@@ -45,6 +45,7 @@ import scipy.sparse as sp
 
 from cwctl.telemetry.gains import Model
 from cwctl.telemetry.likelihood import F64, Explanation, Rows, log_likelihood, mixture_ll
+from cwctl.telemetry.posterior import Posterior
 from cwctl.telemetry.thresholds import THRESHOLDS, Thresholds
 
 # candidate failure rates: fine where rates are small, up to "down" (all trials fail)
@@ -244,14 +245,12 @@ def _prune(fit: Explanation, model: Model, min_gain: float, least: F64) -> bool:
     return dropped
 
 
-def posterior(fit: Explanation, rows: Rows, trials: F64, failures: F64) -> sp.csc_matrix:
+def posterior(fit: Explanation, rows: Rows, trials: F64, failures: F64) -> Posterior:
     """(flows x elements): the probability, under the fit, that flow f crossed element e
-    (1 or 0 where its path is known; the weight of its alternatives that cross e else).
-    Column by column: it is read an element at a time (``evidence``, ``material``)."""
+    (1 or 0 where its path is known; the weight of its alternatives that cross e else),
+    kept as each row's weight and read a few columns at a time (``posterior.py``)."""
     n = np.asarray(trials, np.float64)[rows.flow]
     k = np.asarray(failures, np.float64)[rows.flow]
     row_ll = log_likelihood(n, k, fit.success())
     flow_ll, _, group = mixture_ll(rows, np.arange(len(rows.flow)), row_ll)
-    w = np.exp(rows.log_prior + row_ll - flow_ll[group])
-    tier = rows.by_flow(w)
-    return sp.csc_matrix(rows.certain_crossing().maximum(tier))
+    return Posterior(rows, np.exp(rows.log_prior + row_ll - flow_ll[group]))

@@ -78,11 +78,15 @@ class Rows:
             sp.csr_matrix(matrix), sp.csr_matrix((n, e)), np.arange(n, dtype=np.int64), np.zeros(n)
         )
 
-    def by_flow(self, weights: F64 | None = None) -> sp.csr_matrix:
+    def by_flow(
+        self, weights: F64 | None = None, columns: npt.NDArray[np.intp] | None = None
+    ) -> sp.csr_matrix:
         """(flows x elements): per flow, the summed ``weights`` (default 1 each) of its
         rows that cross each element: ``flow_matrix() @ diag(weights) @ (matrix > 0)``,
         merged in place when a flow's rows are contiguous and in flow order (they are
-        as built) instead of through two sparse products."""
+        as built) instead of through two sparse products. ``columns``: those elements
+        only (flows x len(columns)), without a pass over the others' entries."""
+        crossing = self.crossing(weights, columns)
         flow = self.flow
         first = self.flow_starts()
         as_built = len(first) == self.n_flows and (
@@ -90,9 +94,7 @@ class Rows:
             or (flow[0] == 0 and flow[-1] == self.n_flows - 1 and bool(np.all(np.diff(flow) >= 0)))
         )
         if not as_built:
-            w = sp.diags(np.ones(len(flow)) if weights is None else weights)
-            return sp.csr_matrix(self.flow_matrix() @ w @ (self.matrix > 0).astype(np.float64))
-        crossing = self.crossing(weights)
+            return sp.csr_matrix(self.flow_matrix() @ crossing)
         indptr = np.append(crossing.indptr[first], crossing.nnz)
         out = sp.csr_matrix(  # its own indices: summing duplicates sorts them in place
             (crossing.data, crossing.indices.copy(), indptr),
@@ -101,11 +103,14 @@ class Rows:
         out.sum_duplicates()
         return out
 
-    def crossing(self, weights: F64 | None = None) -> sp.csr_matrix:
+    def crossing(
+        self, weights: F64 | None = None, columns: npt.NDArray[np.intp] | None = None
+    ) -> sp.csr_matrix:
         """(rows x elements): ``weights[r]`` (default 1) where alternative r crosses the
         element, ``(matrix > 0) * weights`` without its copies: the index arrays are the
-        matrix's own (read-only use: sums and products, nothing that sorts in place)."""
-        return _structure(self.matrix, weights)
+        matrix's own (read-only use: sums and products, nothing that sorts in place).
+        ``columns``: those elements only."""
+        return _structure(self.matrix if columns is None else self.matrix[:, columns], weights)
 
     def certain_crossing(self) -> sp.csr_matrix:
         """(flows x elements): 1 where a flow certainly crosses the element."""

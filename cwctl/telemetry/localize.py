@@ -141,7 +141,7 @@ def _queued(delay: SignalResult) -> B:
     queued = delay.bad.copy()
     if delay.fit.rates:
         chosen = list(delay.fit.rates)
-        queued |= np.asarray(delay.crossed[:, chosen].max(axis=1).toarray()).ravel() > 0.5
+        queued |= delay.crossed.columns(chosen).max(axis=1) > 0.5
     return queued
 
 

@@ -51,7 +51,7 @@ def drop_immaterial_delays(res: SignalResult, counts: FlowCounts, thresholds: Th
     # delayed flow may be the suspect's as likely as another chosen element's (a link's
     # alternative beside a spine's, 0.5 each), and "more likely
     # than not" would leave the suspect no flow at all
-    crossed = {e: np.asarray(m[:, e].toarray()).ravel() for e in chosen}
+    crossed = {e: m.column(e) for e in chosen}
     clean = np.sum([crossed[e] for e in chosen], axis=0) < 0.5
     p50 = counts.excess_p50_ns
     finite = np.isfinite(p50)

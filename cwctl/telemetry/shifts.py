@@ -135,7 +135,7 @@ def drop_immaterial_floors(
     relative = raise_share(above, typical, counts.floor_ns)
     m = res.crossed
     for e in list(res.fit.rates):
-        sel = (np.asarray(m[:, e].toarray()).ravel() > 0.5 - EVEN_ODDS) & (res.trials > 0)
+        sel = (m.column(e) > 0.5 - EVEN_ODDS) & (res.trials > 0)
         sel &= np.isfinite(relative)
         shift = float(np.median(relative[sel])) if sel.any() else 0.0
         if shift < thresholds.min_shift_of_floor:

@@ -123,9 +123,9 @@ def spines_over_links(res: SignalResult, thresholds: Thresholds) -> None:
     chosen = list(fit.rates)
     if not chosen:
         return
-    likely = res.crossed.tocsc()[:, chosen].toarray() > 0.5
+    likely: npt.NDArray[np.bool_] = res.crossed.columns(chosen) > 0.5
     for i, e in enumerate(chosen):
-        elsewhere = np.delete(likely, i, axis=1).any(axis=1)
+        elsewhere = np.asarray(np.delete(likely, i, axis=1).any(axis=1), bool)
         spine = spine_rate_instead(
             res.incidence, e, res.trials, res.failures, fit.background, elsewhere, thresholds
         )

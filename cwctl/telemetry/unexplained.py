@@ -58,7 +58,7 @@ def _likely_explained(results: list[SignalResult], suspects: list[Suspect]) -> d
     likely: dict[int, F64] = {}
     for res in results:
         space = id(res.incidence)
-        p = np.asarray(res.crossed[:, named].sum(axis=1)).ravel() if named else 0.0
+        p = res.crossed.summed(named) if named else 0.0
         likely[space] = np.maximum(likely.get(space, 0.0), p)
     return likely
 

@@ -20,6 +20,8 @@ import scipy.sparse as sp
 from cwctl.runtime.arrays import F64
 from cwctl.telemetry.likelihood import Rows
 
+_SUM_FLOWS = 50_000  # flows a block in ``weighted_sums``
+
 
 class Posterior:
     """(flows x elements): P(flow crossed element) under a fit; columns on demand."""
@@ -65,5 +67,26 @@ class Posterior:
         return np.asarray(self.sparse(elements).sum(axis=1)).ravel()
 
     def full(self) -> sp.csc_matrix:
-        """The whole matrix (for a sum over every element)."""
+        """The whole matrix."""
         return sp.csc_matrix(self.rows.certain_crossing().maximum(self.rows.by_flow(self.weight)))
+
+    def weighted_sums(self, per_flow: F64) -> F64:
+        """``full().T @ per_flow`` (per element), a block of flows at a time: each block's
+        rows are the whole matrix's rows, summed alike, and never the whole at once (at
+        10 000 hosts the loss signal's was the scan's peak)."""
+        rows = self.rows
+        starts = np.append(rows.flow_starts(), len(rows.flow))
+        n_flows = rows.n_flows
+        if len(starts) - 1 != n_flows or np.any(np.diff(rows.flow) < 0):  # not as built
+            return np.asarray(self.full().T @ per_flow).ravel()
+        out = np.zeros(self.shape[1])
+        for f0 in range(0, n_flows, _SUM_FLOWS):
+            f1 = min(n_flows, f0 + _SUM_FLOWS)
+            r0, r1 = int(starts[f0]), int(starts[f1])
+            block = Rows(
+                rows.certain[f0:f1], rows.matrix[r0:r1], rows.flow[r0:r1] - f0,
+                rows.log_prior[r0:r1],
+            )  # fmt: skip
+            crossed = block.certain_crossing().maximum(block.by_flow(self.weight[r0:r1]))
+            out += np.asarray(crossed.T @ per_flow[f0:f1]).ravel()
+        return out

@@ -69,7 +69,7 @@ def thin_elements(loss: SignalResult, thresholds: Thresholds = THRESHOLDS) -> di
     trials = np.where(loss.trials > 0, loss.trials, 0.0)
     if not len(inc.names) or not trials.sum():
         return {}
-    crossed = np.asarray(loss.crossed.full().T @ trials).ravel()
+    crossed = loss.crossed.weighted_sums(trials)
     thin = np.flatnonzero((crossed >= 1.0) & (crossed < thresholds.min_element_exchanges))
     order = thin[np.argsort(crossed[thin], kind="stable")]
     return {inc.names[int(e)]: round(float(crossed[e]), 1) for e in order}

@@ -223,9 +223,12 @@ def _certain(
 
 def _matrix(columns: list[I64], n: int, n_elements: int) -> sp.csr_matrix:
     """(n x elements) counts of the element codes in ``columns`` (-1: none), built as
-    CSR directly from the row-major codes (no COO triplets: a quarter of the memory)."""
+    CSR directly from the row-major codes (no COO triplets: a quarter of the memory).
+    The counts are int8 (a row has a dozen columns at most): an eighth of float64's
+    bytes, and every product with a float is the float's (77 MB less for the 11 M
+    entries of a 10 000-host scan's loss alternatives)."""
     if not columns:
-        return sp.csr_matrix((n, n_elements))
+        return sp.csr_matrix((n, n_elements), dtype=np.int8)
     codes = np.empty((n, len(columns)), np.int32)
     for i, column in enumerate(columns):
         codes[:, i] = column
@@ -234,7 +237,7 @@ def _matrix(columns: list[I64], n: int, n_elements: int) -> sp.csr_matrix:
     np.cumsum(np.count_nonzero(keep, axis=1), out=indptr[1:])
     indices = codes[keep]  # row by row, each row's codes in column order
     del codes, keep
-    matrix = sp.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(n, n_elements))
+    matrix = sp.csr_matrix((np.ones(len(indices), np.int8), indices, indptr), shape=(n, n_elements))
     matrix.sum_duplicates()
     return matrix
 

@@ -29,7 +29,7 @@ from cwctl.telemetry.likelihood import (
 )
 
 _CHUNK = 400_000  # (entries x rates) cells per block of the mixture gains
-_SUM_CELLS = 4_000_000  # (entries x rates) cells per block of a certain or simple gain
+_SUM_CELLS = 1_000_000  # (entries x rates) cells per block of a certain or simple gain
 
 
 def _summed(j: I64, n: int, width: int, values: Callable[[slice], F64]) -> F64:

@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from cwctl.records import TS_CODE, ProbeTable
 from cwctl.runtime.arrays import F64, I32, I64
+from cwctl.runtime.blockpool import map_blocks
 from cwctl.sim.delays import queue_rho, sample_queueing, stamp_error
 from cwctl.sim.discovery import discover
 from cwctl.sim.ecmp import PROTO_UDP, documented_hash, host_id, splitmix64, tuple_hash
@@ -342,7 +343,21 @@ def simulate_window(
     """The records of one window (see the module docstring) and its truth."""
     fabric, params = model.fabric, model.params
     sch = _schedule(model, start_s, duration_s)
-    cols = _all_exchanges(model, sch, rng)
+    # the traces draw from their own generator (a spawn reads no draws of the window's),
+    # so they run beside the exchanges (``runtime.blockpool``), with the same records
+    disc_rng = rng.spawn(1)[0] if params.discovery else None
+
+    def traces() -> Any:  # (records, their keys), or None without discovery
+        if disc_rng is None:
+            return None
+        fe, fj = sch.flow_edge, sch.flow_port
+        a, b = sch.ea[fe].astype(np.int64), sch.eb[fe].astype(np.int64)
+        return discover(model, a, b, fj, sch.paths, start_s, duration_s, disc_rng)
+
+    def exchanges() -> Any:  # the columns
+        return _all_exchanges(model, sch, rng)
+
+    cols, found = map_blocks(lambda work: work(), (exchanges, traces))
     n = len(cols["src"])
     table = ProbeTable(
         hosts=list(fabric.hosts),
@@ -371,13 +386,8 @@ def simulate_window(
         rev_sent=cols.pop("rev_sent"),
     )
     window = ProbeWindow(table=table, truth=truth, start_s=start_s, duration_s=duration_s)
-    if params.discovery:
-        disc_rng = rng.spawn(1)[0]
-        fe, fj = sch.flow_edge, sch.flow_port
-        a, b = sch.ea[fe].astype(np.int64), sch.eb[fe].astype(np.int64)
-        window.paths, window.path_keys = discover(
-            model, a, b, fj, sch.paths, start_s, duration_s, disc_rng
-        )
+    if found is not None:
+        window.paths, window.path_keys = found
     return window
 
 

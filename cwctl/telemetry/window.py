@@ -56,7 +56,13 @@ def pairs_per_peer(table: ProbeTable) -> float:
         return 0.0
     n = len(table.hosts)
     edge = table.src.astype(np.int64) * n + table.dst.astype(np.int64)
-    _, rows = np.unique(edge, return_counts=True)
+    # rows come in runs of one edge (a simulator's edge-major table, an agent's batch):
+    # where no edge has two runs, the runs' lengths are the counts, without a sort
+    starts = np.flatnonzero(np.r_[True, edge[1:] != edge[:-1]])
+    if len(np.unique(edge[starts])) == len(starts):
+        rows = np.diff(np.r_[starts, len(edge)])
+    else:
+        _, rows = np.unique(edge, return_counts=True)
     return float(np.median(rows)) / 2.0  # two probes a pair
 
 

@@ -21,7 +21,7 @@ import sys
 M_MMAP_THRESHOLD = -3  # glibc's mallopt() parameter numbers (malloc.h)
 M_ARENA_MAX = -8
 MMAP_THRESHOLD_B = 32 << 20  # blocks this large are mapped, and unmapped when freed
-ARENAS = 1  # numpy's big arrays come from one worker thread at a time
+ARENAS = 1  # one heap for the analysis and its block threads: what one frees, the next reuses
 
 
 def tune() -> bool:

@@ -12,6 +12,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import cwctl.sync.robust
 from cwctl.sync.robust import median_per_group, weighted_median
 
 TINY = 2.0**-1021  # below this a halving may round: the midpoint is within one subnormal
@@ -23,6 +24,8 @@ def reference(values: list[float], group: list[int], g: int) -> float:
     if not mine:
         return math.nan
     a, b = mine[(len(mine) - 1) // 2], mine[len(mine) // 2]
+    if math.isinf(a) or math.isinf(b):  # inf and -inf: NaN, as np.median
+        return a if a == b else (math.nan if math.isinf(a) and math.isinf(b) else a + b)
     return float((Fraction(a) + Fraction(b)) / 2)
 
 
@@ -54,6 +57,26 @@ def test_median_per_group_is_the_plain_median_for_any_values(
     rows: list[tuple[int, float]],
 ) -> None:
     check([v for _, v in rows], [g for g, _ in rows], 8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(1, 24),
+    st.lists(
+        st.tuples(st.integers(0, 11), wide | st.sampled_from([math.inf, -math.inf])), max_size=120
+    ),
+)
+def test_groups_of_every_size_split_over_many_padded_blocks(
+    block_cells: int, rows: list[tuple[int, float]]
+) -> None:
+    """Blocks of a few cells: a size class's groups over many blocks, a wide group alone
+    in one (its line wider than the block), real infinities beside the +inf padding."""
+    saved = cwctl.sync.robust._BLOCK_CELLS
+    cwctl.sync.robust._BLOCK_CELLS = block_cells
+    try:
+        check([v for _, v in rows], [g for g, _ in rows], 12)
+    finally:
+        cwctl.sync.robust._BLOCK_CELLS = saved
 
 
 @settings(max_examples=100, deadline=None)

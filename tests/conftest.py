@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from cwctl.runtime.blockpool import THREADS_ENV
+
 # In CI (CI=true) hypothesis runs a fixed set of examples, so a red CI is reproducible;
 # on a developer's machine it explores new ones every run.
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -24,6 +26,15 @@ def _isolated_state_dir(
     directory = tmp_path_factory.mktemp("cwctl-state")
     monkeypatch.setenv("CWCTL_STATE_DIR", str(directory))
     return directory
+
+
+@pytest.fixture(autouse=True)
+def _one_block_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite's workers already fill the cores (``make test``: three on two): each
+    analysis works its blocks one after another (``runtime.blockpool``), as before the
+    blocks ran on two threads, so the namespace fabric's agents are not starved by the
+    unit tests beside them. ``test_runtime_blockpool`` runs the analysis both ways."""
+    monkeypatch.setenv(THREADS_ENV, "1")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -3,12 +3,13 @@
 Everything telemetry computes per row is per directed path and flow, and a directed
 path's observations come from the rows of one unordered host pair (its probes one way,
 the replies to the other host's probes the other way). So a large table is taken a
-block of pairs at a time (``sync.blocks.pair_blocks``, the blocks the clock fit uses):
-the observations and path table of one block at a time, never of the whole table.
-Two quantities are the whole scan's, not a block's: the median route's p90 excess (the
-delay threshold) and the median route's floor, so there are two passes: the path
-statistics and those medians, then the flow counts. The result is the same as one pass
-(paths and flows in the same order); memory is the table plus one block's temporaries.
+block of pairs at a time (``sync.blocks.pair_blocks``, as the clock fit cuts them):
+the observations and path table of a block at a time, never of the whole table, two
+blocks at once on two cores (``runtime.blockpool``). Two quantities are the whole
+scan's, not a block's: the median route's p90 excess (the delay threshold) and the
+median route's floor, so there are two passes: the path statistics and those medians,
+then the flow counts. The result is the same as one pass at any block size (paths and
+flows in the same order); memory is the table plus two blocks' temporaries.
 """
 
 from __future__ import annotations

@@ -359,20 +359,13 @@ def simulate_window(
 
     cols, found = map_blocks(lambda work: work(), (exchanges, traces))
     n = len(cols["src"])
+    varying = ("src", "dst", "sport", "pair", "idx", "t1", "t2", "t3", "t4")
     table = ProbeTable(
         hosts=list(fabric.hosts),
-        src=cols.pop("src"),
-        dst=cols.pop("dst"),
-        sport=cols.pop("sport"),
-        pair=cols.pop("pair"),
-        idx=cols.pop("idx"),
+        **{name: cols.pop(name) for name in varying},
         # constant columns as read-only broadcast views: no memory per row
         gap_ns=np.broadcast_to(np.int64(params.gap_ns), (n,)),
         ts=np.broadcast_to(np.int8(TS_CODE[params.timestamps]), (n,)),
-        t1=cols.pop("t1"),
-        t2=cols.pop("t2"),
-        t3=cols.pop("t3"),
-        t4=cols.pop("t4"),
     )
     _name_nics(table, fabric.nics, sch.paths.src_nic, cols.pop("flow"))
     truth = window_truth(

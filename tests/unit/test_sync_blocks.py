@@ -7,32 +7,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cwctl.records import ProbeTable
 from cwctl.scan.request import ProbeOverrides, ScanRequest, SimOptions
 from cwctl.sync import solve
 from cwctl.sync.blocks import pair_blocks
 from cwctl.transport.sim import simulate
+from tests.tables import edge_table
 
 RATE_100 = ProbeOverrides(rate=100.0)
-
-
-def _table(src: list[int], dst: list[int]) -> ProbeTable:
-    n = len(src)
-    z = np.zeros(n, np.int64)
-    return ProbeTable(
-        hosts=[f"h{i}" for i in range(12)],
-        src=np.asarray(src, np.int32),
-        dst=np.asarray(dst, np.int32),
-        sport=np.zeros(n, np.int32),
-        pair=np.arange(n, dtype=np.int64),
-        idx=np.zeros(n, np.int8),
-        gap_ns=z,
-        ts=np.zeros(n, np.int8),
-        t1=np.arange(1, n + 1, dtype=np.int64),
-        t2=z,
-        t3=z,
-        t4=z,
-    )
 
 
 @settings(max_examples=50, deadline=None)
@@ -43,7 +24,7 @@ def _table(src: list[int], dst: list[int]) -> ProbeTable:
 def test_pair_blocks_partition_rows_by_unordered_pair(
     rows: list[tuple[int, int]], block_rows: int
 ) -> None:
-    table = _table([a for a, _ in rows], [b for _, b in rows])
+    table = edge_table([a for a, _ in rows], [b for _, b in rows])
     blocks = pair_blocks(table, block_rows)
     everything = np.concatenate(blocks)
     assert sorted(everything.tolist()) == list(range(len(rows)))

@@ -7,27 +7,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cwctl.records import ProbeTable
 from cwctl.telemetry.window import pairs_per_peer
-
-
-def _table(src: list[int], dst: list[int]) -> ProbeTable:
-    n = len(src)
-    zeros = np.zeros(n, np.int64)
-    return ProbeTable(
-        hosts=[f"h{i}" for i in range(6)],
-        src=np.array(src, np.int32),
-        dst=np.array(dst, np.int32),
-        sport=np.zeros(n, np.int32),
-        pair=np.arange(n, dtype=np.int64) // 2,
-        idx=np.arange(n, dtype=np.int8) % 2,
-        gap_ns=zeros,
-        ts=np.zeros(n, np.int8),
-        t1=zeros + 1,
-        t2=zeros + 2,
-        t3=zeros + 3,
-        t4=zeros + 4,
-    )
+from tests.tables import edge_table
 
 
 @settings(max_examples=120, deadline=None)
@@ -36,10 +17,10 @@ def test_runs_or_not_the_median_of_the_plain_counts(edges: list[tuple[int, int]]
     src, dst = [a for a, _ in edges], [b for _, b in edges]
     key = np.array(src) * 6 + np.array(dst)
     _, counts = np.unique(key, return_counts=True)
-    assert pairs_per_peer(_table(src, dst)) == float(np.median(counts)) / 2.0
+    assert pairs_per_peer(edge_table(src, dst)) == float(np.median(counts)) / 2.0
 
 
 def test_an_edge_in_two_runs_is_counted_once() -> None:
     """h0->h1 twice, h0->h2 once, h0->h1 again: runs of 2, 1, 2; counts 4 and 1."""
-    table = _table([0, 0, 0, 0, 0], [1, 1, 2, 1, 1])
+    table = edge_table([0, 0, 0, 0, 0], [1, 1, 2, 1, 1])
     assert pairs_per_peer(table) == float(np.median([4, 1])) / 2.0

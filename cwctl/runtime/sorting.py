@@ -1,4 +1,5 @@
-"""A stable order of small non-negative integer keys (group ids), by radix.
+"""A stable order of small non-negative integer keys (group ids), by radix; groups of
+similar size laid out as padded blocks, to sort all their lines at once.
 
 numpy sorts 16-bit keys stably by radix (one counting pass, O(n)) and wider ones by
 timsort or a packed-key quicksort, O(n log n). Group ids below 2**32 are two 16-bit
@@ -9,14 +10,16 @@ packed int64 key (4 M rows: 0.2 s against 0.38 s; 1 M rows: 0.02 s against 0.05 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from cwctl.runtime.arrays import IntP
+from cwctl.runtime.arrays import I64, B, IntP
 
 _DIGIT = 1 << 16
+BLOCK_CELLS = 1 << 18  # cells per padded block: its temporaries stay in cache
 
 
 def stable_order(keys: npt.NDArray[Any], n_keys: int) -> IntP:
@@ -30,3 +33,22 @@ def stable_order(keys: npt.NDArray[Any], n_keys: int) -> IntP:
     by_low = np.argsort(wide.astype(np.uint16), kind="stable")  # the low 16 bits
     high = (wide[by_low] >> np.uint32(16)).astype(np.uint16)
     return by_low[np.argsort(high, kind="stable")]
+
+
+def padded_blocks(counts: I64, starts: I64, only: B | None = None) -> Iterator[tuple[I64, IntP, B]]:
+    """Groups laid out one after another (group g at ``starts[g]``, ``counts[g]`` long),
+    those of similar size (within 2x) as padded 2-D blocks of about ``BLOCK_CELLS``
+    cells: (group ids, positions one group per line, padded with the group's last; mask
+    of the real ones). ``only``: just the groups it marks."""
+    size_class = np.zeros(len(counts), np.int64)
+    nonempty = counts > 0 if only is None else (counts > 0) & only
+    size_class[nonempty] = np.ceil(np.log2(counts[nonempty])).astype(np.int64) + 1
+    for c in np.unique(size_class[nonempty]).tolist():
+        in_class = np.flatnonzero(size_class == c)
+        lines = max(BLOCK_CELLS // int(counts[in_class].max()), 1)
+        for first in range(0, len(in_class), lines):
+            groups = in_class[first : first + lines]
+            n = counts[groups]
+            col = np.arange(int(n.max()))
+            real = col[None, :] < n[:, None]
+            yield groups, starts[groups][:, None] + np.minimum(col[None, :], (n - 1)[:, None]), real

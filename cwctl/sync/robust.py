@@ -8,16 +8,14 @@ estimates for normal noise (1 / the normal's 75th percentile, 1.4826);
 
 from __future__ import annotations
 
-from itertools import pairwise
 from typing import Final
 
 import numpy as np
 
 from cwctl.runtime.arrays import F64, IntP
-from cwctl.runtime.sorting import stable_order
+from cwctl.runtime.sorting import padded_blocks, stable_order
 
 MAD_TO_SIGMA: Final = 1.4826
-_BLOCK_CELLS = 1 << 18  # cells of a padded block of groups: its sort stays in cache
 
 
 def median_per_group(values: F64, group: IntP, n_groups: int) -> F64:
@@ -41,24 +39,15 @@ def median_per_group(values: F64, group: IntP, n_groups: int) -> F64:
     counts = np.bincount(group, minlength=n_groups)
     grouped = values[stable_order(group, n_groups)]
     starts = np.cumsum(counts) - counts
-    has = np.flatnonzero(counts > 0)
-    lo, hi = np.empty(len(has)), np.empty(len(has))
-    size = np.ceil(np.log2(counts[has])).astype(np.int64)
-    by_size = np.argsort(size, kind="stable")
-    bounds = [*np.searchsorted(size[by_size], np.unique(size)).tolist(), len(has)]
-    for a, b in pairwise(bounds):  # one size class at a time
-        members = by_size[a:b]
-        width = int(counts[has[members]].max())
-        col = np.arange(width)
-        lines = max(_BLOCK_CELLS // width, 1)
-        for first in range(0, len(members), lines):
-            m = members[first : first + lines]
-            n = counts[has[m]]
-            block = grouped[starts[has[m]][:, None] + np.minimum(col[None, :], (n - 1)[:, None])]
-            block[col[None, :] >= n[:, None]] = np.inf
-            block.sort(axis=1)
-            row = np.arange(len(m))
-            lo[m], hi[m] = block[row, (n - 1) // 2], block[row, n // 2]
+    has = counts > 0
+    lo, hi = np.empty(n_groups), np.empty(n_groups)
+    for groups, at, real in padded_blocks(counts, starts):
+        block = grouped[at]
+        block[~real] = np.inf  # sorts last, beside any real +inf
+        block.sort(axis=1)
+        n, line = counts[groups], np.arange(len(groups))
+        lo[groups], hi[groups] = block[line, (n - 1) // 2], block[line, n // 2]
+    lo, hi = lo[has], hi[has]
     with np.errstate(over="ignore", invalid="ignore"):  # inf + -inf: NaN, as np.median
         mid = (lo + hi) / 2
     over = np.isinf(mid) & np.isfinite(lo) & np.isfinite(hi)  # the sum overflowed

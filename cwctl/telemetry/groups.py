@@ -19,13 +19,12 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.runtime.arrays import F64, I64
-from cwctl.runtime.sorting import stable_order
+from cwctl.runtime.sorting import padded_blocks, stable_order
 
 Ids = npt.NDArray[np.signedinteger[Any]]  # group ids: int32 or int64
 
 _DENSE_KEYS = 1 << 24  # keys below this are numbered through a lookup table, not a sort
 _SMALL_RANGE = 1 << 20  # a column spanning fewer values is offset, not ranked
-_BLOCK_CELLS = 1 << 18  # cells per padded block: its temporaries stay in cache
 
 
 def group_ids(*columns: npt.NDArray[Any]) -> tuple[Ids, npt.NDArray[Any]]:
@@ -135,21 +134,7 @@ class Runs:
         """Groups of similar size (within 2x) as padded 2-D blocks: (group ids, positions
         in run order one group per line, padded with the group's last; mask of real ones).
         ``only``: just the groups it marks."""
-        counts = self.counts
-        size_class = np.zeros(len(counts), np.int64)
-        nonempty = counts > 0 if only is None else (counts > 0) & only
-        size_class[nonempty] = np.ceil(np.log2(counts[nonempty])).astype(np.int64) + 1
-        for c in np.unique(size_class[nonempty]).tolist():
-            in_class = np.flatnonzero(size_class == c)
-            width = int(counts[in_class].max())
-            lines = max(_BLOCK_CELLS // width, 1)
-            for first in range(0, len(in_class), lines):
-                groups = in_class[first : first + lines]
-                n = counts[groups]
-                col = np.arange(int(n.max()))
-                real = col[None, :] < n[:, None]
-                at = self.starts[groups][:, None] + np.minimum(col[None, :], (n - 1)[:, None])
-                yield groups, at, real
+        return padded_blocks(self.counts, self.starts, only)
 
 
 def runs(group: I64, n_groups: int) -> Runs:

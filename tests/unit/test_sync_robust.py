@@ -12,7 +12,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import cwctl.sync.robust
+import cwctl.runtime.sorting
 from cwctl.sync.robust import median_per_group, weighted_median
 
 TINY = 2.0**-1021  # below this a halving may round: the midpoint is within one subnormal
@@ -71,12 +71,12 @@ def test_groups_of_every_size_split_over_many_padded_blocks(
 ) -> None:
     """Blocks of a few cells: a size class's groups over many blocks, a wide group alone
     in one (its line wider than the block), real infinities beside the +inf padding."""
-    saved = cwctl.sync.robust._BLOCK_CELLS
-    cwctl.sync.robust._BLOCK_CELLS = block_cells
+    saved = cwctl.runtime.sorting.BLOCK_CELLS
+    cwctl.runtime.sorting.BLOCK_CELLS = block_cells
     try:
         check([v for _, v in rows], [g for g, _ in rows], 12)
     finally:
-        cwctl.sync.robust._BLOCK_CELLS = saved
+        cwctl.runtime.sorting.BLOCK_CELLS = saved
 
 
 @settings(max_examples=100, deadline=None)

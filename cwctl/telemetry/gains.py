@@ -10,11 +10,12 @@ flows that matter (``background_ll``, ``drop_gain``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 
+from cwctl.runtime.arrays import B
 from cwctl.telemetry.crossings import CrossingIndex, grouped
 from cwctl.telemetry.likelihood import (
     F64,
@@ -27,6 +28,7 @@ from cwctl.telemetry.likelihood import (
     mixture_ll,
     unique_rows,
 )
+from cwctl.telemetry.states import FlowStates, counted, flow_states
 
 _CHUNK = 400_000  # (entries x rates) cells per block of the mixture gains
 _SUM_CELLS = 1_000_000  # (entries x rates) cells per block of a certain or simple gain
@@ -101,6 +103,13 @@ class Model:
         plain = sizes @ log_likelihood(
             self.class_n[:, None], self.class_k[:, None], 1.0 - candidates[None, :]
         )
+        # one flow per state, weighed by the state's size (``states.py``)
+        states = self._states(fit, touched, ())
+        weight = np.zeros(self.rows.n_flows)
+        if states is not None:
+            touched = np.zeros(self.rows.n_flows, bool)
+            touched[states.flow] = True
+            weight[states.flow] = states.size
         rows = self.rows_of(touched)
         if not len(rows):
             return np.asarray(plain, np.float64)
@@ -110,7 +119,8 @@ class Model:
         parts = []
         for c in np.array_split(candidates, max(1, -(-len(candidates) // step))):
             grid = grid_log_likelihood(n, k, other, 1 - c, distinct=distinct)
-            parts.append(self.subset_flow_ll(rows, grid)[0].sum(0))
+            flow_ll, flows, _ = self.subset_flow_ll(rows, grid)
+            parts.append(flow_ll.sum(0) if states is None else weight[flows] @ flow_ll)
         return np.asarray(plain + np.concatenate(parts), np.float64)
 
     def drop_gain(self, fit: Explanation, e: int, rate: float) -> float:
@@ -147,7 +157,9 @@ class Model:
         a flow no chosen element touches has the background's success on every row, so
         its gain depends only on its counts, how often it crosses the element and (for a
         mixture) the prior weight of the rows that do: such flows are scored once per
-        distinct (counts, crossings, weight) (``_PlainGains``), the rest row by row."""
+        distinct (counts, crossings, weight) (``_PlainGains``). The rest are scored once
+        per flow state and crossing (``states.py``), or row by row where states are
+        nearly as many as flows."""
         out = np.zeros((len(elements), len(rates)))
         if not len(elements):
             return out
@@ -158,62 +170,97 @@ class Model:
         slow = (self.touched(fit) | plain.uneven) & crossing
         out += plain.gains(elements, entries, ~slow, fit.background, factors)
         del entries
-        if not slow.any():
-            return out
-        sub = self.mc[:, elements].tocoo()
-        sub_flow = self.rows.flow[sub.row]
-        simple = ~self.multi[sub.row]
+        if slow.any():
+            self._slow_gains(out, fit, elements, slow, factors)
+        return out
+
+    def _slow_gains(self, out: F64, fit: Explanation, elements: I64, slow: B, factors: F64) -> None:
+        """The gains over the ``slow`` flows (touched, or uneven mixtures) into ``out``:
+        their certain crossings, single-row flows' and mixtures' rows (module doc)."""
         cert = self.cc[:, elements].tocoo()
-        f, j, c = cert.row, cert.col, cert.data
-        rows = self.rows_of(slow)
+        keep = slow[cert.row]
+        cert_f, cert_j, cert_c = cert.row[keep], cert.col[keep], cert.data[keep]
+        sub = self.mc[:, elements].tocoo()
+        keep = slow[self.rows.flow[sub.row]]
+        single, mixed = keep & ~self.multi[sub.row], keep & self.multi[sub.row]
+        one_r, one_j, one_c = sub.row[single], sub.col[single], sub.data[single]
+        mix_r, mix_j, mix_c = sub.row[mixed], sub.col[mixed], sub.data[mixed]
+        del cert, sub, keep, single, mixed
+        if not grouped(mix_j, self.rows.flow[mix_r]):
+            order = np.lexsort((self.rows.flow[mix_r], mix_j))
+            mix_r, mix_j, mix_c = mix_r[order], mix_j[order], mix_c[order]
         s = fit.success()
+        states = self._states(fit, slow, (cert_c, one_c, mix_c))
+        if states is None:  # row by row, into the elements' rows
+            ctx = _Scoring(self, s, *self._row_weights(slow, s), factors)
+            ctx.certain(out, cert_j, cert_f, cert_c)
+            ctx.single(out, one_j, one_r, one_c)
+            self._mixture_gains(out, mix_r, mix_j, mix_c, ctx)
+            return
+        # once per (state, crossing): the keys' values first, then counted per element
+        n_c = int(max((c.max() for c in (cert_c, one_c, mix_c) if len(c)), default=0)) + 1
+        mix_f = self.rows.flow[mix_r]
+        alone = _alone(mix_j, mix_f)  # the flow's one row crossing the element
+        cert_key, cert_one = states.keys(cert_f, cert_c.astype(np.int64), n_c)
+        one_key, one_one = states.keys(self.rows.flow[one_r], one_c.astype(np.int64), n_c)
+        mix_key, mix_one = states.keys(
+            mix_f[alone],
+            (mix_r - self.first_row[mix_f])[alone] * n_c + mix_c[alone].astype(np.int64),
+            int(self.rows_per_flow.max()) * n_c,
+        )
+        cert_f, cert_c = cert_f[cert_one], cert_c[cert_one]
+        one_r, one_c = one_r[one_one], one_c[one_one]
+        rest_r, rest_j, rest_c = mix_r[~alone], mix_j[~alone], mix_c[~alone]
+        mix_r, mix_c = mix_r[alone][mix_one], mix_c[alone][mix_one]
+        scored = np.zeros(self.rows.n_flows, bool)
+        for flows in (cert_f, self.rows.flow[one_r], self.rows.flow[mix_r], mix_f[~alone]):
+            scored[flows] = True
+        ctx = _Scoring(self, s, *self._row_weights(scored, s), factors)
+        values = np.zeros((len(cert_f), len(factors)))
+        ctx.certain(values, np.arange(len(cert_f)), cert_f, cert_c)
+        out += counted(cert_j, cert_key, len(out), values)
+        values = np.zeros((len(one_r), len(factors)))
+        ctx.single(values, np.arange(len(one_r)), one_r, one_c)
+        out += counted(one_j, one_key, len(out), values)
+        values = np.zeros((len(mix_r), len(factors)))
+        self._mixture_gains(values, mix_r, np.arange(len(mix_r)), mix_c, ctx)
+        out += counted(mix_j[alone], mix_key, len(out), values)
+        self._mixture_gains(out, rest_r, rest_j, rest_c, ctx)
+
+    def _states(self, fit: Explanation, flows: B, counts: tuple[F64, ...]) -> FlowStates | None:
+        """The flows' states (``states.py``), or ``None`` to score them row by row: too
+        many states, or crossing counts that are not small integers."""
+        if any(len(c) and (np.any(c != np.rint(c)) or c.min() < 0) for c in counts):
+            return None
+        return flow_states(
+            self.rows.log_prior, fit.log_success, self.count_class,
+            self.first_row, self.rows_per_flow, flows,
+        )  # fmt: skip
+
+    def _row_weights(self, flows: B, s: F64) -> tuple[F64, F64, F64]:
+        """Per row of the flows marked (zero elsewhere): its log-likelihood at success
+        ``s`` and its log posterior weight within its flow; per flow marked, its rows'
+        success weighted by their posterior."""
+        rows = self.rows_of(flows)
         row_ll = np.zeros(len(s))
         log_w = np.zeros(len(s))
         row_ll[rows] = log_likelihood(self.n[rows], self.k[rows], s[rows])
         flow_ll, _, group = self.subset_flow_ll(rows, row_ll[rows])
         log_w[rows] = self.rows.log_prior[rows] + row_ll[rows] - flow_ll[group]
-        hard = slow[f]
-        if hard.any():
-            s_flow = np.bincount(
-                self.rows.flow[rows], np.exp(log_w[rows]) * s[rows], minlength=self.rows.n_flows
-            )
-            f, j, c = f[hard], j[hard], c[hard]
-            n, k, sf = self.nf[f], self.kf[f], s_flow[f]
-            base = log_likelihood(n, k, sf)
-            out += _summed(
-                j, len(out), len(factors),
-                lambda b: grid_log_likelihood(n[b], k[b], sf[b], factors, c[b]) - base[b, None],
-            )  # fmt: skip
-        hard = simple & slow[sub_flow]
-        if hard.any():
-            r, j, c = sub.row[hard], sub.col[hard], sub.data[hard]
-            n, k, sr, ll = self.n[r], self.k[r], s[r], row_ll[r]
-            out += _summed(
-                j, len(out), len(factors),
-                lambda b: grid_log_likelihood(n[b], k[b], sr[b], factors, c[b]) - ll[b, None],
-            )  # fmt: skip
-        hard = ~simple & slow[sub_flow]
-        if hard.any():
-            self._mixture_gains(out, sub, hard, s, row_ll, log_w, factors)
-        return out
+        weighted = np.exp(log_w[rows]) * s[rows]
+        s_flow = np.bincount(self.rows.flow[rows], weighted, minlength=self.rows.n_flows)
+        return row_ll, log_w, np.asarray(s_flow, np.float64)
 
-    def _mixture_gains(
-        self,
-        out: F64,
-        sub: sp.coo_matrix,
-        mask: npt.NDArray[np.bool_],
-        s: F64,
-        row_ll: F64,
-        log_w: F64,
-        factors: F64,
-    ) -> None:
-        """Gains over multi-row flows: per (element, flow), ``log((1 - W) + sum of
-        w_row exp(delta_row))`` over the flow's rows that cross the element."""
-        r, j, c = sub.row[mask], sub.col[mask], sub.data[mask]
+    def _mixture_gains(self, out: F64, r: I64, j: I64, c: F64, ctx: _Scoring) -> None:
+        """Gains over multi-row flows' rows ``r`` into ``out``'s rows ``j``: per (j, flow),
+        ``log((1 - W) + sum of w_row exp(delta_row))`` over the flow's rows that cross."""
+        if not len(r):
+            return
         flow = self.rows.flow[r]
         if not grouped(j, flow):
             order = np.lexsort((flow, j))
             r, j, c, flow = r[order], j[order], c[order], flow[order]
+        s, row_ll, log_w, factors = ctx.s, ctx.row_ll, ctx.log_w, ctx.factors
         step = max(1, _CHUNK // len(factors))
         lo = 0
         while lo < len(r):
@@ -254,3 +301,48 @@ class Model:
         safe = np.where(np.isfinite(top), top, 0.0)
         with np.errstate(divide="ignore"):
             return safe + np.log(np.add.reduceat(np.exp(value - safe[owner]), offset))
+
+
+@dataclass(frozen=True)
+class _Scoring:
+    """What scoring slow flows' crossings reads: the model, every row's success, and
+    for the flows scored, each row's log-likelihood and log posterior weight and each
+    flow's expected success (``Model._row_weights``); the rates' factors."""
+
+    model: Model
+    s: F64
+    row_ll: F64
+    log_w: F64
+    s_flow: F64
+    factors: F64
+
+    def certain(self, out: F64, j: I64, f: I64, c: F64) -> None:
+        """Certain crossings of flows ``f`` into ``out``'s rows ``j``, on the flows'
+        expected success."""
+        n, k, sf, factors = self.model.nf[f], self.model.kf[f], self.s_flow[f], self.factors
+        base = log_likelihood(n, k, sf)
+        out += _summed(
+            j, len(out), len(factors),
+            lambda b: grid_log_likelihood(n[b], k[b], sf[b], factors, c[b]) - base[b, None],
+        )  # fmt: skip
+
+    def single(self, out: F64, j: I64, r: I64, c: F64) -> None:
+        """Crossings of single-row flows' rows ``r`` into ``out``'s rows ``j``."""
+        n, k, s, ll, factors = (
+            self.model.n[r],
+            self.model.k[r],
+            self.s[r],
+            self.row_ll[r],
+            self.factors,
+        )
+        out += _summed(
+            j, len(out), len(factors),
+            lambda b: grid_log_likelihood(n[b], k[b], s[b], factors, c[b]) - ll[b, None],
+        )  # fmt: skip
+
+
+def _alone(j: I64, flow: I64) -> B:
+    """Entries ordered by (element, flow): those alone in their (element, flow) group."""
+    new = np.ones(len(j) + 1, bool)
+    new[1:-1] = (j[1:] != j[:-1]) | (flow[1:] != flow[:-1])
+    return new[:-1] & new[1:]

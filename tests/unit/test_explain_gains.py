@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cwctl.telemetry import gains
+from cwctl.telemetry import gains, states
 from cwctl.telemetry.gains import Model, _summed
 from cwctl.telemetry.likelihood import Explanation, Rows, gather, log_likelihood
 
@@ -26,14 +26,16 @@ def _some(rng: np.random.Generator, n_el: int) -> np.ndarray:
     return rng.integers(0, 3, n_el) * (rng.random(n_el) < 0.3)
 
 
-def _case(seed: int) -> tuple[Rows, np.ndarray, np.ndarray, int]:
+def _case(seed: int, *, alike: bool = False) -> tuple[Rows, np.ndarray, np.ndarray, int]:
+    """Random flows; ``alike``: few counts and priors, so that many flows share a state
+    (a scan's: a fixed number of trials a flow, equal priors over a few spines)."""
     rng = np.random.default_rng(seed)
     n_el = int(rng.integers(3, 9))
-    n_flows = int(rng.integers(5, 60))
+    n_flows = int(rng.integers(5, 60)) * (4 if alike else 1)
     flows, certain, alt, prior = [], [], [], []
     for f in range(n_flows):
         k_rows = 1 if rng.random() < 0.5 else int(rng.integers(2, 5))
-        p = rng.dirichlet(np.ones(k_rows))
+        p = np.full(k_rows, 1.0 / k_rows) if alike else rng.dirichlet(np.ones(k_rows))
         for r in range(k_rows):
             flows.append(f)
             prior.append(np.log(p[r]))
@@ -47,6 +49,9 @@ def _case(seed: int) -> tuple[Rows, np.ndarray, np.ndarray, int]:
     )
     trials = rng.integers(0, 6, n_flows).astype(np.float64) * rng.integers(1, 4)
     failures = np.minimum(trials, rng.integers(0, 3, n_flows)).astype(np.float64)
+    if alike:
+        trials[:] = 8.0
+        failures = np.minimum(failures, 1.0)
     return rows, trials, failures, n_el
 
 
@@ -61,10 +66,12 @@ def _total(rows: Rows, n: np.ndarray, k: np.ndarray, log_success: np.ndarray, b:
     return total
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.integers(0, 2**31), st.integers(0, 2), st.floats(1e-4, 0.2))
-def test_gains_are_likelihood_differences(seed: int, chosen: int, background: float) -> None:
-    rows, n, k, n_el = _case(seed)
+def _fitted(
+    seed: int, chosen: int, background: float, alike: bool
+) -> tuple[Rows, np.ndarray, np.ndarray, Model, Explanation, np.ndarray, list[int]]:
+    """A case with ``chosen`` elements picked at random rates: rows, counts, model, fit,
+    every row's crossings and the elements picked."""
+    rows, n, k, n_el = _case(seed, alike=alike)
     model = Model(rows, n, k)
     crossings = (rows.certain.toarray()[rows.flow] + rows.matrix.toarray()).astype(np.float64)
     rng = np.random.default_rng(seed + 1)
@@ -73,14 +80,66 @@ def test_gains_are_likelihood_differences(seed: int, chosen: int, background: fl
     for e in picked:
         fit.rates[e] = float(rng.choice(RATES))
         fit.log_success += crossings[:, e] * np.log1p(-fit.rates[e])
-    others = np.array([e for e in range(n_el) if e not in picked], np.int64)
-    gains = model.gains(fit, others, RATES)
+    return rows, n, k, model, fit, crossings, picked
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 2**31),
+    st.integers(0, 2),
+    st.floats(1e-4, 0.2),
+    st.booleans(),
+    st.sampled_from([0.0, 1.0]),
+)
+def test_gains_are_likelihood_differences(
+    seed: int, chosen: int, background: float, alike: bool, worth: float
+) -> None:
+    """Row by row (``WORTH`` 0: states never repay) or once per flow state (``WORTH``
+    1: always), the gains are the brute-force differences."""
+    rows, n, k, model, fit, crossings, picked = _fitted(seed, chosen, background, alike)
+    fit.background = background
+    others = np.array([e for e in range(rows.certain.shape[1]) if e not in picked], np.int64)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(states, "WORTH", worth)
+        gains = model.gains(fit, others, RATES)
     base = _total(rows, n, k, fit.log_success, background)
     for i, e in enumerate(others.tolist()):
         for j, r in enumerate(RATES):
             with_e = fit.log_success + crossings[:, e] * np.log1p(-r)
             expected = _total(rows, n, k, with_e, background) - base
             assert np.isclose(gains[i, j], expected, rtol=1e-5, atol=1e-6), (e, r)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**31), st.integers(1, 2), st.floats(1e-4, 0.2))
+def test_background_ll_once_per_state_is_the_total(
+    seed: int, chosen: int, background: float
+) -> None:
+    """The background refit's likelihoods, touched flows scored once per state, are the
+    brute-force totals at each candidate background."""
+    rows, n, k, model, fit, _, _ = _fitted(seed, chosen, background, alike=True)
+    candidates = np.array([1e-5, 1e-3, background, 0.3])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(states, "WORTH", 1.0)
+        got = model.background_ll(fit, candidates)
+    expected = [_total(rows, n, k, fit.log_success, b) for b in candidates]
+    assert np.allclose(got, expected, rtol=1e-9, atol=1e-6)
+
+
+def test_alike_flows_fall_in_few_states() -> None:
+    """The states are what makes the scoring cheap: flows of one count and equal priors
+    with one element chosen share a few states, and ``WORTH`` turns them down where they
+    would not repay."""
+    rows, _, _, model, fit, _, _ = _fitted(7, 1, 0.01, alike=True)
+    every = np.ones(rows.n_flows, bool)
+    found = model._states(fit, every, ())
+    assert found is not None
+    assert len(found.flow) < rows.n_flows / 4
+    assert found.size.sum() == rows.n_flows
+    assert np.array_equal(found.of_flow[found.flow], np.arange(len(found.flow)))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(states, "WORTH", len(found.flow) / rows.n_flows / 2)
+        assert model._states(fit, every, ()) is None
 
 
 @settings(max_examples=40, deadline=None)

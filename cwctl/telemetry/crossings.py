@@ -72,13 +72,26 @@ class CrossingIndex:
             (g_el, g_flow, g_c, g_w),
         ]
         del singles, mixtures
+        # each part is in element order: its entries go straight to their place in the
+        # index (an element's certain crossings, then single rows, then mixtures), not
+        # through a sort of every crossing
         self.keys, key = _key_codes(model.count_class, parts)
-        el = np.concatenate([p[0] for p in parts])
-        order = np.argsort(el, kind="stable")
-        self.ptr = np.searchsorted(el[order], np.arange(n_el + 1))
-        del el
-        self.flow = np.concatenate([p[1] for p in parts]).astype(np.int32)[order]
-        self.key = key[order]
+        counts = [np.bincount(p[0], minlength=n_el) for p in parts]
+        self.ptr = np.concatenate([[0], np.cumsum(sum(counts))])
+        self.flow = np.empty(int(self.ptr[-1]), np.int32)
+        self.key = np.empty(int(self.ptr[-1]), np.int32)
+        before, at = np.zeros(n_el, np.int64), 0
+        for (el, flow, _, _), count in zip(parts, counts, strict=True):
+            mine = key[at : at + len(el)]
+            if len(el) > 1 and not bool(np.all(el[1:] >= el[:-1])):  # as built, never
+                order = np.argsort(el, kind="stable")
+                el, flow, mine = el[order], flow[order], mine[order]
+            first = np.cumsum(count) - count  # each element's first entry in the part
+            dest = (self.ptr[:-1] + before - first)[el] + np.arange(len(el))
+            self.flow[dest] = flow
+            self.key[dest] = mine
+            before += count
+            at += len(el)
 
     def _groups(
         self, model: Source, j: I64, flow: I64, row: I64, c: F64
@@ -209,14 +222,16 @@ def _key_codes(
     if size <= 2 * len(code):  # a table no bigger than the entries
         present = np.bincount(code, minlength=size) > 0
         codes = np.flatnonzero(present)
-        inverse = (np.cumsum(present, dtype=np.int64) - 1)[code]
+        inverse = (np.cumsum(present, dtype=np.int32) - 1)[code]  # int32: no copy below
     else:
-        codes, inverse = np.unique(code, return_inverse=True)
+        codes, wide = np.unique(code, return_inverse=True)
+        inverse = wide.ravel().astype(np.int32)
+    del code
     mixture, rest = codes % 2, codes // 2
     keys = np.stack(
         [rest // n_w // n_c, rest // n_w % n_c, weights[rest % n_w], mixture], axis=1
     ).astype(np.float64)
-    return keys, inverse.ravel().astype(np.int32)
+    return keys, inverse
 
 
 def _key_rows(

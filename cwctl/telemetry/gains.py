@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 import numpy.typing as npt
@@ -69,6 +70,10 @@ class Model:
         classes, self.count_class = unique_rows([self.nf, self.kf])
         self.class_n, self.class_k = classes[:, 0], classes[:, 1]
         self._plain: CrossingIndex | None = None
+        # crossings counted in whole numbers: flows can be grouped by state (``states.py``)
+        self.integral = all(
+            bool(np.all((d >= 0) & (d == np.rint(d)))) for d in (self.cc.data, self.mc.data)
+        )
 
     def flows_crossing(self, elements: I64) -> npt.NDArray[np.bool_]:
         """Which flows cross any of ``elements`` (certainly, or on one of their rows)."""
@@ -104,7 +109,7 @@ class Model:
             self.class_n[:, None], self.class_k[:, None], 1.0 - candidates[None, :]
         )
         # one flow per state, weighed by the state's size (``states.py``)
-        states = self._states(fit, touched, ())
+        states = self._states(fit, touched) if touched.any() else None
         weight = np.zeros(self.rows.n_flows)
         if states is not None:
             touched = np.zeros(self.rows.n_flows, bool)
@@ -165,18 +170,37 @@ class Model:
             return out
         factors = 1.0 - rates
         plain = self.plain_index()
-        entries = plain.entries(elements)
-        crossing = plain.flows(entries, self.rows.n_flows)
+        blocks = _blocks(plain.ptr, elements)
+        crossing = np.zeros(self.rows.n_flows, bool)
+        for block in blocks:
+            crossing |= plain.flows(plain.entries(elements[block]), self.rows.n_flows)
         slow = (self.touched(fit) | plain.uneven) & crossing
-        out += plain.gains(elements, entries, ~slow, fit.background, factors)
-        del entries
-        if slow.any():
-            self._slow_gains(out, fit, elements, slow, factors)
+        del crossing
+        states = self._states(fit, slow) if slow.any() else None
+        # row by row: each slow row's weight once for every block
+        every = None if states is not None or not slow.any() else self._scoring(fit, slow, factors)
+        for block in blocks:
+            els = elements[block]
+            entries = plain.entries(els)
+            out[block] += plain.gains(els, entries, ~slow, fit.background, factors)
+            del entries
+            if slow.any():
+                self._slow_gains(out[block], fit, els, slow, factors, states, every)
         return out
 
-    def _slow_gains(self, out: F64, fit: Explanation, elements: I64, slow: B, factors: F64) -> None:
+    def _slow_gains(
+        self,
+        out: F64,
+        fit: Explanation,
+        elements: I64,
+        slow: B,
+        factors: F64,
+        states: FlowStates | None,
+        every: _Scoring | None,
+    ) -> None:
         """The gains over the ``slow`` flows (touched, or uneven mixtures) into ``out``:
-        their certain crossings, single-row flows' and mixtures' rows (module doc)."""
+        their certain crossings, single-row flows' and mixtures' rows, row by row (with
+        ``every`` slow row's weight) or once per (state, crossing)."""
         cert = self.cc[:, elements].tocoo()
         keep = slow[cert.row]
         cert_f, cert_j, cert_c = cert.row[keep], cert.col[keep], cert.data[keep]
@@ -189,48 +213,51 @@ class Model:
         if not grouped(mix_j, self.rows.flow[mix_r]):
             order = np.lexsort((self.rows.flow[mix_r], mix_j))
             mix_r, mix_j, mix_c = mix_r[order], mix_j[order], mix_c[order]
-        s = fit.success()
-        states = self._states(fit, slow, (cert_c, one_c, mix_c))
-        if states is None:  # row by row, into the elements' rows
-            ctx = _Scoring(self, s, *self._row_weights(slow, s), factors)
-            ctx.certain(out, cert_j, cert_f, cert_c)
-            ctx.single(out, one_j, one_r, one_c)
-            self._mixture_gains(out, mix_r, mix_j, mix_c, ctx)
+        if states is None:
+            assert every is not None
+            every.certain(out, cert_j, cert_f, cert_c)
+            every.single(out, one_j, one_r, one_c)
+            self._mixture_gains(out, mix_r, mix_j, mix_c, every)
             return
-        # once per (state, crossing): the keys' values first, then counted per element
+        # once per (state, crossings): each key scored on its state's flow, then counted
         n_c = int(max((c.max() for c in (cert_c, one_c, mix_c) if len(c)), default=0)) + 1
         mix_f = self.rows.flow[mix_r]
         alone = _alone(mix_j, mix_f)  # the flow's one row crossing the element
-        cert_key, cert_one = states.keys(cert_f, cert_c.astype(np.int64), n_c)
-        one_key, one_one = states.keys(self.rows.flow[one_r], one_c.astype(np.int64), n_c)
-        mix_key, mix_one = states.keys(
-            mix_f[alone],
-            (mix_r - self.first_row[mix_f])[alone] * n_c + mix_c[alone].astype(np.int64),
-            int(self.rows_per_flow.max()) * n_c,
-        )
-        cert_f, cert_c = cert_f[cert_one], cert_c[cert_one]
-        one_r, one_c = one_r[one_one], one_c[one_one]
         rest_r, rest_j, rest_c = mix_r[~alone], mix_j[~alone], mix_c[~alone]
-        mix_r, mix_c = mix_r[alone][mix_one], mix_c[alone][mix_one]
+        mix_at = (mix_r - self.first_row[mix_f])[alone]  # the row's place in its flow
+        n_at = int(self.rows_per_flow.max())
+        cert_key, cert_s, cert_x = states.keys(cert_f, cert_c.astype(np.int64), n_c)
+        one_key, one_s, one_x = states.keys(self.rows.flow[one_r], one_c.astype(np.int64), n_c)
+        mix_key, mix_s, mix_x = states.keys(
+            mix_f[alone], mix_at * n_c + mix_c[alone].astype(np.int64), n_at * n_c
+        )
         scored = np.zeros(self.rows.n_flows, bool)
-        for flows in (cert_f, self.rows.flow[one_r], self.rows.flow[mix_r], mix_f[~alone]):
-            scored[flows] = True
-        ctx = _Scoring(self, s, *self._row_weights(scored, s), factors)
-        values = np.zeros((len(cert_f), len(factors)))
-        ctx.certain(values, np.arange(len(cert_f)), cert_f, cert_c)
+        scored[states.flow[np.concatenate([cert_s, one_s, mix_s])]] = True
+        scored[self.rows.flow[rest_r]] = True
+        ctx = self._scoring(fit, scored, factors)
+        f = states.flow[cert_s]
+        values = np.zeros((len(f), len(factors)))
+        ctx.certain(values, np.arange(len(f)), f, cert_x.astype(np.float64))
         out += counted(cert_j, cert_key, len(out), values)
-        values = np.zeros((len(one_r), len(factors)))
-        ctx.single(values, np.arange(len(one_r)), one_r, one_c)
+        r = self.first_row[states.flow[one_s]]
+        values = np.zeros((len(r), len(factors)))
+        ctx.single(values, np.arange(len(r)), r, one_x.astype(np.float64))
         out += counted(one_j, one_key, len(out), values)
-        values = np.zeros((len(mix_r), len(factors)))
-        self._mixture_gains(values, mix_r, np.arange(len(mix_r)), mix_c, ctx)
+        r = self.first_row[states.flow[mix_s]] + mix_x // n_c
+        values = np.zeros((len(r), len(factors)))
+        self._mixture_gains(values, r, np.arange(len(r)), (mix_x % n_c).astype(np.float64), ctx)
         out += counted(mix_j[alone], mix_key, len(out), values)
         self._mixture_gains(out, rest_r, rest_j, rest_c, ctx)
 
-    def _states(self, fit: Explanation, flows: B, counts: tuple[F64, ...]) -> FlowStates | None:
+    def _scoring(self, fit: Explanation, flows: B, factors: F64) -> _Scoring:
+        """What scoring the rows of the flows marked reads (``_Scoring``)."""
+        s = fit.success()
+        return _Scoring(self, s, *self._row_weights(flows, s), factors)
+
+    def _states(self, fit: Explanation, flows: B) -> FlowStates | None:
         """The flows' states (``states.py``), or ``None`` to score them row by row: too
         many states, or crossing counts that are not small integers."""
-        if any(len(c) and (np.any(c != np.rint(c)) or c.min() < 0) for c in counts):
+        if not self.integral:
             return None
         return flow_states(
             self.rows.log_prior, fit.log_success, self.count_class,
@@ -339,6 +366,18 @@ class _Scoring:
             j, len(out), len(factors),
             lambda b: grid_log_likelihood(n[b], k[b], s[b], factors, c[b]) - ll[b, None],
         )  # fmt: skip
+
+
+_BLOCK_ENTRIES = 1_000_000  # crossings of the elements a gains call scores at a time
+
+
+def _blocks(ptr: npt.NDArray[np.intp], elements: I64) -> list[slice]:
+    """``elements`` cut into runs of about ``_BLOCK_ENTRIES`` crossings (``ptr``: the
+    index's per-element offsets), so that no temporary is the length of every crossing."""
+    sizes = np.cumsum(ptr[elements + 1] - ptr[elements])
+    cuts = np.searchsorted(sizes, np.arange(_BLOCK_ENTRIES, int(sizes[-1]), _BLOCK_ENTRIES))
+    bounds = np.unique(np.concatenate([[0], cuts + 1, [len(elements)]])).tolist()
+    return [slice(a, b) for a, b in pairwise(bounds) if b > a]
 
 
 def _alone(j: I64, flow: I64) -> B:

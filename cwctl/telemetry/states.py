@@ -36,21 +36,19 @@ class FlowStates:
     flow: I64
     size: I64
 
-    def keys(self, flow: I64, extra: I64, n_extra: int) -> tuple[I64, I64]:
-        """Entries on ``flow`` with a small integer ``extra`` (below ``n_extra``), coded
-        as (state, extra): each entry's key and, per key, one entry that has it."""
+    def keys(self, flow: I64, extra: I64, n_extra: int) -> tuple[I64, I64, I64]:
+        """Entries on ``flow`` with a small integer ``extra`` (below ``n_extra``) keyed
+        by (state, extra): each entry's key, and each key's state and extra."""
         code = self.of_flow[flow] * n_extra + extra
         size = len(self.flow) * n_extra
         if size <= 2 * len(code):  # a table no bigger than the entries
             present = np.bincount(code, minlength=size) > 0
             key = (np.cumsum(present) - 1)[code]
-            one = np.empty(int(present.sum()), np.intp)
+            codes = np.flatnonzero(present)
         else:
             codes, key = np.unique(code, return_inverse=True)
             key = key.ravel()
-            one = np.empty(len(codes), np.intp)
-        one[key] = np.arange(len(code))  # any entry of a key will do: they are alike
-        return key, one
+        return key, codes // n_extra, codes % n_extra
 
 
 def flow_states(

@@ -90,24 +90,27 @@ def _fitted(
     st.floats(1e-4, 0.2),
     st.booleans(),
     st.sampled_from([0.0, 1.0]),
+    st.sampled_from([2, 1_000_000]),
 )
 def test_gains_are_likelihood_differences(
-    seed: int, chosen: int, background: float, alike: bool, worth: float
+    seed: int, chosen: int, background: float, alike: bool, worth: float, block: int
 ) -> None:
     """Row by row (``WORTH`` 0: states never repay) or once per flow state (``WORTH``
-    1: always), the gains are the brute-force differences."""
+    1: always), the elements in one block or a few crossings' worth at a time, the gains
+    are the brute-force differences."""
     rows, n, k, model, fit, crossings, picked = _fitted(seed, chosen, background, alike)
     fit.background = background
     others = np.array([e for e in range(rows.certain.shape[1]) if e not in picked], np.int64)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(states, "WORTH", worth)
-        gains = model.gains(fit, others, RATES)
+        mp.setattr(gains, "_BLOCK_ENTRIES", block)
+        got = model.gains(fit, others, RATES)
     base = _total(rows, n, k, fit.log_success, background)
     for i, e in enumerate(others.tolist()):
         for j, r in enumerate(RATES):
             with_e = fit.log_success + crossings[:, e] * np.log1p(-r)
             expected = _total(rows, n, k, with_e, background) - base
-            assert np.isclose(gains[i, j], expected, rtol=1e-5, atol=1e-6), (e, r)
+            assert np.isclose(got[i, j], expected, rtol=1e-5, atol=1e-6), (e, r)
 
 
 @settings(max_examples=40, deadline=None)
@@ -132,14 +135,14 @@ def test_alike_flows_fall_in_few_states() -> None:
     would not repay."""
     rows, _, _, model, fit, _, _ = _fitted(7, 1, 0.01, alike=True)
     every = np.ones(rows.n_flows, bool)
-    found = model._states(fit, every, ())
+    found = model._states(fit, every)
     assert found is not None
     assert len(found.flow) < rows.n_flows / 4
     assert found.size.sum() == rows.n_flows
     assert np.array_equal(found.of_flow[found.flow], np.arange(len(found.flow)))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(states, "WORTH", len(found.flow) / rows.n_flows / 2)
-        assert model._states(fit, every, ()) is None
+        assert model._states(fit, every) is None
 
 
 @settings(max_examples=40, deadline=None)

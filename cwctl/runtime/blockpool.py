@@ -8,6 +8,10 @@ of one. Small blocks pay twice more: their temporaries (a few MB each) are reuse
 the allocator's heap instead of being mapped and faulted in afresh, and their sorts stay
 in cache.
 
+``pipeline`` is the other shape: a sequence that must be made in order (a simulator's
+draws from one generator) and worked on as it comes; the work of one item goes beside
+the making of the next.
+
 ``map_blocks`` keeps the order of its inputs, so whatever is merged after it is merged
 as one thread would have (the results are the same to the bit). At most ``workers``
 blocks are in flight, so memory is that many blocks' temporaries, not the table's.
@@ -49,3 +53,22 @@ def map_blocks(work: Callable[[In], Out], blocks: Iterable[In]) -> list[Out]:
         return [work(b) for b in items]
     with ThreadPoolExecutor(threads, thread_name_prefix="cwctl-block") as pool:
         return list(pool.map(work, items))
+
+
+def pipeline(items: Iterable[In], work: Callable[[In], object]) -> None:
+    """``work(item)`` for each of ``items`` in order, on a second thread while this one
+    makes the next item (``items`` an iterator that computes them as it goes): one item
+    worked while one is made. With one thread (``block_threads``) one after the other.
+    An exception in either is raised here, after the item in flight is done."""
+    if block_threads() <= 1:
+        for item in items:
+            work(item)
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="cwctl-pipe") as pool:
+        pending = None
+        for item in items:
+            if pending is not None:
+                pending.result()
+            pending = pool.submit(work, item)
+        if pending is not None:
+            pending.result()

@@ -10,7 +10,6 @@ loss and timestamp noise are drawn per probe.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,10 +18,9 @@ import numpy.typing as npt
 from cwctl.records import TS_CODE, ProbeTable
 from cwctl.runtime.arrays import F64, I32, I64
 from cwctl.runtime.blockpool import map_blocks
-from cwctl.sim.delays import queue_rho, sample_queueing, stamp_error
 from cwctl.sim.discovery import discover
 from cwctl.sim.ecmp import PROTO_UDP, documented_hash, host_id, splitmix64, tuple_hash
-from cwctl.sim.faults import fault_active
+from cwctl.sim.exchanges import Leg, Schedule, all_exchanges
 from cwctl.sim.truth import window_truth
 from cwctl.sim.world import FlowPaths, ProbeWindow, SimWorld
 
@@ -202,141 +200,6 @@ def flow_paths(a: I32, b: I32, port: npt.NDArray[np.int64], *, model: SimWorld) 
     )
 
 
-class _Leg:
-    """One direction of every exchange: the flow paths and what happens on the way."""
-
-    def __init__(
-        self, model: SimWorld, elements: I32, queues: I32, base: F64, dark: npt.NDArray[np.bool_]
-    ):
-        self.model = model
-        self.elements, self.queues, self.base, self.dark = elements, queues, base, dark
-
-    def travel(
-        self, flow: npt.NDArray[np.intp], t_ns: F64, rng: np.random.Generator
-    ) -> tuple[F64, npt.NDArray[np.bool_]]:
-        """Network delay (ns) and loss of each probe leaving at true time ``t_ns``."""
-        model = self.model
-        fabric, params = model.fabric, model.params
-        n = len(flow)
-        rho = queue_rho(params.load, model.fixed.queue_load_factor, params)
-        rho_queue = np.append(rho, 0.0).astype(np.float32)
-        for host in model.state.drained_hosts:
-            h = fabric.hosts.index(host)
-            rho_queue[fabric.queues_of(int(fabric.eid_host(h)))] = 0.0
-        delay = self.base[flow]  # fancy indexing: fresh arrays
-        lost = self.dark[flow]
-        survive: F64 | None = None
-        congestion: list[tuple[npt.NDArray[np.bool_], float, float]] = []
-        for fault, eid in model.faults:
-            if fault.mode == "silent":
-                continue
-            if fault.mode == "congested":
-                if fault.kind == "host" and fabric.hosts[eid] in model.state.drained_hosts:
-                    continue
-                hit = np.zeros(fabric.n_queues + 1, bool)
-                hit[fabric.queues_of(eid)] = True
-                congestion.append((hit, float(fault.value or 0.9), fault.at_s))
-                continue
-            crosses_flow = (self.elements == eid).any(axis=1)
-            rows = np.flatnonzero(crosses_flow[flow])
-            if len(rows) == 0:
-                continue
-            rows = rows[fault_active(fault.mode, fault.value, fault.at_s, t_ns[rows])]
-            if fault.mode in ("down", "flap"):
-                lost[rows] = True
-            elif fault.mode == "lossy":
-                survive = np.ones(n) if survive is None else survive
-                survive[rows] *= 1.0 - float(fault.value or 0.0)
-            elif fault.mode == "slow":
-                delay[rows] += float(fault.value or 0.0)
-        for k in range(self.queues.shape[1]):
-            q = self.queues[flow, k]
-            rho = rho_queue[q]
-            for hit, level, at_s in congestion:
-                on = hit[q] & ((t_ns >= at_s * 1e9) if at_s > 0 else True)
-                rho[on] = np.maximum(rho[on], np.float32(min(level, params.rho_max)))
-            delay += sample_queueing(rho, params, rng)
-        if survive is not None:
-            lost |= rng.random(n) >= survive
-        return delay, lost
-
-
-CHUNK_ROWS = 1 << 20  # rows simulated at a time: bounds memory, keeps arrays in cache
-
-
-@dataclass
-class _Schedule:
-    """What every chunk of a window shares: edges, flows, legs, timing."""
-
-    ea: I32
-    eb: I32
-    phase: F64
-    n_pairs: int
-    start_s: float
-    flow_edge: I64  # per flow (edge, port): its edge and its port number
-    flow_port: I64
-    paths: FlowPaths
-    fwd: _Leg
-    rev: _Leg
-
-
-def _exchanges(
-    model: SimWorld, sch: _Schedule, e_lo: int, e_hi: int, rng: np.random.Generator
-) -> dict[str, Any]:
-    """The exchanges of edges ``e_lo:e_hi``: rows edge-major, then pair, then idx 0/1."""
-    params, clocks = model.params, model.clocks
-    n_pairs, n_ports = sch.n_pairs, params.ports
-    n_edges = e_hi - e_lo
-    n = n_edges * 2 * n_pairs
-    edge = np.repeat(np.arange(e_lo, e_hi, dtype=np.int32), 2 * n_pairs)
-    pair = np.tile(np.repeat(np.arange(n_pairs, dtype=np.int64), 2), n_edges)
-    idx = np.tile(np.array([0, 1], np.int8), n_edges * n_pairs)
-    port = (pair % n_ports).astype(np.int32)
-    flow = edge * np.int32(n_ports) + port
-    a, b = sch.ea[edge].astype(np.intp), sch.eb[edge].astype(np.intp)
-
-    # when each probe's send stamp is taken (true time), and the wire events that follow;
-    # the agent staggers its targets: target i of n is due i/n of a period after pair 0
-    period_ns = 1e9 / params.rate
-    s1 = sch.start_s * 1e9 + (pair + sch.phase[edge]) * period_ns + idx * float(params.gap_ns)
-    kind = params.timestamps
-    dep = s1 - stamp_error(n, True, kind, params, rng)
-    d_fwd, lost_fwd = sch.fwd.travel(flow, dep, rng)
-    s2 = dep + d_fwd + stamp_error(n, False, kind, params, rng)
-    s3 = s2 + params.turnaround_ns + rng.exponential(params.turnaround_spread_ns, n)
-    dep_back = s3 - stamp_error(n, True, kind, params, rng)
-    d_rev, lost_rev = sch.rev.travel(flow, dep_back, rng)
-    s4 = dep_back + d_rev + stamp_error(n, False, kind, params, rng)
-    lost_rev |= lost_fwd
-    # the agent learns t2 from the reply: a lost reply loses t2 as well (cwctl.records
-    # allows keeping t2; reply_loss_keeps_t2 simulates an agent that reports it)
-    lost_t2 = lost_fwd if params.reply_loss_keeps_t2 else lost_rev
-
-    # the wander, once per coded pair and host: it moves < 0.01 ns within an exchange
-    wander_a = np.repeat(clocks.wander_ns(a[::2], s1[::2]), 2)
-    wander_b = np.repeat(clocks.wander_ns(b[::2], s1[::2]), 2)
-    epoch = params.epoch_ns
-
-    def stamp(host: npt.NDArray[np.intp], t: F64, wander: F64) -> I64:
-        return np.rint(clocks.read(host, t, wander)).astype(np.int64) + epoch
-
-    return {
-        "src": a.astype(np.int32),
-        "dst": b.astype(np.int32),
-        "sport": (params.base_port + port).astype(np.int32),
-        "pair": pair,
-        "idx": idx,
-        "flow": flow,
-        "t1": stamp(a, s1, wander_a),
-        "t2": np.where(lost_t2, 0, stamp(b, s2, wander_b)),
-        "t3": np.where(lost_rev, 0, stamp(b, s3, wander_b)),
-        "t4": np.where(lost_rev, 0, stamp(a, s4, wander_a)),
-        "owd_fwd": np.where(lost_fwd, np.nan, d_fwd).reshape(n_edges, 2 * n_pairs),
-        "owd_rev": np.where(lost_rev, np.nan, d_rev).reshape(n_edges, 2 * n_pairs),
-        "rev_sent": (~lost_fwd).reshape(n_edges, 2 * n_pairs).sum(axis=1),
-    }
-
-
 def simulate_window(
     model: SimWorld, start_s: float, duration_s: float, rng: np.random.Generator
 ) -> ProbeWindow:
@@ -355,7 +218,7 @@ def simulate_window(
         return discover(model, a, b, fj, sch.paths, start_s, duration_s, disc_rng)
 
     def exchanges() -> Any:  # the columns
-        return _all_exchanges(model, sch, rng)
+        return all_exchanges(model, sch, rng)
 
     cols, found = map_blocks(lambda work: work(), (exchanges, traces))
     n = len(cols["src"])
@@ -384,7 +247,7 @@ def simulate_window(
     return window
 
 
-def _schedule(model: SimWorld, start_s: float, duration_s: float) -> _Schedule:
+def _schedule(model: SimWorld, start_s: float, duration_s: float) -> Schedule:
     """The window's edges, coded pairs and flows, each flow's path worked out once."""
     fabric, params = model.fabric, model.params
     index = {h: i for i, h in enumerate(fabric.hosts)}
@@ -395,7 +258,7 @@ def _schedule(model: SimWorld, start_s: float, duration_s: float) -> _Schedule:
     fe = np.repeat(np.arange(n_edges), n_ports)
     fj = np.tile(np.arange(n_ports), n_edges)
     paths = flow_paths(ea[fe], eb[fe], fj, model=model)
-    return _Schedule(
+    return Schedule(
         ea=ea,
         eb=eb,
         phase=np.array([i / len(ps) for ps in model.peers.values() for i in range(len(ps))]),
@@ -404,39 +267,9 @@ def _schedule(model: SimWorld, start_s: float, duration_s: float) -> _Schedule:
         flow_edge=fe,
         flow_port=fj,
         paths=paths,
-        fwd=_Leg(model, paths.fwd_elements, paths.fwd_queues, paths.fwd_base_ns, paths.fwd_dark),
-        rev=_Leg(model, paths.rev_elements, paths.rev_queues, paths.rev_base_ns, paths.rev_dark),
+        fwd=Leg(model, paths.fwd_elements, paths.fwd_queues, paths.fwd_base_ns, paths.fwd_dark),
+        rev=Leg(model, paths.rev_elements, paths.rev_queues, paths.rev_base_ns, paths.rev_dark),
     )
-
-
-def _all_exchanges(model: SimWorld, sch: _Schedule, rng: np.random.Generator) -> dict[str, Any]:
-    """Every exchange of the window as columns, simulated ``CHUNK_ROWS`` rows at a time."""
-    n_edges, width = len(sch.ea), 2 * sch.n_pairs
-    per_chunk = max(1, CHUNK_ROWS // width)
-    # every column allocated once, each chunk written into its slice and dropped: the
-    # window's peak is the table plus one chunk, not the chunks plus their concatenation
-    cols: dict[str, np.ndarray] = {
-        name: np.empty(n_edges * width, dtype)
-        for name, dtype in (
-            ("src", np.int32), ("dst", np.int32), ("sport", np.int32), ("pair", np.int64),
-            ("idx", np.int8), ("flow", np.int32), ("t1", np.int64), ("t2", np.int64),
-            ("t3", np.int64), ("t4", np.int64),
-        )
-    }  # fmt: skip
-    per_edge = {
-        "owd_fwd": np.empty((n_edges, width)),
-        "owd_rev": np.empty((n_edges, width)),
-        "rev_sent": np.empty(n_edges, np.int64),
-    }
-    for lo in range(0, n_edges, per_chunk):
-        hi = min(n_edges, lo + per_chunk)
-        chunk = _exchanges(model, sch, lo, hi, rng)
-        for name, col in cols.items():
-            col[lo * width : hi * width] = chunk.pop(name)
-        for name, col in per_edge.items():
-            col[lo:hi] = chunk.pop(name)
-        del chunk
-    return cols | per_edge
 
 
 def _name_nics(table: ProbeTable, nics: list[tuple[str, ...]], src_nic: I32, flow: I32) -> None:

@@ -276,10 +276,10 @@ def test_records_follow_the_agents_schedule():
 
 
 def test_small_chunks_give_the_same_schedule_and_the_same_fault_pattern(monkeypatch):
-    import cwctl.sim.window as window
+    import cwctl.sim.exchanges as exchanges
 
     whole = _model(faults=["switch:spine3:down"], seed=12).probe(0.5)
-    monkeypatch.setattr(window, "CHUNK_ROWS", 1000)  # ~10 edges per chunk
+    monkeypatch.setattr(exchanges, "CHUNK_ROWS", 1000)  # ~10 edges per chunk
     chunked = _model(faults=["switch:spine3:down"], seed=12).probe(0.5)
     for column in ("src", "dst", "sport", "pair", "idx"):
         assert np.array_equal(getattr(whole.table, column), getattr(chunked.table, column))

@@ -93,6 +93,9 @@ def queued_paths(
         return []
     floor = float(np.median(floors))
     line = max(thresholds.absolute_queue_ns, thresholds.absolute_queue_of_floor * floor)
+    medians = np.array([p.owd_p50_ns for p in paths if p.owd_p50_ns is not None], np.float64)
+    if not np.any(medians - floor >= line):  # the healthy fabric's answer, in one pass
+        return []
     p50 = {(p.src, p.dst): p.owd_p50_ns for p in paths if p.owd_p50_ns is not None}
     out = []
     for (a, b), there in p50.items():

@@ -140,7 +140,7 @@ class CrossingIndex:
         n_keys = len(self.keys)
         cell = owner[keep] * n_keys + self.key[entries[keep]]
         del owner, keep
-        counts = np.bincount(cell, minlength=len(elements) * n_keys).reshape(-1, n_keys)
+        counts = np.bincount(cell, minlength=len(elements) * n_keys).reshape(len(elements), n_keys)
         return counts @ self._values(background, factors)
 
     def _values(self, background: float, factors: F64) -> F64:

@@ -9,6 +9,7 @@ flows that matter (``background_ll``, ``drop_gain``).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
@@ -31,6 +32,7 @@ from cwctl.telemetry.likelihood import (
 )
 from cwctl.telemetry.states import FlowStates, counted, flow_states
 
+_STATES_KEPT = 4  # flow states kept for the refit's repeated questions
 _CHUNK = 400_000  # (entries x rates) cells per block of the mixture gains
 _SUM_CELLS = 1_000_000  # (entries x rates) cells per block of a certain or simple gain
 
@@ -70,6 +72,7 @@ class Model:
         classes, self.count_class = unique_rows([self.nf, self.kf])
         self.class_n, self.class_k = classes[:, 0], classes[:, 1]
         self._plain: CrossingIndex | None = None
+        self._states_seen: dict[bytes, FlowStates | None] = {}  # the last few, by digest
         # crossings counted in whole numbers: flows can be grouped by state (``states.py``)
         self.integral = all(
             bool(np.all((d >= 0) & (d == np.rint(d)))) for d in (self.cc.data, self.mc.data)
@@ -256,13 +259,23 @@ class Model:
 
     def _states(self, fit: Explanation, flows: B) -> FlowStates | None:
         """The flows' states (``states.py``), or ``None`` to score them row by row: too
-        many states, or crossing counts that are not small integers."""
+        many states, or crossing counts that are not small integers. The refit asks
+        again of the same flows and successes: the last few answers are kept, by a
+        digest of both (a tenth of the cost of finding them)."""
         if not self.integral:
             return None
-        return flow_states(
-            self.rows.log_prior, fit.log_success, self.count_class,
-            self.first_row, self.rows_per_flow, flows,
-        )  # fmt: skip
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(np.packbits(flows).data)
+        digest.update(np.ascontiguousarray(fit.log_success).data)
+        key = digest.digest()
+        if key not in self._states_seen:
+            if len(self._states_seen) >= _STATES_KEPT:
+                del self._states_seen[next(iter(self._states_seen))]
+            self._states_seen[key] = flow_states(
+                self.rows.log_prior, fit.log_success, self.count_class,
+                self.first_row, self.rows_per_flow, flows,
+            )  # fmt: skip
+        return self._states_seen[key]
 
     def _row_weights(self, flows: B, s: F64) -> tuple[F64, F64, F64]:
         """Per row of the flows marked (zero elsewhere): its log-likelihood at success

@@ -66,30 +66,40 @@ class CrossingIndex:
             del el, row, c, simple, mixed
         s_el, s_flow, s_c = _joined(singles, 3)
         g_el, g_flow, g_c, g_w = _joined(mixtures, 4)
+        del singles, mixtures
         parts: list[tuple[Any, Any, Any, Any]] = [  # certain, single-row, mixtures
             (np.repeat(elements, np.diff(cc.indptr)), cc.indices, cc.data, None),
             (s_el, s_flow, s_c, None),
             (g_el, g_flow, g_c, g_w),
         ]
-        del singles, mixtures
-        # each part is in element order: its entries go straight to their place in the
-        # index (an element's certain crossings, then single rows, then mixtures), not
-        # through a sort of every crossing
         self.keys, key = _key_codes(model.count_class, parts)
-        counts = [np.bincount(p[0], minlength=n_el) for p in parts]
+        placed = [(el, flow) for el, flow, _, _ in parts]
+        del parts, s_el, s_flow, s_c, g_el, g_flow, g_c, g_w  # the weights: keys now
+        self._place(placed, key, n_el)
+
+    def _place(self, parts: list[tuple[Any, Any]], key: npt.NDArray[np.int32], n_el: int) -> None:
+        """Every part's (element, flow) and key at its place in the index: an element's
+        certain crossings, then single rows, then mixtures. Each part is in element
+        order as built, so its entries go straight there, ``_PLACE`` at a time, not
+        through a sort of every crossing."""
+        counts = [np.bincount(el, minlength=n_el) for el, _ in parts]
         self.ptr = np.concatenate([[0], np.cumsum(sum(counts))])
         self.flow = np.empty(int(self.ptr[-1]), np.int32)
         self.key = np.empty(int(self.ptr[-1]), np.int32)
         before, at = np.zeros(n_el, np.int64), 0
-        for (el, flow, _, _), count in zip(parts, counts, strict=True):
+        for (el, flow), count in zip(parts, counts, strict=True):
             mine = key[at : at + len(el)]
             if len(el) > 1 and not bool(np.all(el[1:] >= el[:-1])):  # as built, never
                 order = np.argsort(el, kind="stable")
                 el, flow, mine = el[order], flow[order], mine[order]
-            first = np.cumsum(count) - count  # each element's first entry in the part
-            dest = (self.ptr[:-1] + before - first)[el] + np.arange(len(el))
-            self.flow[dest] = flow
-            self.key[dest] = mine
+            # entry i of the part, on element e: ptr[e] + before[e] + (i - e's first i)
+            offset = self.ptr[:-1] + before - (np.cumsum(count) - count)
+            for lo in range(0, len(el), _PLACE):
+                hi = min(len(el), lo + _PLACE)
+                dest = offset[el[lo:hi]]
+                dest += np.arange(lo, hi)
+                self.flow[dest] = flow[lo:hi]
+                self.key[dest] = mine[lo:hi]
             before += count
             at += len(el)
 
@@ -160,6 +170,7 @@ class CrossingIndex:
 
 
 _INDEX_SLICE = 2_000_000  # alternatives' crossings the index takes at a time
+_PLACE = 1_000_000  # crossings placed in the index at a time
 
 
 def _joined(parts: list[tuple[Any, ...]], width: int) -> list[Any]:
@@ -195,7 +206,8 @@ def _key_codes(
     rows) and each entry's key, without a sort of the entries: the classes and
     crossings are small integers and a scan's mixture weights few, so each entry gets an
     integer code and the codes present are read off a table (or, for a table larger than
-    the entries, found by ``np.unique``). Non-integral crossings fall back to rows."""
+    the entries, found by ``np.unique``), ``_PLACE`` entries at a time. Non-integral
+    crossings fall back to rows."""
     n = sum(len(p[2]) for p in parts)
     if not n:
         return np.zeros((0, 4)), np.zeros(0, np.int32)
@@ -207,26 +219,36 @@ def _key_codes(
     n_c = 1 + max((int(np.max(p[2])) for p in parts if len(p[2])), default=0)
     n_w = len(weights)
     one = int(np.searchsorted(weights, 1.0))
-    code = np.empty(n, np.int64)
-    at = 0
-    for _, flow, c, w in parts:  # each part's codes straight into their slice
-        piece = code[at : at + len(c)]
-        np.multiply(count_class[flow], n_c, out=piece)
-        piece += np.asarray(c, np.int64)
-        piece *= n_w
-        piece += one if w is None else np.searchsorted(weights, w)
-        piece *= 2
-        piece += 0 if w is None else 1
-        at += len(c)
+
+    def codes_of(part: tuple[Any, Any, Any, Any], lo: int, hi: int) -> npt.NDArray[np.int64]:
+        _, flow, c, w = part
+        code = count_class[flow[lo:hi]] * n_c
+        code += np.asarray(c[lo:hi]).astype(np.int64)
+        code *= n_w
+        code += one if w is None else np.searchsorted(weights, w[lo:hi])
+        code *= 2
+        code += 0 if w is None else 1
+        return np.asarray(code, np.int64)
+
+    slices = [
+        (p, lo, min(len(p[2]), lo + _PLACE)) for p in parts for lo in range(0, len(p[2]), _PLACE)
+    ]
     size = (int(count_class.max()) + 1) * n_c * n_w * 2
-    if size <= 2 * len(code):  # a table no bigger than the entries
-        present = np.bincount(code, minlength=size) > 0
+    if size <= 2 * n:  # a table no bigger than the entries: two passes, a slice at a time
+        present = np.zeros(size, bool)
+        for part, lo, hi in slices:
+            present[codes_of(part, lo, hi)] = True
         codes = np.flatnonzero(present)
-        inverse = (np.cumsum(present, dtype=np.int32) - 1)[code]  # int32: no copy below
+        table = np.cumsum(present, dtype=np.int32) - 1
+        inverse = np.empty(n, np.int32)
+        at = 0
+        for part, lo, hi in slices:
+            inverse[at : at + hi - lo] = table[codes_of(part, lo, hi)]
+            at += hi - lo
     else:
-        codes, wide = np.unique(code, return_inverse=True)
+        every = np.concatenate([codes_of(part, lo, hi) for part, lo, hi in slices])
+        codes, wide = np.unique(every, return_inverse=True)
         inverse = wide.ravel().astype(np.int32)
-    del code
     mixture, rest = codes % 2, codes // 2
     keys = np.stack(
         [rest // n_w // n_c, rest // n_w % n_c, weights[rest % n_w], mixture], axis=1

@@ -98,6 +98,7 @@ def explain(
     touches = ((rows.certain_crossing() + rows.by_flow()) > 0).astype(np.float64)
     out_n = total - touches.T @ n
     out_k = k.sum() - touches.T @ k
+    del touches  # a crossing's worth of memory, not held through the search
     greedy = _Greedy(
         model=Model(rows, trials, failures),
         least=np.broadcast_to(np.asarray(min_rate, np.float64), (n_el,)),

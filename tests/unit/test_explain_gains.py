@@ -8,6 +8,8 @@ of the total log-likelihood, computed here by brute force from the definition.
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -18,6 +20,8 @@ from cwctl.telemetry import gains, states
 from cwctl.telemetry.gains import Model, _summed
 from cwctl.telemetry.likelihood import Explanation, Rows, gather, log_likelihood
 
+# the module, not the package's function of the same name
+index_module = importlib.import_module("cwctl.telemetry.crossings")
 RATES = np.array([0.001, 0.01, 0.1, 0.5, 0.9])
 
 
@@ -96,14 +100,15 @@ def test_gains_are_likelihood_differences(
     seed: int, chosen: int, background: float, alike: bool, worth: float, block: int
 ) -> None:
     """Row by row (``WORTH`` 0: states never repay) or once per flow state (``WORTH``
-    1: always), the elements in one block or a few crossings' worth at a time, the gains
-    are the brute-force differences."""
+    1: always), the elements in one block or a few crossings' worth at a time (and the
+    index built so), the gains are the brute-force differences."""
     rows, n, k, model, fit, crossings, picked = _fitted(seed, chosen, background, alike)
     fit.background = background
     others = np.array([e for e in range(rows.certain.shape[1]) if e not in picked], np.int64)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(states, "WORTH", worth)
         mp.setattr(gains, "_BLOCK_ENTRIES", block)
+        mp.setattr(index_module, "_PLACE", block)  # the index placed a few crossings at a time
         got = model.gains(fit, others, RATES)
     base = _total(rows, n, k, fit.log_success, background)
     for i, e in enumerate(others.tolist()):

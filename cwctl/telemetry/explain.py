@@ -20,7 +20,8 @@ until no element gains ``min_gain_nats``. Elements whose best gain comes within
 refined, drops any element whose removal costs less than ``min_gain_nats`` or whose rate
 falls under its floor. The likelihood and its rows are ``likelihood.py``; the gain of
 every candidate rate of every element (``gains.Model``) is vectorised, untouched flows
-scored once per distinct key from the ``crossings.CrossingIndex``.
+scored once per distinct key from the ``crossings.CrossingIndex``, touched ones once per
+flow state (``states.py``) where states are few.
 
 An element chosen as one of ``second_look_ties`` alike or more (its ties) gets a second
 look: the explanation without any of them, kept when it is likelier by more than

@@ -3,8 +3,10 @@
 ``Model`` holds one signal's rows with their trials and failures; ``Model.gains`` is the
 log-likelihood each candidate element would add at each candidate rate, the fit as it
 stands. Flows no chosen element touches are scored from the ``CrossingIndex`` (once per
-distinct key), the rest row by row; the background refit and the prune read only the
-flows that matter (``background_ll``, ``drop_gain``).
+distinct key), the rest once per flow state and crossing (``states.py``) or, where states
+are nearly as many as flows, row by row; the background refit and the prune read only
+the flows that matter (``background_ll``, ``drop_gain``). A call takes its elements
+``_BLOCK_ENTRIES`` crossings at a time: no temporary is the length of every crossing.
 """
 
 from __future__ import annotations

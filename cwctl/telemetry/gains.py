@@ -32,7 +32,7 @@ from cwctl.telemetry.likelihood import (
     mixture_ll,
     unique_rows,
 )
-from cwctl.telemetry.states import FlowStates, counted, flow_states
+from cwctl.telemetry.states import FlowStates, counted, flow_states, too_few
 
 _STATES_KEPT = 4  # flow states kept for the refit's repeated questions
 _CHUNK = 400_000  # (entries x rates) cells per block of the mixture gains
@@ -114,7 +114,7 @@ class Model:
             self.class_n[:, None], self.class_k[:, None], 1.0 - candidates[None, :]
         )
         # one flow per state, weighed by the state's size (``states.py``)
-        states = self._states(fit, touched) if touched.any() else None
+        states = self._states(fit, touched)
         weight = np.zeros(self.rows.n_flows)
         if states is not None:
             touched = np.zeros(self.rows.n_flows, bool)
@@ -179,9 +179,12 @@ class Model:
         crossing = np.zeros(self.rows.n_flows, bool)
         for block in blocks:
             crossing |= plain.flows(plain.entries(elements[block]), self.rows.n_flows)
-        slow = (self.touched(fit) | plain.uneven) & crossing
+        touched = self.touched(fit) & crossing
+        slow = touched | (plain.uneven & crossing)
         del crossing
-        states = self._states(fit, slow) if slow.any() else None
+        # states pay for many touched flows; an uneven mixture's row by row regardless
+        states = self._states(fit, touched)
+        del touched
         # row by row: each slow row's weight once for every block
         every = None if states is not None or not slow.any() else self._scoring(fit, slow, factors)
         for block in blocks:
@@ -224,35 +227,41 @@ class Model:
             every.single(out, one_j, one_r, one_c)
             self._mixture_gains(out, mix_r, mix_j, mix_c, every)
             return
-        # once per (state, crossings): each key scored on its state's flow, then counted
+        # once per (state, crossings): each key scored on its state's flow, then counted;
+        # what no state holds (an uneven mixture's rows, untouched flows) row by row
         n_c = int(max((c.max() for c in (cert_c, one_c, mix_c) if len(c)), default=0)) + 1
-        mix_f = self.rows.flow[mix_r]
-        alone = _alone(mix_j, mix_f)  # the flow's one row crossing the element
-        rest_r, rest_j, rest_c = mix_r[~alone], mix_j[~alone], mix_c[~alone]
-        mix_at = (mix_r - self.first_row[mix_f])[alone]  # the row's place in its flow
+        one_f, mix_f = self.rows.flow[one_r], self.rows.flow[mix_r]
+        cert_in, one_in = states.of_flow[cert_f] >= 0, states.of_flow[one_f] >= 0
+        mix_in = _alone(mix_j, mix_f) & (states.of_flow[mix_f] >= 0)
         n_at = int(self.rows_per_flow.max())
-        cert_key, cert_s, cert_x = states.keys(cert_f, cert_c.astype(np.int64), n_c)
-        one_key, one_s, one_x = states.keys(self.rows.flow[one_r], one_c.astype(np.int64), n_c)
+        cert_key, cert_s, cert_x = states.keys(
+            cert_f[cert_in], cert_c[cert_in].astype(np.int64), n_c
+        )
+        one_key, one_s, one_x = states.keys(one_f[one_in], one_c[one_in].astype(np.int64), n_c)
+        mix_at = (mix_r - self.first_row[mix_f])[mix_in]  # the row's place in its flow
         mix_key, mix_s, mix_x = states.keys(
-            mix_f[alone], mix_at * n_c + mix_c[alone].astype(np.int64), n_at * n_c
+            mix_f[mix_in], mix_at * n_c + mix_c[mix_in].astype(np.int64), n_at * n_c
         )
         scored = np.zeros(self.rows.n_flows, bool)
         scored[states.flow[np.concatenate([cert_s, one_s, mix_s])]] = True
-        scored[self.rows.flow[rest_r]] = True
+        for flows in (cert_f[~cert_in], one_f[~one_in], mix_f[~mix_in]):
+            scored[flows] = True
         ctx = self._scoring(fit, scored, factors)
         f = states.flow[cert_s]
         values = np.zeros((len(f), len(factors)))
         ctx.certain(values, np.arange(len(f)), f, cert_x.astype(np.float64))
-        out += counted(cert_j, cert_key, len(out), values)
+        out += counted(cert_j[cert_in], cert_key, len(out), values)
         r = self.first_row[states.flow[one_s]]
         values = np.zeros((len(r), len(factors)))
         ctx.single(values, np.arange(len(r)), r, one_x.astype(np.float64))
-        out += counted(one_j, one_key, len(out), values)
+        out += counted(one_j[one_in], one_key, len(out), values)
         r = self.first_row[states.flow[mix_s]] + mix_x // n_c
         values = np.zeros((len(r), len(factors)))
         self._mixture_gains(values, r, np.arange(len(r)), (mix_x % n_c).astype(np.float64), ctx)
-        out += counted(mix_j[alone], mix_key, len(out), values)
-        self._mixture_gains(out, rest_r, rest_j, rest_c, ctx)
+        out += counted(mix_j[mix_in], mix_key, len(out), values)
+        ctx.certain(out, cert_j[~cert_in], cert_f[~cert_in], cert_c[~cert_in])
+        ctx.single(out, one_j[~one_in], one_r[~one_in], one_c[~one_in])
+        self._mixture_gains(out, mix_r[~mix_in], mix_j[~mix_in], mix_c[~mix_in], ctx)
 
     def _scoring(self, fit: Explanation, flows: B, factors: F64) -> _Scoring:
         """What scoring the rows of the flows marked reads (``_Scoring``)."""
@@ -264,7 +273,7 @@ class Model:
         many states, or crossing counts that are not small integers. The refit asks
         again of the same flows and successes: the last few answers are kept, by a
         digest of both (a tenth of the cost of finding them)."""
-        if not self.integral:
+        if not self.integral or too_few(flows):
             return None
         digest = hashlib.blake2b(digest_size=16)
         digest.update(np.packbits(flows).data)

@@ -8,7 +8,8 @@ with a congested spine chosen, its 269 007 touched flows fall in 29 states, and 
 greedy step's gains over 4.5 M crossings are a few hundred evaluations. Where states are
 nearly as many as flows (records whose flows carry any number of trials), finding them
 would not repay itself and ``flow_states`` says so (``None``): the row-by-row scoring
-stands.
+stands; so it does for a few flows (``MIN_FLOWS``), and for an uneven mixture (its rows
+cross the element unequally often), which no (state, crossing) key describes.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from cwctl.runtime.arrays import F64, I64, B
 from cwctl.telemetry.likelihood import unique_rows
 
 WORTH = 0.5  # states per flow above which the row-by-row scoring stands
+MIN_FLOWS = 4_096  # fewer touched flows are scored row by row: cheaper than their states
 _DENSE_CELLS = 4_000_000  # (targets x keys) counted in one bincount up to this many
 _PACKED = 1 << 62  # a state's row codes packed into one integer below this
 
@@ -49,6 +51,11 @@ class FlowStates:
             codes, key = np.unique(code, return_inverse=True)
             key = key.ravel()
         return key, codes // n_extra, codes % n_extra
+
+
+def too_few(flows: B) -> bool:
+    """Whether the flows marked are too few for their states to repay (``MIN_FLOWS``)."""
+    return int(np.count_nonzero(flows)) < MIN_FLOWS
 
 
 def flow_states(

@@ -107,6 +107,7 @@ def test_gains_are_likelihood_differences(
     others = np.array([e for e in range(rows.certain.shape[1]) if e not in picked], np.int64)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(states, "WORTH", worth)
+        mp.setattr(states, "MIN_FLOWS", 0)  # a handful of flows: states all the same
         mp.setattr(gains, "_BLOCK_ENTRIES", block)
         mp.setattr(index_module, "_PLACE", block)  # the index placed a few crossings at a time
         got = model.gains(fit, others, RATES)
@@ -129,26 +130,28 @@ def test_background_ll_once_per_state_is_the_total(
     candidates = np.array([1e-5, 1e-3, background, 0.3])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(states, "WORTH", 1.0)
+        mp.setattr(states, "MIN_FLOWS", 0)
         got = model.background_ll(fit, candidates)
     expected = [_total(rows, n, k, fit.log_success, b) for b in candidates]
     assert np.allclose(got, expected, rtol=1e-9, atol=1e-6)
 
 
-def test_alike_flows_fall_in_few_states() -> None:
+def test_alike_flows_fall_in_few_states(monkeypatch: pytest.MonkeyPatch) -> None:
     """The states are what makes the scoring cheap: flows of one count and equal priors
-    with one element chosen share a few states, and ``WORTH`` turns them down where they
-    would not repay."""
+    with one element chosen share a few states; ``WORTH`` turns them down where they
+    would not repay, and ``MIN_FLOWS`` for a handful of flows."""
     rows, _, _, model, fit, _, _ = _fitted(7, 1, 0.01, alike=True)
     every = np.ones(rows.n_flows, bool)
+    assert model._states(fit, every) is None  # fewer than MIN_FLOWS
+    monkeypatch.setattr(states, "MIN_FLOWS", 0)
     found = model._states(fit, every)
     assert found is not None
     assert len(found.flow) < rows.n_flows / 4
     assert found.size.sum() == rows.n_flows
     assert np.array_equal(found.of_flow[found.flow], np.arange(len(found.flow)))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(states, "WORTH", len(found.flow) / rows.n_flows / 2)
-        assert model._states(fit, every) is found  # the answer kept, by digest
-        assert Model(rows, model.nf, model.kf)._states(fit, every) is None
+    monkeypatch.setattr(states, "WORTH", len(found.flow) / rows.n_flows / 2)
+    assert model._states(fit, every) is found  # the answer kept, by digest
+    assert Model(rows, model.nf, model.kf)._states(fit, every) is None
 
 
 @settings(max_examples=40, deadline=None)

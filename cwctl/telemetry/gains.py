@@ -167,9 +167,9 @@ class Model:
         a flow no chosen element touches has the background's success on every row, so
         its gain depends only on its counts, how often it crosses the element and (for a
         mixture) the prior weight of the rows that do: such flows are scored once per
-        distinct (counts, crossings, weight) (``_PlainGains``). The rest are scored once
-        per flow state and crossing (``states.py``), or row by row where states are
-        nearly as many as flows."""
+        distinct (counts, crossings, weight) (``CrossingIndex.gains``). The rest are
+        scored once per flow state and crossing (``states.py``), or row by row where
+        touched flows are few, states nearly as many as flows, or a mixture uneven."""
         out = np.zeros((len(elements), len(rates)))
         if not len(elements):
             return out

@@ -270,7 +270,7 @@ class Model:
 
     def _states(self, fit: Explanation, flows: B) -> FlowStates | None:
         """The flows' states (``states.py``), or ``None`` to score them row by row: too
-        many states, or crossing counts that are not small integers. The refit asks
+        few flows, too many states, or crossing counts not small integers. The refit asks
         again of the same flows and successes: the last few answers are kept, by a
         digest of both (a tenth of the cost of finding them)."""
         if not self.integral or too_few(flows):

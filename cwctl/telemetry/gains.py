@@ -229,19 +229,13 @@ class Model:
             return
         # once per (state, crossings): each key scored on its state's flow, then counted;
         # what no state holds (an uneven mixture's rows, untouched flows) row by row
-        n_c = int(max((c.max() for c in (cert_c, one_c, mix_c) if len(c)), default=0)) + 1
         one_f, mix_f = self.rows.flow[one_r], self.rows.flow[mix_r]
         cert_in, one_in = states.of_flow[cert_f] >= 0, states.of_flow[one_f] >= 0
         mix_in = _alone(mix_j, mix_f) & (states.of_flow[mix_f] >= 0)
-        n_at = int(self.rows_per_flow.max())
-        cert_key, cert_s, cert_x = states.keys(
-            cert_f[cert_in], cert_c[cert_in].astype(np.int64), n_c
-        )
-        one_key, one_s, one_x = states.keys(one_f[one_in], one_c[one_in].astype(np.int64), n_c)
+        cert_key, cert_s, (cert_x,) = states.keys(cert_f[cert_in], _whole(cert_c[cert_in]))
+        one_key, one_s, (one_x,) = states.keys(one_f[one_in], _whole(one_c[one_in]))
         mix_at = (mix_r - self.first_row[mix_f])[mix_in]  # the row's place in its flow
-        mix_key, mix_s, mix_x = states.keys(
-            mix_f[mix_in], mix_at * n_c + mix_c[mix_in].astype(np.int64), n_at * n_c
-        )
+        mix_key, mix_s, (mix_x, mix_cx) = states.keys(mix_f[mix_in], mix_at, _whole(mix_c[mix_in]))
         scored = np.zeros(self.rows.n_flows, bool)
         scored[states.flow[np.concatenate([cert_s, one_s, mix_s])]] = True
         for flows in (cert_f[~cert_in], one_f[~one_in], mix_f[~mix_in]):
@@ -255,9 +249,9 @@ class Model:
         values = np.zeros((len(r), len(factors)))
         ctx.single(values, np.arange(len(r)), r, one_x.astype(np.float64))
         out += counted(one_j[one_in], one_key, len(out), values)
-        r = self.first_row[states.flow[mix_s]] + mix_x // n_c
+        r = self.first_row[states.flow[mix_s]] + mix_x
         values = np.zeros((len(r), len(factors)))
-        self._mixture_gains(values, r, np.arange(len(r)), (mix_x % n_c).astype(np.float64), ctx)
+        self._mixture_gains(values, r, np.arange(len(r)), mix_cx.astype(np.float64), ctx)
         out += counted(mix_j[mix_in], mix_key, len(out), values)
         ctx.certain(out, cert_j[~cert_in], cert_f[~cert_in], cert_c[~cert_in])
         ctx.single(out, one_j[~one_in], one_r[~one_in], one_c[~one_in])
@@ -402,6 +396,11 @@ def _blocks(ptr: npt.NDArray[np.intp], elements: I64) -> list[slice]:
     cuts = np.searchsorted(sizes, np.arange(_BLOCK_ENTRIES, int(sizes[-1]), _BLOCK_ENTRIES))
     bounds = np.unique(np.concatenate([[0], cuts + 1, [len(elements)]])).tolist()
     return [slice(a, b) for a, b in pairwise(bounds) if b > a]
+
+
+def _whole(counts: F64) -> I64:
+    """Crossing counts (whole numbers: ``Model.integral``) as integers, for a key."""
+    return counts.astype(np.int64)
 
 
 def _alone(j: I64, flow: I64) -> B:

@@ -21,6 +21,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from cwctl.runtime.arrays import F64, I64, B
+from cwctl.telemetry.groups import group_ids
 from cwctl.telemetry.likelihood import unique_rows
 
 WORTH = 0.5  # states per flow above which the row-by-row scoring stands
@@ -38,19 +39,11 @@ class FlowStates:
     flow: I64
     size: I64
 
-    def keys(self, flow: I64, extra: I64, n_extra: int) -> tuple[I64, I64, I64]:
-        """Entries on ``flow`` with a small integer ``extra`` (below ``n_extra``) keyed
-        by (state, extra): each entry's key, and each key's state and extra."""
-        code = self.of_flow[flow] * n_extra + extra
-        size = len(self.flow) * n_extra
-        if size <= 2 * len(code):  # a table no bigger than the entries
-            present = np.bincount(code, minlength=size) > 0
-            key = (np.cumsum(present) - 1)[code]
-            codes = np.flatnonzero(present)
-        else:
-            codes, key = np.unique(code, return_inverse=True)
-            key = key.ravel()
-        return key, codes // n_extra, codes % n_extra
+    def keys(self, flow: I64, *columns: I64) -> tuple[I64, I64, list[I64]]:
+        """Entries on ``flow`` with small integer ``columns``, keyed by (state, columns)
+        (``groups.group_ids``): each entry's key, and each key's state and columns."""
+        key, tuples = group_ids(self.of_flow[flow], *columns)
+        return key, tuples[:, 0], [tuples[:, i] for i in range(1, tuples.shape[1])]
 
 
 def too_few(flows: B) -> bool:

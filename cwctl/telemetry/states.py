@@ -27,7 +27,6 @@ from cwctl.telemetry.likelihood import unique_rows
 WORTH = 0.5  # states per flow above which the row-by-row scoring stands
 MIN_FLOWS = 4_096  # fewer touched flows are scored row by row: cheaper than their states
 _DENSE_CELLS = 4_000_000  # (targets x keys) counted in one bincount up to this many
-_PACKED = 1 << 62  # a state's row codes packed into one integer below this
 
 
 @dataclass(frozen=True)
@@ -65,19 +64,17 @@ def flow_states(
     if not len(members):
         return None
     sizes = rows_per_flow[members]
+    offset = np.cumsum(sizes) - sizes  # each member's first place among ``rows``
     owner = np.repeat(np.arange(len(members)), sizes)
-    rows = first_row[members][owner] + np.arange(len(owner)) - (np.cumsum(sizes) - sizes)[owner]
-    distinct, row_code = unique_rows([log_prior[rows], log_success[rows]])
-    n_codes = len(distinct)
-    n_classes = int(count_class.max()) + 1
+    rows = first_row[members][owner] + np.arange(len(owner)) - offset[owner]
+    _, row_code = unique_rows([log_prior[rows], log_success[rows]])
     of_flow = np.full(len(flows), -1, np.int64)
     first, count = [], []
     at = 0
-    offset = np.cumsum(sizes) - sizes
     for m in np.unique(sizes).tolist():
         group = np.flatnonzero(sizes == m)
         codes = row_code[offset[group][:, None] + np.arange(m)]
-        key, one, per = _grouped(count_class[members[group]], codes, n_classes, n_codes)
+        key, one, per = _grouped(count_class[members[group]], codes)
         of_flow[members[group]] = at + key
         first.append(members[group][one])
         count.append(per)
@@ -87,25 +84,14 @@ def flow_states(
     return FlowStates(of_flow, np.concatenate(first), np.concatenate(count))
 
 
-def _grouped(
-    classes: I64, codes: npt.NDArray[np.intp], n_classes: int, n_codes: int
-) -> tuple[I64, I64, I64]:
-    """Flows of one size grouped by (class, row codes): each flow's group, one flow per
-    group, and each group's size. Packed into one integer where the codes fit."""
-    m = codes.shape[1]
-    if n_classes * float(n_codes) ** m < _PACKED:
-        packed = classes.astype(np.int64)
-        for col in codes.T:
-            packed = packed * n_codes + col
-        _, one, key, per = np.unique(
-            packed, return_index=True, return_inverse=True, return_counts=True
-        )
-        return key.ravel(), one, per
-    cols = [classes.astype(np.float64), *(c.astype(np.float64) for c in codes.T)]
-    distinct, key = unique_rows(cols)
-    one = np.empty(len(distinct), np.intp)
-    one[key] = np.arange(len(key))
-    return key, one, np.bincount(key, minlength=len(distinct))
+def _grouped(classes: I64, codes: npt.NDArray[np.intp]) -> tuple[I64, I64, I64]:
+    """Flows of one size grouped by (class, row codes) (``groups.group_ids``): each
+    flow's group, one flow per group, and each group's size."""
+    key, _ = group_ids(classes, *codes.T)
+    per = np.bincount(key)
+    one = np.empty(len(per), np.intp)
+    one[key] = np.arange(len(key))  # any flow of a group will do: they are alike
+    return key, one, per
 
 
 def counted(target: I64, key: I64, n_targets: int, values: F64) -> F64:

@@ -65,7 +65,7 @@ def test_sliding_scans_analysed_leave_no_cycles() -> None:
         sim=SimOptions(hosts=32, hosts_per_leaf=8, seed=2, faults=("switch:spine2:down",))
     )
 
-    async def two_scans() -> list[int]:
+    async def two_scans() -> list[list[str]]:
         found = []
         async with ScanSession(request, sliding=True) as session:
             for _ in range(2):

@@ -40,9 +40,10 @@ def render_bytes(
     """The snapshot in ``json`` or ``prom`` as UTF-8, in pieces to write one after another
     (a large scan's JSON is never held whole, nor its paths' dicts)."""
     if fmt == "json":
-        from cwctl.report.jsonenc import encode_chunks
+        from cwctl.report.jsonenc import CHUNK, encode_chunks
+        from cwctl.scan.pathreports import json_items
 
-        paths = (p.to_json() for p in snapshot.paths)
+        paths = json_items(snapshot.paths, CHUNK)
         yield from encode_chunks(snapshot.to_json(paths=False), "paths", paths, pretty=pretty)
     elif fmt == "prom":
         from cwctl.report.prom import prom_bytes

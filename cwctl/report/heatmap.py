@@ -33,7 +33,8 @@ from cwctl.errors import InputError
 from cwctl.report.png import GLYPH_H, draw_text, encode_png, text_width
 from cwctl.runtime import atomic
 from cwctl.runtime.arrays import F64, U8
-from cwctl.scan.snapshot import QUEUEING, FabricSnapshot, PathReport
+from cwctl.scan.pathreports import QUEUEING, PathReport
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.units import fmt_ns
 
 IP = npt.NDArray[np.intp]

@@ -53,7 +53,7 @@ import math
 import platform
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -63,7 +63,8 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from cwctl import __version__
-from cwctl.scan.snapshot import FabricSnapshot, PathReport
+from cwctl.scan.pathreports import PathReport, PathReports, path_column
+from cwctl.scan.snapshot import FabricSnapshot
 
 _OWD = (
     ("min", "owd_min_ns", "the floor"),
@@ -96,11 +97,14 @@ class _PathColumns:
     """What the tallies read of every path, as arrays made once (a scan has 200 000
     paths at 10 000 hosts: no Python object per path and tally)."""
 
-    def __init__(self, paths: list[PathReport]) -> None:
+    def __init__(self, paths: Sequence[PathReport]) -> None:
         n = len(paths)
-        self.sent = np.fromiter((p.sent for p in paths), np.int64, n)
-        self.received = np.fromiter((p.received for p in paths), np.int64, n)
-        excess = np.array([p.excess_ns for p in paths], np.float64)  # None: NaN
+        if isinstance(paths, PathReports):
+            self.sent, self.received = paths.ints[:, 2], paths.ints[:, 3]
+        else:
+            self.sent = np.fromiter((p.sent for p in paths), np.int64, n)
+            self.received = np.fromiter((p.received for p in paths), np.int64, n)
+        excess = path_column(paths, "owd_p99_ns") - path_column(paths, "owd_min_ns")  # NaN: None
         excess[~np.isfinite(excess)] = np.nan
         self.excess = excess
 

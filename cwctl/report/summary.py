@@ -10,7 +10,8 @@ import datetime as dt
 import heapq
 import math
 
-from cwctl.scan.snapshot import FabricSnapshot, PathReport
+from cwctl.scan.pathreports import PathReport
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.units import fmt_ns, fmt_ratio
 
 

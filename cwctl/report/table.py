@@ -26,7 +26,8 @@ from cwctl.report.summary import (
     worst_paths,
 )
 from cwctl.report.verdict import HEALTHY, VERDICT_STYLES, verdict_line
-from cwctl.scan.snapshot import FabricSnapshot, HostReport, PathReport
+from cwctl.scan.pathreports import PathReport
+from cwctl.scan.snapshot import FabricSnapshot, HostReport
 from cwctl.units import fmt_ns, fmt_ppb, fmt_ratio
 
 HOST_ROWS = 12  # hosts shown when the fabric has more than HOST_ROWS_ALL

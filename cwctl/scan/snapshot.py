@@ -7,19 +7,14 @@ schema name.
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from cwctl.scan.pathreports import PathReport, json_items, json_number
+
 SCAN_SCHEMA = "cwctl.scan/1"
 SuspectKind = Literal["switch", "link", "nic", "host", "set"]  # set: candidates of kinds
-
-
-def _num(value: float | None) -> float | int | None:
-    """JSON-safe number: NaN and infinities become null; integral floats stay floats."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return None
-    return value
 
 
 @dataclass
@@ -43,9 +38,9 @@ class HostReport:
             "name": self.name,
             "status": self.status,
             "error": self.error,
-            "offset_ns": _num(self.offset_ns),
-            "drift_ppb": _num(self.drift_ppb),
-            "uncertainty_ns": _num(self.uncertainty_ns),
+            "offset_ns": json_number(self.offset_ns),
+            "drift_ppb": json_number(self.drift_ppb),
+            "uncertainty_ns": json_number(self.uncertainty_ns),
             "gpus": self.gpus,
         }
         if self.component_reference is not None:
@@ -59,114 +54,6 @@ class HostReport:
             out["agent"] = self.agent
         if self.jobs is not None:
             out["jobs"] = self.jobs
-        return out
-
-
-class PortColumns:
-    """The per-source-port statistics (the ECMP flows) of many paths, two arrays shared by
-    their ``PathReport``s: ``ints`` (n, 3) sport, sent, received; ``floats`` (n, 3) loss
-    (rounded to 6 places), owd_p50_ns, owd_p99_ns (NaN unknown). A path's ports are rows
-    ``lo:hi`` (``PathPorts``): no Python object per port until they are written out."""
-
-    __slots__ = ("floats", "ints")
-
-    def __init__(self, ints: Any, floats: Any) -> None:
-        self.ints = ints
-        self.floats = floats
-
-
-class PathPorts:
-    """One path's rows of a ``PortColumns``."""
-
-    __slots__ = ("columns", "hi", "lo")
-
-    def __init__(self, columns: PortColumns, lo: int, hi: int) -> None:
-        self.columns, self.lo, self.hi = columns, lo, hi
-
-    def __len__(self) -> int:
-        return self.hi - self.lo
-
-    def to_json(self) -> list[dict[str, Any]]:
-        """The ``paths[].ports[]`` objects."""
-        ints = self.columns.ints[self.lo : self.hi].tolist()
-        floats = self.columns.floats[self.lo : self.hi].tolist()
-        return [
-            {
-                "sport": sport,
-                "sent": sent,
-                "received": received,
-                "loss": loss,
-                "owd_p50_ns": None if p50 != p50 else p50,  # NaN != NaN
-                "owd_p99_ns": None if p99 != p99 else p99,
-            }
-            for (sport, sent, received), (loss, p50, p99) in zip(ints, floats, strict=True)
-        ]
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, PathPorts) and self.to_json() == other.to_json()
-
-    def __repr__(self) -> str:
-        return f"PathPorts({self.to_json()!r})"
-
-
-# The heatmaps' metric, one name for the PNG, the TUI and the docs: PathReport.queueing_ns
-QUEUEING = "queueing p50 (p50 - floor)"
-
-
-@dataclass(slots=True)
-class PathReport:
-    src: str
-    dst: str
-    sent: int
-    received: int
-    owd_min_ns: float | None
-    owd_p50_ns: float | None
-    owd_p99_ns: float | None
-    owd_max_ns: float | None = None
-    jitter_ns: float | None = None
-    ports: PathPorts | None = None  # the split by source port (the ECMP flows)
-    port_p50_spread_ns: float | None = None  # over the ports with a p50, where 2 or more
-    port_loss_spread: float | None = None  # over the ports, where 2 or more
-
-    @property
-    def loss(self) -> float:
-        return 1.0 - self.received / self.sent if self.sent else 0.0
-
-    @property
-    def queueing_ns(self) -> float | None:
-        """The heatmaps' metric (``QUEUEING``): median queueing, p50 minus the floor
-        (steadier than p99, which rare bursts dominate)."""
-        if self.owd_p50_ns is None or self.owd_min_ns is None:
-            return None
-        return self.owd_p50_ns - self.owd_min_ns
-
-    @property
-    def excess_ns(self) -> float | None:
-        """Queueing: p99 minus the floor."""
-        if self.owd_p99_ns is None or self.owd_min_ns is None:
-            return None
-        return self.owd_p99_ns - self.owd_min_ns
-
-    def to_json(self) -> dict[str, Any]:
-        out = {
-            "src": self.src,
-            "dst": self.dst,
-            "sent": self.sent,
-            "received": self.received,
-            "loss": round(self.loss, 6),
-            "owd_min_ns": _num(self.owd_min_ns),
-            "owd_p50_ns": _num(self.owd_p50_ns),
-            "owd_p99_ns": _num(self.owd_p99_ns),
-            "owd_max_ns": _num(self.owd_max_ns),
-            "jitter_ns": _num(self.jitter_ns),
-            "excess_ns": _num(self.excess_ns),
-        }
-        if self.ports is not None:
-            out["ports"] = self.ports.to_json()
-        if self.port_p50_spread_ns is not None:
-            out["port_p50_spread_ns"] = self.port_p50_spread_ns
-        if self.port_loss_spread is not None:
-            out["port_loss_spread"] = self.port_loss_spread
         return out
 
 
@@ -234,7 +121,8 @@ class FabricSnapshot:
     reference: str | None
     duration_s: float
     hosts: list[HostReport]
-    paths: list[PathReport] = field(default_factory=list)
+    # a scan's: ``PathReports`` (cwctl/scan/pathreports.py), the same reports as columns
+    paths: Sequence[PathReport] = field(default_factory=list)
     suspects: list[Suspect] = field(default_factory=list)
     # bad flows no suspect explains (telemetry/verdicts.py): {"paths", "flows", "signals",
     # "evidence"}; None when every loss and delay beyond the thresholds is explained
@@ -325,7 +213,7 @@ class FabricSnapshot:
             "records": self.records,
             "sync": self.sync,
             "hosts": [h.to_json() for h in self.hosts],
-            "paths": [p.to_json() for p in self.paths] if paths else [],
+            "paths": list(json_items(self.paths)) if paths else [],
             "suspects": [s.to_json() for s in self.suspects],
             "verdict": self.verdict,
             "reasons": self.verdict_reasons(),

@@ -28,6 +28,7 @@ verdicts      ``verdicts.py`` adds dead hosts and says what unlocalised means;
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +37,8 @@ import numpy as np
 from cwctl.gpu import assess
 from cwctl.records import ProbeTable
 from cwctl.scan.collection import Collection
-from cwctl.scan.snapshot import FabricSnapshot, HostReport, PathReport, Suspect
+from cwctl.scan.pathreports import PathReport
+from cwctl.scan.snapshot import FabricSnapshot, HostReport, Suspect
 from cwctl.sync import ClockSolution
 from cwctl.telemetry.blockwise import measure
 from cwctl.telemetry.busy import agent_reports
@@ -168,7 +170,7 @@ def build_snapshot(
 class _Localised:
     """What measuring and localising a scan's rows found (nothing, without rows)."""
 
-    paths: list[PathReport] = field(default_factory=list)
+    paths: Sequence[PathReport] = field(default_factory=list)
     suspects: list[Suspect] = field(default_factory=list)
     telemetry: dict[str, Any] = field(default_factory=dict)
     busy_counts: dict[str, int] = field(default_factory=dict)  # per starved host: rows

@@ -23,7 +23,8 @@ from cwctl.records import ProbeTable
 from cwctl.runtime.arrays import F64, I64, B, IntP
 from cwctl.runtime.blockpool import map_blocks
 from cwctl.scan.collection import Collection
-from cwctl.scan.snapshot import HostReport, PathReport, Suspect
+from cwctl.scan.pathreports import PathReports
+from cwctl.scan.snapshot import HostReport, Suspect
 from cwctl.sync import ClockSolution, one_way_delays
 from cwctl.sync.blocks import pair_blocks
 from cwctl.telemetry.busy import busy_mask, starved_spans
@@ -44,12 +45,12 @@ from cwctl.telemetry.verdicts import dead_hosts
 BLOCK_ROWS = 500_000  # two blocks are worked at once (``cwctl.runtime.blockpool``)
 
 # pass 1 of a block: its path reports, its routes' p90 excesses and floors, their spreads
-_BlockStatistics = tuple[list[PathReport], F64, F64, tuple[I64, I64, F64] | None]
+_BlockStatistics = tuple[PathReports, F64, F64, tuple[I64, I64, F64] | None]
 
 
 @dataclass
 class Measured:
-    paths: list[PathReport]
+    paths: PathReports
     counts: FlowCounts
     dead: list[Suspect]  # hosts that answered nothing
     busy_counts: dict[str, int] = field(default_factory=dict)  # per starved host: rows
@@ -139,7 +140,7 @@ def measure(
             return path_reports(pt), excess, floors, spread
 
         first = map_blocks(statistics, blocks)
-        paths = [p for block_paths, *_ in first for p in block_paths]
+        paths = PathReports.joined([block_paths for block_paths, *_ in first])
         typical = median_or_nan(np.concatenate([excess for _, excess, _, _ in first]))
         floor = median_or_nan(np.concatenate([floors for _, _, floors, _ in first]))
         noise = HostNoise.none(len(table.hosts))
@@ -159,17 +160,8 @@ def measure(
 
         parts = map_blocks(counted, blocks)
         counts = _joined(parts)
-        paths = _in_host_order(paths, table.hosts)
+        paths = paths.in_host_order()  # as one pass gives them
     return Measured(paths, counts, usable.dead, usable.busy_counts, usable.busy_exchanges)
-
-
-def _in_host_order(paths: list[PathReport], hosts: list[str]) -> list[PathReport]:
-    """The paths by (source, destination) in the table's host order, as one pass gives
-    them (a stable sort on two integer columns, not a key tuple per path)."""
-    order = {name: i for i, name in enumerate(hosts)}
-    src = np.fromiter((order[p.src] for p in paths), np.int64, len(paths))
-    dst = np.fromiter((order[p.dst] for p in paths), np.int64, len(paths))
-    return [paths[i] for i in np.lexsort((dst, src)).tolist()]
 
 
 def _joined(parts: list[FlowCounts]) -> FlowCounts:

@@ -23,8 +23,7 @@ import numpy.typing as npt
 
 from cwctl.records import ProbeTable
 from cwctl.runtime.arrays import F64, I64, B
-from cwctl.runtime.gcpause import paused_gc
-from cwctl.scan.snapshot import PathPorts, PathReport, PortColumns
+from cwctl.scan.pathreports import PathReports, PortColumns
 from cwctl.telemetry.groups import (
     Runs,
     group_ids,
@@ -217,12 +216,13 @@ def path_table(obs: Observations, *, routes_only: bool = False) -> PathTable:
     )
 
 
-def path_reports(pt: PathTable) -> list[PathReport]:
-    """One ``PathReport`` per directed path, with its per-source-port split (``ports``,
-    rows of one ``PortColumns`` the paths share) and the spreads over its ports."""
+def path_reports(pt: PathTable) -> PathReports:
+    """One ``PathReport`` per directed path (as ``PathReports``' columns), with its
+    per-source-port split (rows of one ``PortColumns`` the paths share) and the spreads
+    over its ports."""
     n_paths = len(pt.path_key)
     if not n_paths:
-        return []
+        return PathReports.empty(pt.hosts)
     by_path = np.argsort(pt.port_path, kind="stable")
     bounds = np.searchsorted(pt.port_path[by_path], np.arange(n_paths + 1))
     q_loss = np.round(pt.port.loss, 6)[by_path]
@@ -239,32 +239,14 @@ def path_reports(pt: PathTable) -> list[PathReport]:
         known = np.add.reduceat(~np.isnan(q_p50), starts) if len(by_path) else n_ports
         p50_wide = np.fmax.reduceat(q_p50, starts) - np.fmin.reduceat(q_p50, starts)
         loss_wide = np.maximum.reduceat(q_loss, starts) - np.minimum.reduceat(q_loss, starts)
-    p50_spread = [
-        None if few else x
-        for x, few in zip(p50_wide.tolist(), ((n_ports == 0) | (known <= 1)).tolist(), strict=True)
-    ]
-    loss_spread = [
-        None if one else round(x, 6) if x else x
-        for x, one in zip(loss_wide.tolist(), (n_ports <= 1).tolist(), strict=True)
-    ]
-    with paused_gc():  # 200 000 reports at 10 000 hosts, and no cycles among them
-        stats, hosts, b = pt.path, pt.hosts, bounds.tolist()
-        nan_none = _none_for_nan
-        return [
-            PathReport(
-                hosts[s], hosts[d], sent, received, owd_min, owd_p50, owd_p99, owd_max, jitter,
-                PathPorts(ports, lo, hi), p50, loss,
-            )
-            for (s, d), lo, hi, p50, loss, sent, received, owd_min, owd_p50, owd_p99, owd_max,
-            jitter in zip(
-                pt.path_key.tolist(), b[:-1], b[1:], p50_spread, loss_spread,
-                stats.sent.tolist(), stats.received.tolist(), nan_none(stats.owd_min_ns),
-                nan_none(stats.owd_p50_ns), nan_none(stats.owd_p99_ns), nan_none(stats.owd_max_ns),
-                nan_none(stats.jitter_ns),
-                strict=True,
-            )
-        ]  # fmt: skip
-
-
-def _none_for_nan(col: F64) -> list[float | None]:
-    return [None if x != x else x for x in col.tolist()]  # NaN != NaN
+    p50_spread = np.where((n_ports == 0) | (known <= 1), np.nan, p50_wide)
+    # rounded as Python rounds (numpy's round can differ in the last place)
+    loss_spread = np.array([round(x, 6) for x in loss_wide.tolist()], np.float64)
+    loss_spread[n_ports <= 1] = np.nan
+    stats = pt.path
+    floats = np.column_stack([
+        stats.owd_min_ns, stats.owd_p50_ns, stats.owd_p99_ns, stats.owd_max_ns,
+        stats.jitter_ns, p50_spread, loss_spread,
+    ])  # fmt: skip
+    path_ints = np.column_stack([pt.path_key[:, 0], pt.path_key[:, 1], stats.sent, stats.received])
+    return PathReports(pt.hosts, path_ints.astype(np.int64), floats, bounds.astype(np.int64), ports)

@@ -29,7 +29,7 @@ import numpy as np
 
 from cwctl.records import ProbeTable
 from cwctl.runtime.arrays import F64
-from cwctl.scan.snapshot import PathReport
+from cwctl.scan.pathreports import PathReport, path_column
 from cwctl.telemetry.evidence import SignalResult
 from cwctl.telemetry.thresholds import THRESHOLDS, Thresholds
 from cwctl.units import fmt_ns
@@ -88,13 +88,14 @@ def queued_paths(
     A path's median over the floor is judged with its way back's, so that a clock off by
     e (e more one way, e less the other: a window of a few probes can leave one so)
     raises nothing: the round trip's median over two floors must pass the line too."""
-    floors = np.array([p.owd_min_ns for p in paths if p.owd_min_ns is not None], np.float64)
+    floors = path_column(paths, "owd_min_ns")
+    floors = floors[~np.isnan(floors)]
     if not len(floors):
         return []
     floor = float(np.median(floors))
     line = max(thresholds.absolute_queue_ns, thresholds.absolute_queue_of_floor * floor)
-    medians = np.array([p.owd_p50_ns for p in paths if p.owd_p50_ns is not None], np.float64)
-    if not np.any(medians - floor >= line):  # the healthy fabric's answer, in one pass
+    medians = path_column(paths, "owd_p50_ns")
+    if not np.any(medians[~np.isnan(medians)] - floor >= line):  # healthy: one pass
         return []
     p50 = {(p.src, p.dst): p.owd_p50_ns for p in paths if p.owd_p50_ns is not None}
     out = []

@@ -15,8 +15,9 @@ from dataclasses import replace
 from typing import Any
 
 from cwctl.report import render
+from cwctl.scan.pathreports import PathReport
 from cwctl.scan.request import ProbeOverrides, ScanRequest
-from cwctl.scan.snapshot import FabricSnapshot, HostReport, PathReport
+from cwctl.scan.snapshot import FabricSnapshot, HostReport
 from cwctl.session import ScanSession, analyse
 
 STOP_AFTER_S = 0.6  # into the probing window

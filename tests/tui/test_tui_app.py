@@ -312,7 +312,8 @@ async def test_reroute_on_the_simulator_changes_the_next_scan(
 
 def leafy_snapshot(leaves: int = 12, per_leaf: int = 4) -> FabricSnapshot:
     """More hosts than the heatmap has rows at 120 x 40: it shows leaves."""
-    from cwctl.scan.snapshot import HostReport, PathReport
+    from cwctl.scan.pathreports import PathReport
+    from cwctl.scan.snapshot import HostReport
 
     names = [f"gpu-{i + 1:03d}" for i in range(leaves * per_leaf)]
     hosts = [HostReport(name=n, leaf=f"leaf{i // per_leaf + 1}") for i, n in enumerate(names)]

@@ -7,7 +7,8 @@ import math
 import numpy as np
 from tui_fixtures import known_snapshot
 
-from cwctl.scan.snapshot import FabricSnapshot, HostReport, PathReport
+from cwctl.scan.pathreports import PathReport
+from cwctl.scan.snapshot import FabricSnapshot, HostReport
 from cwctl.tui.grid import NO_DATA, build_grid, host_order, legend_labels
 
 

@@ -13,7 +13,8 @@ import pytest
 from textual.widgets._footer import FooterKey
 from tui_fixtures import known_snapshot, wait_for
 
-from cwctl.scan.snapshot import FabricSnapshot, HostReport, PathReport
+from cwctl.scan.pathreports import PathReport
+from cwctl.scan.snapshot import FabricSnapshot, HostReport
 from cwctl.tui.app import CwctlApp, make_app
 from cwctl.tui.grid import build_grid, legend_labels
 from cwctl.tui.screens.confirm import ConfirmScreen

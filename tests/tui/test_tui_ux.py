@@ -13,7 +13,8 @@ from textual.widgets._footer import FooterKey
 from tui_fixtures import SIZE, known_snapshot, wait_for
 
 from cwctl.report.summary import worst_path_line, worst_paths
-from cwctl.scan.snapshot import FabricSnapshot, HostReport, PathReport
+from cwctl.scan.pathreports import PathReport
+from cwctl.scan.snapshot import FabricSnapshot, HostReport
 from cwctl.tui.app import CwctlApp, make_app
 from cwctl.tui.screens.confirm import ConfirmScreen
 from cwctl.tui.screens.detail import HostDetailScreen

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cwctl.scan.snapshot import FabricSnapshot, HostReport, PathReport, Suspect
+from cwctl.scan.pathreports import PathReport
+from cwctl.scan.snapshot import FabricSnapshot, HostReport, Suspect
 
 # Four hosts on two leaves; hosts are listed out of leaf order on purpose.
 HOSTS = [("gpu-003", "leaf2"), ("gpu-001", "leaf1"), ("gpu-004", "leaf2"), ("gpu-002", "leaf1")]

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from cwctl.cli import app
 from cwctl.report.heatmap import MARK, Picture, could_cross, draw_heatmap
-from cwctl.scan.snapshot import FabricSnapshot, HostReport, PathReport, Suspect
+from cwctl.scan.pathreports import PathReport
+from cwctl.scan.snapshot import FabricSnapshot, HostReport, Suspect
 
 HOSTS = [f"gpu-00{i}" for i in range(1, 9)]
 LEAF = {h: ("leaf1" if i < 4 else "leaf2") for i, h in enumerate(HOSTS)}

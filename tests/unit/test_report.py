@@ -149,7 +149,7 @@ def test_heatmap_to_an_unwritable_place_is_one_line(tmp_path: Path) -> None:
 
 
 def test_worst_paths_are_sorted_by_columns_the_table_shows() -> None:
-    from cwctl.scan.snapshot import PathReport
+    from cwctl.scan.pathreports import PathReport
 
     # b has the larger p99 and the larger p99 queueing; a the larger median queueing:
     # a comes first, and the column that says why is on screen
@@ -170,7 +170,7 @@ def test_worst_paths_are_sorted_by_columns_the_table_shows() -> None:
 
 def test_a_host_silent_on_the_fabric_is_not_shown_as_ok() -> None:
     from cwctl.report.summary import silent_hosts
-    from cwctl.scan.snapshot import PathReport
+    from cwctl.scan.pathreports import PathReport
 
     names = ["gpu-001", "gpu-002", "gpu-003"]
     paths = [

@@ -9,7 +9,8 @@ from cwctl.cli import app
 from cwctl.cli.hints import source_args
 from cwctl.cli.options import SourceFlags
 from cwctl.report import render
-from cwctl.scan.snapshot import FabricSnapshot, HostReport, PathReport, Suspect
+from cwctl.scan.pathreports import PathReport
+from cwctl.scan.snapshot import FabricSnapshot, HostReport, Suspect
 
 
 def fleet(*, unreachable: int = 0, suspect: Suspect | None = None) -> FabricSnapshot:

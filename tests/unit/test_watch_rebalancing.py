@@ -70,7 +70,7 @@ def test_the_probes_queueing_lands_on_the_links_their_discovered_paths_cross() -
     import numpy as np
 
     from cwctl.records.path import PathRecord, PathTable
-    from cwctl.scan.snapshot import PathPorts, PathReport, PortColumns
+    from cwctl.scan.pathreports import PathPorts, PathReport, PortColumns
     from cwctl.watch.probequeue import probe_queueing, with_probes
 
     # gpu-001 -> gpu-005: port 40000 up spine2 (p50 60 us over the floor), 40001 up

@@ -10,7 +10,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Label, Static
 
-from cwctl.scan.snapshot import FabricSnapshot, HostReport, PathReport
+from cwctl.scan.pathreports import PathReport
+from cwctl.scan.snapshot import FabricSnapshot, HostReport
 from cwctl.tui.widgets.sortable import Column, SortableTable, number_key
 from cwctl.units import fmt_ns, fmt_ppb, fmt_ratio
 

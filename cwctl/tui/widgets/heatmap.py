@@ -27,7 +27,8 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from cwctl.scan.snapshot import QUEUEING, FabricSnapshot
+from cwctl.scan.pathreports import QUEUEING
+from cwctl.scan.snapshot import FabricSnapshot
 from cwctl.tui.grid import (
     METRICS,
     NO_DATA,

@@ -41,9 +41,9 @@ def render_bytes(
     (a large scan's JSON is never held whole, nor its paths' dicts)."""
     if fmt == "json":
         from cwctl.report.jsonenc import CHUNK, encode_chunks
-        from cwctl.scan.pathreports import json_items
+        from cwctl.scan.pathreports import json_chunks
 
-        paths = json_items(snapshot.paths, CHUNK)
+        paths = json_chunks(snapshot.paths, CHUNK)
         yield from encode_chunks(snapshot.to_json(paths=False), "paths", paths, pretty=pretty)
     elif fmt == "prom":
         from cwctl.report.prom import prom_bytes

@@ -6,14 +6,14 @@ than orjson on a 4 096-host report). NaN and infinities become ``null`` (valid J
 lists; non-string keys become strings as ``json.dumps`` writes them.
 
 ``encode_chunks`` writes an object whose one list is long (a scan's paths: 200 000 at
-10 000 hosts) a slice of that list at a time, so neither the whole tree of dicts nor the
-whole text is ever held; its bytes are exactly ``encode_bytes``'s of the whole object.
+10 000 hosts) a chunk of that list at a time (``CHUNK`` items), so neither the whole tree
+of dicts nor the whole text is ever held; its bytes are exactly ``encode_bytes``'s of the
+whole object.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from itertools import islice
 from typing import Any
 
 import orjson
@@ -39,10 +39,11 @@ def encode(obj: Any, *, pretty: bool = False) -> str:
 
 
 def encode_chunks(
-    obj: dict[str, Any], key: str, items: Iterable[Any], *, pretty: bool = False
+    obj: dict[str, Any], key: str, chunks: Iterable[list[Any]], *, pretty: bool = False
 ) -> Iterator[bytes]:
     """The bytes of ``encode_bytes(obj)`` with ``obj[key]`` (a placeholder that keeps the
-    key's place) replaced by the list of ``items``, made ``CHUNK`` items at a time."""
+    key's place) replaced by the items of ``chunks`` one after another, each chunk's
+    items made (when ``chunks`` makes them) and encoded together."""
     keys = list(obj)
     at = keys.index(key)
     cut = 2 if pretty else 1  # "}" and, indented, the newline before it
@@ -50,12 +51,14 @@ def encode_chunks(
     space = b"\n  " if pretty else b""
     colon = b": " if pretty else b":"
     yield b"{" + (before + b"," if before else b"") + space + orjson.dumps(key) + colon + b"["
-    it, first = iter(items), True
+    it, first = iter(chunks), True
     while True:
         with paused_gc():  # a chunk's dicts: many objects, no cycles
-            chunk = list(islice(it, CHUNK))
-            if not chunk:
+            chunk = next(it, None)
+            if chunk is None:
                 break
+            if not chunk:
+                continue
             text = _dumps(chunk, pretty)[1:-cut]  # the items only
             del chunk
         if pretty:  # one level deeper than alone

@@ -5,7 +5,7 @@ A 10 000-host scan measures 200 000 directed paths. As objects (a ``PathReport``
 hold, and their JSON another 0.8 s of dicts made one report at a time. ``PathReports``
 holds the very values those objects would (NaN where a field is None) in a few arrays:
 
-- the CLI's JSON is written from the columns a chunk at a time (``json_items``), the
+- the CLI's JSON is written from the columns a chunk at a time (``json_chunks``), the
   same bytes as the reports' own ``to_json``;
 - the analysis reads figures as arrays (``column``);
 - everything else (the TUI, the table, the Prometheus series) iterates or indexes it as
@@ -154,7 +154,6 @@ FLOATS = (
     "port_loss_spread",
 )
 _AT = {name: i for i, name in enumerate(FLOATS)}
-_CHUNK = 4096  # paths made into dicts at a time
 
 
 class PathReports(Sequence[PathReport]):
@@ -307,14 +306,15 @@ def _nones(floats: F64) -> list[list[float | None]]:
     return rows
 
 
-def json_items(paths: Sequence[PathReport], chunk: int = _CHUNK) -> Iterator[dict[str, Any]]:
-    """Every path's ``to_json`` dict, in order: from the columns ``chunk`` paths at a time
-    where ``paths`` is a ``PathReports``."""
-    if not isinstance(paths, PathReports):
-        yield from (p.to_json() for p in paths)
-        return
-    for lo in range(0, len(paths), chunk):
-        yield from paths.json_items(lo, min(lo + chunk, len(paths)))
+def json_chunks(paths: Sequence[PathReport], size: int) -> Iterator[list[dict[str, Any]]]:
+    """Every path's ``to_json`` dict, in order, ``size`` paths at a time: made from the
+    columns where ``paths`` is a ``PathReports``."""
+    for lo in range(0, len(paths), size):
+        hi = min(lo + size, len(paths))
+        if isinstance(paths, PathReports):
+            yield paths.json_items(lo, hi)
+        else:
+            yield [p.to_json() for p in paths[lo:hi]]
 
 
 def path_column(paths: Sequence[PathReport], name: str) -> F64:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from cwctl.scan.pathreports import PathReport, json_items, json_number
+from cwctl.scan.pathreports import PathReport, json_chunks, json_number
 
 SCAN_SCHEMA = "cwctl.scan/1"
 SuspectKind = Literal["switch", "link", "nic", "host", "set"]  # set: candidates of kinds
@@ -213,7 +213,9 @@ class FabricSnapshot:
             "records": self.records,
             "sync": self.sync,
             "hosts": [h.to_json() for h in self.hosts],
-            "paths": list(json_items(self.paths)) if paths else [],
+            "paths": [p for c in json_chunks(self.paths, len(self.paths) or 1) for p in c]
+            if paths
+            else [],
             "suspects": [s.to_json() for s in self.suspects],
             "verdict": self.verdict,
             "reasons": self.verdict_reasons(),

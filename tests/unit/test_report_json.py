@@ -176,13 +176,14 @@ def test_report_encoder_writes_what_the_stdlib_reads() -> None:
     ],
 )
 def test_a_list_written_in_chunks_is_the_whole_objects_bytes(
-    pretty: bool, n: int, before: dict[str, Any], after: dict[str, Any], monkeypatch: Any
+    pretty: bool, n: int, before: dict[str, Any], after: dict[str, Any]
 ) -> None:
     import cwctl.report.jsonenc as jsonenc
 
-    monkeypatch.setattr(jsonenc, "CHUNK", 2)  # chunk edges inside the list, and at its end
     items = [{"i": i, "l": [i, {"k": None}], "e": [], "f": i / 3, "s": "a\n é"} for i in range(n)]
-    pieces = list(jsonenc.encode_chunks({**before, "paths": [], **after}, "paths", items,
+    # chunk edges inside the list and at its end; an empty chunk writes nothing
+    chunks = [items[i : i + 2] for i in range(0, n, 2)] + [[]]
+    pieces = list(jsonenc.encode_chunks({**before, "paths": [], **after}, "paths", chunks,
                                         pretty=pretty))  # fmt: skip
     whole = jsonenc.encode_bytes({**before, "paths": items, **after}, pretty=pretty)
     assert b"".join(pieces) == whole

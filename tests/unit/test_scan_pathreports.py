@@ -17,7 +17,7 @@ from cwctl.scan.pathreports import (
     PathReport,
     PathReports,
     PortColumns,
-    json_items,
+    json_chunks,
     path_column,
 )
 from cwctl.scan.request import SimOptions
@@ -67,6 +67,10 @@ def _columns(paths: list[Any]) -> PathReports:
 
 def _json(items: Any) -> bytes:
     return orjson.dumps(list(items), option=_OPTIONS)
+
+
+def json_items(paths: Any, size: int = 4096) -> list[Any]:
+    return [item for chunk in json_chunks(paths, size) for item in chunk]
 
 
 @settings(max_examples=150, deadline=None)

@@ -32,6 +32,7 @@ import numpy as np
 from cwctl.fabric.topology import Topology
 from cwctl.records.path import PathRecord
 from cwctl.runtime.arrays import F64, B
+from cwctl.runtime.blockpool import map_blocks
 from cwctl.scan.snapshot import Suspect
 from cwctl.telemetry import material, shifts
 from cwctl.telemetry.counts import FlowCounts
@@ -258,16 +259,32 @@ def rank(s: Localisation) -> None:
 
 Stage = Callable[[Localisation], None]
 
+
+class SideBySide:
+    """One stage of ``chains`` (each stages in order) worked side by side on two cores
+    (``runtime.blockpool.map_blocks``; one after another on one): each chain reads what
+    the stages before this one wrote, and none reads what another chain writes."""
+
+    def __init__(self, *chains: tuple[Stage, ...]) -> None:
+        self.chains = chains
+        self.__name__ = " | ".join("+".join(st.__name__ for st in c) for c in chains)
+
+    def __call__(self, s: Localisation) -> None:
+        def run(chain: tuple[Stage, ...]) -> None:
+            for stage in chain:
+                stage(s)
+
+        map_blocks(run, self.chains)
+
+
 STAGES: tuple[Stage, ...] = (
     localise_loss,
     loss_spines_over_links,
     localise_delay,
     drop_immaterial_delays,
     delay_spines_over_links,
-    localise_floors,
-    drop_immaterial_floors,
-    keep_floors,
-    find_shifted,
+    # the floors' fit and the shifted floors both read the delay fit, neither the other
+    SideBySide((localise_floors, drop_immaterial_floors, keep_floors), (find_shifted,)),
     name_chosen,
     name_shifted,
     rank,

@@ -43,7 +43,7 @@ def render_bytes(
         from cwctl.report.jsonenc import CHUNK, encode_chunks
         from cwctl.scan.pathreports import json_chunks
 
-        paths = json_chunks(snapshot.paths, CHUNK)
+        paths = json_chunks(snapshot.paths, CHUNK, text=not pretty)  # indented: from dicts
         yield from encode_chunks(snapshot.to_json(paths=False), "paths", paths, pretty=pretty)
     elif fmt == "prom":
         from cwctl.report.prom import prom_bytes

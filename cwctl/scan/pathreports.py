@@ -21,8 +21,10 @@ from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 
 from cwctl.runtime.gcpause import paused_gc
+from cwctl.scan.pathtext import paths_text
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -161,7 +163,7 @@ class PathReports(Sequence[PathReport]):
     sent ``ints[i, 2]`` probes and received ``ints[i, 3]``; ``floats[i]`` the
     ``FLOATS`` (NaN: None); its ports the rows ``bounds[i]:bounds[i + 1]`` of ``ports``."""
 
-    __slots__ = ("_reports", "bounds", "floats", "hosts", "ints", "ports")
+    __slots__ = ("_host_texts", "_reports", "bounds", "floats", "hosts", "ints", "ports")
 
     def __init__(
         self, hosts: list[str], ints: I64, floats: F64, bounds: I64, ports: PortColumns
@@ -169,6 +171,7 @@ class PathReports(Sequence[PathReport]):
         self.hosts, self.ints, self.floats = hosts, ints, floats
         self.bounds, self.ports = bounds, ports
         self._reports: list[PathReport] | None = None
+        self._host_texts: list[bytes] | None = None
 
     @classmethod
     def empty(cls, hosts: list[str] | None = None) -> PathReports:
@@ -297,6 +300,21 @@ class PathReports(Sequence[PathReport]):
             out.append(item)
         return out
 
+    def json_text(self, lo: int, hi: int) -> bytes:
+        """``paths[lo:hi]``' JSON objects joined by commas: the bytes orjson writes for
+        ``json_items``, written from the columns (``pathtext``)."""
+        floats = self.floats[lo:hi]
+        if self._reports is not None or np.isinf(floats).any():
+            return orjson.dumps(self.json_items(lo, hi))[1:-1]
+        if self._host_texts is None:
+            self._host_texts = [orjson.dumps(h) for h in self.hosts]
+        bounds = self.bounds[lo : hi + 1].tolist()
+        a, b = bounds[0], bounds[-1]
+        return paths_text(
+            self._host_texts, self.ints[lo:hi], floats, bounds,
+            self.ports.ints[a:b], self.ports.floats[a:b],
+        )  # fmt: skip
+
 
 def _nones(floats: F64) -> list[list[float | None]]:
     """Rows of floats as lists, None for NaN."""
@@ -306,13 +324,16 @@ def _nones(floats: F64) -> list[list[float | None]]:
     return rows
 
 
-def json_chunks(paths: Sequence[PathReport], size: int) -> Iterator[list[dict[str, Any]]]:
+def json_chunks(
+    paths: Sequence[PathReport], size: int, *, text: bool = False
+) -> Iterator[list[Any]]:
     """Every path's ``to_json`` dict, in order, ``size`` paths at a time: made from the
-    columns where ``paths`` is a ``PathReports``."""
+    columns where ``paths`` is a ``PathReports``; with ``text``, there, each chunk is one
+    ``orjson.Fragment`` of the dicts' compact JSON instead (``json_text``)."""
     for lo in range(0, len(paths), size):
         hi = min(lo + size, len(paths))
         if isinstance(paths, PathReports):
-            yield paths.json_items(lo, hi)
+            yield [orjson.Fragment(paths.json_text(lo, hi))] if text else paths.json_items(lo, hi)
         else:
             yield [p.to_json() for p in paths[lo:hi]]
 

@@ -24,7 +24,7 @@ from cwctl.scan.request import SimOptions
 from cwctl.session import analyse
 from cwctl.transport.sim import simulate
 
-HOSTS = [f"h{i}" for i in range(5)]
+HOSTS = ["h0", "h1", 'h"2', "h\\3", "é4"]  # names JSON must escape, or write as UTF-8
 _OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 figure = st.one_of(
@@ -69,8 +69,9 @@ def _json(items: Any) -> bytes:
     return orjson.dumps(list(items), option=_OPTIONS)
 
 
-def json_items(paths: Any, size: int = 4096) -> list[Any]:
-    return [item for chunk in json_chunks(paths, size) for item in chunk]
+def json_items(paths: Any, size: int = 4096, *, text: bool = False) -> list[Any]:
+    """The paths' JSON items (``text``: fragments of several items' text each)."""
+    return [item for chunk in json_chunks(paths, size, text=text) for item in chunk]
 
 
 @settings(max_examples=150, deadline=None)
@@ -78,8 +79,11 @@ def json_items(paths: Any, size: int = 4096) -> list[Any]:
 def test_json_from_columns_is_the_reports_own(paths: list[Any], chunk: int) -> None:
     columns = _columns(paths)
     reports = list(_columns(paths))  # made as objects
-    assert _json(json_items(columns, chunk)) == _json(p.to_json() for p in reports)
+    from_objects = _json(p.to_json() for p in reports)
+    assert _json(json_items(columns, chunk)) == from_objects
+    assert _json(json_items(columns, chunk, text=True)) == from_objects
     assert len(columns) == len(paths) and columns._reports is None  # never made
+    assert _json(json_items(reports, chunk, text=True)) == from_objects  # a plain list
 
 
 @settings(max_examples=100, deadline=None)
@@ -103,10 +107,12 @@ def test_a_scans_columns_write_what_its_reports_write() -> None:
     paths = snap.paths
     assert isinstance(paths, PathReports) and len(paths) > 100
     from_columns = _json(json_items(paths))
+    as_text = _json(json_items(paths, 100, text=True))
     assert paths._reports is None  # the JSON made no report object
     from_objects = _json(p.to_json() for p in paths.reports())
-    assert from_columns == from_objects
+    assert from_columns == from_objects and as_text == from_objects
     assert _json(json_items(paths)) == from_objects  # and from the objects, once made
+    assert _json(json_items(paths, 100, text=True)) == from_objects
     assert any(p.owd_p50_ns is None for p in paths)  # the dead host's paths: None, not NaN
     assert any(len(p.ports or ()) > 1 for p in paths)
 

@@ -91,6 +91,7 @@ def shifted_elements(
     m = inc.matrix.tocoo()
     keep = ok[m.row]
     flow, element = m.row[keep], m.col[keep]
+    del m, keep  # the whole matrix's triplets (millions): gone before the medians
     n_el = len(inc.names)
     n = np.bincount(element, minlength=n_el)
     var = np.bincount(element, sigma[flow] ** 2, minlength=n_el) / np.maximum(n, 1)

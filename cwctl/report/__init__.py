@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from cwctl.scan.snapshot import FabricSnapshot
 
@@ -31,6 +32,23 @@ def render(
     return render_table(snapshot, color=color, width=width, source=source, fold=fold)
 
 
+def _with_truth(snapshot: FabricSnapshot, pretty: bool) -> dict[str, Any]:
+    """The snapshot's JSON less its paths, the truth's paths written from their columns
+    (``TruthPaths.json_text``; indented, from their dicts)."""
+    import orjson
+
+    from cwctl.scan.truthpaths import TruthPaths, plain_truth
+
+    out = snapshot.to_json(paths=False)
+    truth = out.get("truth")
+    if truth is not None and isinstance(truth.get("paths"), TruthPaths):
+        paths = truth["paths"]
+        out["truth"] = (
+            plain_truth(truth) if pretty else {**truth, "paths": orjson.Fragment(paths.json_text())}
+        )
+    return out
+
+
 BINARY = ("json", "prom")  # formats made as UTF-8 bytes, written as they are
 
 
@@ -44,7 +62,7 @@ def render_bytes(
         from cwctl.scan.pathreports import json_chunks
 
         paths = json_chunks(snapshot.paths, CHUNK, text=not pretty)  # indented: from dicts
-        yield from encode_chunks(snapshot.to_json(paths=False), "paths", paths, pretty=pretty)
+        yield from encode_chunks(_with_truth(snapshot, pretty), "paths", paths, pretty=pretty)
     elif fmt == "prom":
         from cwctl.report.prom import prom_bytes
 

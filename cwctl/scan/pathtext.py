@@ -28,7 +28,7 @@ _P50_SPREAD = b',"port_p50_spread_ns":'
 _LOSS_SPREAD = b',"port_loss_spread":'
 
 
-def _texts(column: npt.NDArray[np.generic]) -> list[bytes]:
+def texts(column: npt.NDArray[np.generic]) -> list[bytes]:
     """Each value of a 1-D column as orjson writes it (NaN: null)."""
     if not len(column):
         return []
@@ -54,8 +54,8 @@ def paths_text(
     ports = [
         _PORT % row
         for row in zip(
-            *(_texts(port_ints[:, i]) for i in range(3)),
-            *(_texts(port_floats[:, i]) for i in range(3)),
+            *(texts(port_ints[:, i]) for i in range(3)),
+            *(texts(port_floats[:, i]) for i in range(3)),
             strict=True,
         )
     ]
@@ -67,9 +67,9 @@ def paths_text(
     mn, p99 = floats[:, 0], floats[:, 2]
     p50_spread, loss_spread = floats[:, 5], floats[:, 6]
     tails_p50 = [
-        b"" if x == b"null" else _P50_SPREAD + x for x in _texts(p50_spread)
+        b"" if x == b"null" else _P50_SPREAD + x for x in texts(p50_spread)
     ]  # None: no key (NaN)
-    tails_loss = [b"" if x == b"null" else _LOSS_SPREAD + x for x in _texts(loss_spread)]
+    tails_loss = [b"" if x == b"null" else _LOSS_SPREAD + x for x in texts(loss_spread)]
     lo, hi = port_bounds[0], port_bounds[1:]
     starts = [b - lo for b in port_bounds[:-1]]
     ends = [b - lo for b in hi]
@@ -80,9 +80,9 @@ def paths_text(
         )
         for s, d, n_sent, n_received, n_loss, f_min, f_p50, f_p99, f_max, f_jitter, f_excess,
         a, b, t_p50, t_loss in zip(
-            ints[:, 0].tolist(), ints[:, 1].tolist(), _texts(ints[:, 2]), _texts(ints[:, 3]),
-            loss[1:-1].split(b","), _texts(mn), _texts(floats[:, 1]), _texts(p99),
-            _texts(floats[:, 3]), _texts(floats[:, 4]), _texts(p99 - mn), starts, ends,
+            ints[:, 0].tolist(), ints[:, 1].tolist(), texts(ints[:, 2]), texts(ints[:, 3]),
+            loss[1:-1].split(b","), texts(mn), texts(floats[:, 1]), texts(p99),
+            texts(floats[:, 3]), texts(floats[:, 4]), texts(p99 - mn), starts, ends,
             tails_p50, tails_loss,
             strict=True,
         )

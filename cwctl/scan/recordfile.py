@@ -46,6 +46,7 @@ from cwctl.records.header import check_header, is_name
 from cwctl.records.lines import parse_fast
 from cwctl.runtime import atomic
 from cwctl.scan.collection import Collection, HostInfo, HostStatus
+from cwctl.scan.truthpaths import plain_truth
 
 FILE_FORMAT: Final = "cwctl.records/2"
 READ_FORMATS: Final = ("cwctl.records/1", FILE_FORMAT)  # /1: the same, no path records
@@ -105,7 +106,7 @@ def _records(collection: Collection, batch_rows: int, packed: bool) -> Iterator[
     for name, rec in collection.summaries.items():
         yield {"type": "summary", "host": name, **rec}
     if collection.truth is not None:
-        yield {"type": "truth", "v": 1, **collection.truth}
+        yield {"type": "truth", "v": 1, **plain_truth(collection.truth)}
 
 
 def _count(collection: Collection, batch_rows: int) -> int:

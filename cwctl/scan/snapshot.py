@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from cwctl.scan.pathreports import PathReport, json_chunks, json_number
+from cwctl.scan.truthpaths import plain_truth
 
 SCAN_SCHEMA = "cwctl.scan/1"
 SuspectKind = Literal["switch", "link", "nic", "host", "set"]  # set: candidates of kinds
@@ -202,8 +203,9 @@ class FabricSnapshot:
         return out or list(self.inconclusive)
 
     def to_json(self, *, paths: bool = True) -> dict[str, Any]:
-        """The ``cwctl.scan/1`` object; without ``paths`` its ``paths`` list is left empty
-        (``report.jsonenc.encode_chunks`` writes it a slice at a time)."""
+        """The ``cwctl.scan/1`` object; without ``paths`` its long lists are left to the
+        writer (``report.render_bytes``): ``paths`` empty (``report.jsonenc.encode_chunks``
+        writes it a chunk at a time) and the truth's paths as their ``TruthPaths``."""
         out: dict[str, Any] = {
             "schema": SCAN_SCHEMA,
             "source": self.source,
@@ -231,5 +233,5 @@ class FabricSnapshot:
         if self.consistency:
             out["consistency"] = self.consistency
         if self.truth is not None:
-            out["truth"] = self.truth
+            out["truth"] = plain_truth(self.truth) if paths else self.truth
         return out

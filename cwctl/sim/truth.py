@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.runtime.arrays import F64, I32
+from cwctl.scan.truthpaths import TruthPaths
 from cwctl.sim.world import SimWorld
 
 
@@ -46,7 +47,7 @@ def _quantiles(sorted_ns: F64, received: npt.NDArray[np.int64]) -> tuple[F64, F6
 
 def path_quantiles(
     hosts: list[str], src: I32, dst: I32, owd_ns: F64, sent: npt.NDArray[np.int64]
-) -> list[dict[str, Any]]:
+) -> TruthPaths:
     """Per directed host pair: sent, received, loss, min/p50/p99 of the delivered delays.
 
     ``owd_ns`` is (legs, probes): one row per leg (a direction of a probed edge), NaN for a
@@ -70,24 +71,10 @@ def path_quantiles(
         pool = np.sort(owd_ns[legs].ravel())
         got[j], n_sent[j] = int((~np.isnan(pool)).sum()), int(sent[legs].sum())
         stats[j] = [float(x[0]) for x in _quantiles(pool[None, :], np.array([got[j]]))]
-    loss = np.round(1.0 - got / np.maximum(n_sent, 1), 6).tolist()
-    rounded = np.round(stats, 1).tolist()
+    loss = np.round(1.0 - got / np.maximum(n_sent, 1), 6)
     n = len(hosts)
-    return [
-        {
-            "src": hosts[k // n],
-            "dst": hosts[k % n],
-            "sent": s_,
-            "received": g,
-            "loss": lo_,
-            "owd_min_ns": q[0] if g else None,
-            "owd_p50_ns": q[1] if g else None,
-            "owd_p99_ns": q[2] if g else None,
-        }
-        for k, s_, g, lo_, q in zip(
-            keys.tolist(), n_sent.tolist(), got.tolist(), loss, rounded, strict=True
-        )
-    ]
+    ends = np.column_stack([keys // n, keys % n]).astype(np.int64)
+    return TruthPaths(hosts, ends, np.column_stack([n_sent, got]), loss, np.round(stats, 1))
 
 
 def window_truth(

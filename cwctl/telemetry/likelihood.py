@@ -9,6 +9,7 @@ mixture of its rows' binomials (``mixture_ll``). ``Explanation`` is a fit: the b
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import numpy as np
 import numpy.typing as npt
@@ -112,6 +113,27 @@ class Rows:
         ``columns``: those elements only."""
         return _structure(self.matrix if columns is None else self.matrix[:, columns], weights)
 
+    def crossings_per_row(self) -> F64:
+        """Per row, how many elements it crosses (``crossing().sum(axis=1)``)."""
+        indptr, _ = _pattern(self.matrix)
+        return np.diff(indptr).astype(np.float64)
+
+    def crossed_sums(self, weights: F64) -> F64:
+        """Per element, the summed ``weights`` of the rows that cross it: what
+        ``crossing().T @ weights`` sums, in the same order (row by row, so the same
+        bits), without a float per crossing (11 M of them in a 10 000-host scan's loss
+        rows: 88 MB), ``_SUMMED`` crossings at a time."""
+        indptr, indices = _pattern(self.matrix)
+        out = np.zeros(self.matrix.shape[1])
+        per_row = np.diff(indptr)
+        cuts = np.searchsorted(indptr, np.arange(_SUMMED, int(indptr[-1]), _SUMMED))
+        bounds = [0, *np.unique(np.clip(cuts, 1, len(per_row))).tolist(), len(per_row)]
+        for a, b in pairwise(bounds):
+            if b > a:
+                lo, hi = int(indptr[a]), int(indptr[b])
+                np.add.at(out, indices[lo:hi], np.repeat(weights[a:b], per_row[a:b]))
+        return out
+
     def certain_crossing(self) -> sp.csr_matrix:
         """(flows x elements): 1 where a flow certainly crosses the element."""
         return _structure(self.certain, None)
@@ -124,6 +146,18 @@ class Rows:
         """(flows x rows) 0/1: which rows are a flow's."""
         r = len(self.flow)
         return sp.csr_matrix((np.ones(r), (self.flow, np.arange(r))), shape=(self.n_flows, r))
+
+
+_SUMMED = 1_000_000  # crossings ``Rows.crossed_sums`` adds up at a time
+
+
+def _pattern(matrix: sp.csr_matrix) -> tuple[npt.NDArray[np.integer], npt.NDArray[np.integer]]:
+    """Where ``matrix`` is positive, row by row (indptr, indices): its own index arrays
+    where its stored entries are all positive and canonical."""
+    matrix = sp.csr_matrix(matrix)
+    if not (matrix.has_canonical_format and bool(np.all(matrix.data > 0))):
+        matrix = (matrix > 0).tocsr()
+    return matrix.indptr, matrix.indices
 
 
 def _structure(matrix: sp.csr_matrix, weights: F64 | None) -> sp.csr_matrix:

@@ -70,14 +70,20 @@ class Localisation:
     leaf_of: dict[str, str]
     timed: B
     thresholds: Thresholds
-    results: list[SignalResult] = field(default_factory=list)
+    loss: SignalResult | None = None
     delay: SignalResult | None = None
     floor: SignalResult | None = None
+    kept_floor: SignalResult | None = None  # the floor result as it counts (``keep_floors``)
     floor_ratio: F64 | None = None  # per flow, its floor's raise over its limit
     shifted: list[shifts.Shift] = field(default_factory=list)
     found: dict[int, tuple[float, float, str]] = field(default_factory=dict)  # score, gain, words
     ties: dict[int, set[int]] = field(default_factory=dict)
     suspects: list[Suspect] = field(default_factory=list)
+
+    @property
+    def results(self) -> list[SignalResult]:
+        """Each signal's result, loss first: loss, delay, the floors as they count."""
+        return [r for r in (self.loss, self.delay, self.kept_floor) if r is not None]
 
 
 def localise_loss(s: Localisation) -> None:
@@ -87,14 +93,15 @@ def localise_loss(s: Localisation) -> None:
     the voted elements (``signals.py``)."""
     c = s.counts
     t = s.thresholds
-    s.results.append(localise_signal(s.loss_rows, c.sent, c.lost, "loss", t.min_loss_rate, t))
+    s.loss = localise_signal(s.loss_rows, c.sent, c.lost, "loss", t.min_loss_rate, t)
 
 
 def loss_spines_over_links(s: Localisation) -> None:
     """Swaps a lossy link for its spine when the spine's other links lose as much too.
 
     A dead or lossy spine shows first on one link (``hierarchy.py``)."""
-    spines_over_links(s.results[0], s.thresholds)
+    if s.loss is not None:
+        spines_over_links(s.loss, s.thresholds)
 
 
 def localise_delay(s: Localisation) -> None:
@@ -113,7 +120,6 @@ def localise_delay(s: Localisation) -> None:
         s.delay_rows, samples / per, c.delayed / per, "delay", t.min_delay_rate, t,
         own_floor=True, least=least,
     )  # fmt: skip
-    s.results.append(s.delay)
 
 
 def drop_immaterial_delays(s: Localisation) -> None:
@@ -181,7 +187,7 @@ def keep_floors(s: Localisation) -> None:
     c = s.counts
     clear = np.nan_to_num(s.floor_ratio) >= t.floor_unlocalised_ratio
     clear &= ~queue_held(c.excess_p50_ns, same_leaf(c.flows, s.leaf_of), t)
-    s.results.append(dataclasses.replace(s.floor, material=clear))
+    s.kept_floor = dataclasses.replace(s.floor, material=clear)
 
 
 def find_shifted(s: Localisation) -> None:
@@ -278,11 +284,11 @@ class SideBySide:
 
 
 STAGES: tuple[Stage, ...] = (
-    localise_loss,
-    loss_spines_over_links,
-    localise_delay,
-    drop_immaterial_delays,
-    delay_spines_over_links,
+    # the loss fit and the delay fit read the counts and their rows, neither the other
+    SideBySide(
+        (localise_loss, loss_spines_over_links),
+        (localise_delay, drop_immaterial_delays, delay_spines_over_links),
+    ),
     # the floors' fit and the shifted floors both read the delay fit, neither the other
     SideBySide((localise_floors, drop_immaterial_floors, keep_floors), (find_shifted,)),
     name_chosen,

@@ -41,12 +41,11 @@ def cast_votes(inc: Incidence, bad: npt.NDArray[np.bool_]) -> F64:
     alternative's own elements: times the alternative's prior)."""
     rows = inc.rows
     certain = rows.certain_crossing()
-    tier = rows.crossing()
     prior = np.exp(rows.log_prior)
     h_flow = np.asarray(certain.sum(axis=1)).ravel()
-    h_flow += np.bincount(rows.flow, prior * np.asarray(tier.sum(axis=1)).ravel(), rows.n_flows)
+    h_flow += np.bincount(rows.flow, prior * rows.crossings_per_row(), rows.n_flows)
     weight = np.where(bad & (h_flow > 0), 1.0 / np.maximum(h_flow, 1e-9), 0.0)
-    return np.asarray(certain.T @ weight + tier.T @ (weight[rows.flow] * prior)).ravel()
+    return np.asarray(certain.T @ weight).ravel() + rows.crossed_sums(weight[rows.flow] * prior)
 
 
 def background(trials: F64, failures: F64, bad_p: float, rounds: int = 6) -> float:

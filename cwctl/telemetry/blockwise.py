@@ -58,12 +58,14 @@ class Measured:
 
 
 def _paths(
-    table: ProbeTable, solution: ClockSolution, *, routes_only: bool = False
+    table: ProbeTable, solution: ClockSolution, *, counts_only: bool = False
 ) -> tuple[Observations, PathTable]:
+    """The observations and their path table; ``counts_only``: what flow counts given
+    the scan's medians read (``path_table``'s ``routes_only``, no ``port_delays``)."""
     fwd, rev = one_way_delays(table, solution)
     obs = observations(table, fwd, rev)
     del fwd, rev  # copied into the observations
-    return obs, path_table(obs, routes_only=routes_only)
+    return obs, path_table(obs, routes_only=counts_only, port_delays=not counts_only)
 
 
 class _Usable:
@@ -152,7 +154,7 @@ def measure(
 
         def counted(rows: IntP) -> FlowCounts:  # pass 2: against the whole scan's medians
             block = table.select(rows)
-            obs, pt = _paths(block, solution, routes_only=True)
+            obs, pt = _paths(block, solution, counts_only=True)
             return flow_counts(
                 block, obs, pt, usable.rows[rows], usable.observations(obs),
                 typical_ns=typical, floor_ns=floor, noise=noise, thresholds=t,

@@ -96,16 +96,17 @@ def flow_counts(
     noisy = noisy_stamps(table)
     t = thresholds
     q = floor_quantile(noisy, t)
-    route_floor = route_floors_ns(pt, q)
-    route_excess, route_floors = route_medians(pt, t, route_floor)  # unless given
-    if typical_ns is None:
-        typical_ns = median_or_nan(route_excess)
-    if floor_ns is None:
-        floor_ns = median_or_nan(route_floors)
-    if noise is None:
-        noise = HostNoise.none(len(table.hosts))
-        if noisy:
-            noise = route_noise(pt, route_floor, typical_ns, leaf_of or {}, t)
+    if typical_ns is None or floor_ns is None or noise is None:  # these routes' own
+        route_floor = route_floors_ns(pt, q)
+        route_excess, route_floors = route_medians(pt, t, route_floor)
+        if typical_ns is None:
+            typical_ns = median_or_nan(route_excess)
+        if floor_ns is None:
+            floor_ns = median_or_nan(route_floors)
+        if noise is None:
+            noise = HostNoise.none(len(table.hosts))
+            if noisy:
+                noise = route_noise(pt, route_floor, typical_ns, leaf_of or {}, t)
     has = ~np.isnan(owd)
     floor, p50_owd = _flow_quantiles(owd, fid, n, has, obs, pt, u, q)
     excess = owd - floor[fid]

@@ -176,13 +176,17 @@ class PathTable:
     port_owd: F64 | None = None  # their one-way delays, in the runs' order
 
 
-def path_table(obs: Observations, *, routes_only: bool = False) -> PathTable:
+def path_table(
+    obs: Observations, *, routes_only: bool = False, port_delays: bool = True
+) -> PathTable:
     """Group the observations by directed path and by (path, source port).
 
     Ports are numbered in (src, dst, sport) order, so each path's ports are consecutive:
     the rows are grouped once, by port, and a path's rows are its ports' runs together.
     ``routes_only``: what flow counts need (the ports' delay quantiles), no path delay
-    statistics and no jitter (``telemetry/blockwise.py``'s second pass).
+    statistics and no jitter; without ``port_delays`` not the ports' quantiles either
+    (NaN): flow counts given the scan's medians (``telemetry/blockwise.py``'s second
+    pass) read only the ports' runs.
     """
     qid, qkeys = group_ids(obs.src, obs.dst, obs.sport)
     port_path, pkeys = group_ids(qkeys[:, 0], qkeys[:, 1])
@@ -207,7 +211,9 @@ def path_table(obs: Observations, *, routes_only: bool = False) -> PathTable:
         if routes_only
         else _stats(path_sent, path_received, by_path, owd, t, in_order, t_in_order),
         port_key=qkeys,
-        port=_stats(sent, received, by_port, owd, t, in_order, t_in_order, jitter=not routes_only),
+        port=_stats(sent, received, by_port, owd, t, in_order, t_in_order, jitter=not routes_only)
+        if port_delays
+        else _unmeasured(sent, received),
         port_path=port_path,
         port_id=qid,
         port_runs=by_port,

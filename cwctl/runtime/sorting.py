@@ -35,6 +35,40 @@ def stable_order(keys: npt.NDArray[Any], n_keys: int) -> IntP:
     return by_low[np.argsort(high, kind="stable")]
 
 
+def unique_inverse(keys: npt.NDArray[np.integer], bound: int) -> tuple[I64, IntP]:
+    """``np.unique(keys, return_inverse=True)`` for integers in ``0..bound-1``: the keys
+    sorted by ``stable_order`` (two radix passes below 2**32) instead of a comparison
+    sort."""
+    order = stable_order(keys, bound)
+    ranked = np.asarray(keys)[order]
+    new = np.empty(len(ranked), bool)
+    new[:1] = True
+    np.not_equal(ranked[1:], ranked[:-1], out=new[1:])
+    inverse = np.empty(len(ranked), np.intp)
+    inverse[order] = np.cumsum(new) - 1
+    return ranked[new].astype(np.int64), inverse
+
+
+def grouped_order(values: npt.NDArray[np.float64], group: IntP, n_groups: int) -> IntP:
+    """The permutation that sorts by ``group`` (ids ``0..n_groups-1``), then by
+    ``values`` within each group, equal values (and NaNs, last) in index order: what
+    ``np.lexsort((values, group))`` gives, by a radix sort of the ids (``stable_order``)
+    and a stable sort of each group as a line of a padded block (NaN-padded: a pad sorts
+    after every real value, NaN ones too, being later in its line). About a third of
+    the time of two stable argsorts at half a million values."""
+    by_group = stable_order(group, n_groups)
+    counts = np.bincount(group, minlength=n_groups)
+    starts = np.cumsum(counts) - counts
+    v = values[by_group]
+    out = np.empty(len(by_group), by_group.dtype)
+    for _, at, real in padded_blocks(counts, starts):
+        line = v[at]
+        line[~real] = np.nan
+        at_sorted = np.take_along_axis(at, np.argsort(line, axis=1, kind="stable"), axis=1)
+        out[at[real]] = by_group[at_sorted[real]]
+    return out
+
+
 def padded_blocks(counts: I64, starts: I64, only: B | None = None) -> Iterator[tuple[I64, IntP, B]]:
     """Groups laid out one after another (group g at ``starts[g]``, ``counts[g]`` long),
     those of similar size (within 2x) as padded 2-D blocks of about ``BLOCK_CELLS``

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from cwctl.runtime.sorting import grouped_order
 from cwctl.sync.pairfit import F64, TRIM_FLOOR_NS, PairFits, PairPoints
 
 # The gap's edges at the chosen slope: the mean of the BAND_POINTS points nearest the gap
@@ -234,8 +235,7 @@ class _Ranks:
     ) -> _Ranks:
         side = group * 2 + (~upper)
         signed = np.where(upper, v, -v)  # the points nearest the gap first on both sides
-        by_value = np.argsort(signed, kind="stable")  # np.lexsort((signed, side)), faster
-        order = by_value[np.argsort(side[by_value], kind="stable")]
+        order = grouped_order(signed, side, 2 * n)  # np.lexsort((signed, side)), faster
         ranked = side[order]
         start = np.searchsorted(ranked, np.arange(2 * n))
         count = np.bincount(ranked, minlength=2 * n)

@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cwctl.records import ProbeTable
+from cwctl.runtime.sorting import unique_inverse
 from cwctl.sync.coded import CodedFilter
 from cwctl.sync.robust import F64, MAD_TO_SIGMA, IntP, median_per_group
 
@@ -128,7 +129,7 @@ def pair_points(
     lo = np.where(flip, dst, src)
     hi = np.where(flip, src, dst)
     key = lo.astype(np.int64) * n + hi
-    keys, pair_of_row = np.unique(key[complete], return_inverse=True)
+    keys, pair_of_row = unique_inverse(key[complete], n * n)
     row_pair = np.full(len(table), -1, np.intp)
     row_pair[complete] = pair_of_row
     pair_lo = (keys // n).astype(np.intp)
@@ -141,7 +142,7 @@ def pair_points(
         flow_key = (row_pair[complete].astype(np.int64) * 2 + flip[complete]) * 65536 + (
             table.sport[complete].astype(np.int64) & 0xFFFF
         )
-        flow_keys, flow_of_row = np.unique(flow_key, return_inverse=True)
+        flow_keys, flow_of_row = unique_inverse(flow_key, max(len(keys), 1) * 2 * 65536)
         row_flow = np.full(len(table), -1, np.intp)
         row_flow[complete] = flow_of_row
         flow_pair = (flow_keys // (2 * 65536)).astype(np.intp)

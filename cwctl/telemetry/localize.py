@@ -307,13 +307,15 @@ def localise(
     now_ns: int | None = None,
     ages: PathAges | None = None,
     thresholds: Thresholds = THRESHOLDS,
+    rows: tuple[Incidence, Incidence] | None = None,
 ) -> tuple[list[Suspect], Incidence, list[SignalResult]]:
     """Suspects from every signal, strongest first (one entry per element), the loss rows
     and each signal's result, by ``STAGES`` in turn. The flows of ``unclocked`` hosts
     (``unclocked_hosts``) are no evidence of delay or floors; path records older than
     ``PATH_MAX_AGE_S`` before ``now_ns`` none of paths (``ages`` counts them,
-    ``routes.py``)."""
-    loss_rows, delay_rows = signal_rows(
+    ``routes.py``). ``rows``: the loss and delay rows, made already (``signal_rows``
+    over the same arguments), the path records then unread."""
+    loss_rows, delay_rows = rows or signal_rows(
         counts, topology, host_nics or {}, path_records, now_ns, ages
     )
     f = counts.flows

@@ -55,3 +55,17 @@ def close(a: Any, b: Any, rel: float = 1e-6) -> bool:
     if isinstance(a, float) and isinstance(b, float):
         return a == pytest.approx(b, rel=rel, abs=1e-9)
     return bool(a == b)
+
+
+def test_a_released_collection_reports_the_same_and_gives_up_its_rows_and_paths() -> None:
+    options = SimOptions(hosts=32, hosts_per_leaf=8, seed=3, faults=("switch:spine2:congested",))
+    kept = simulate(options)
+    given = simulate(options)  # the same seed: the same records
+    assert len(given.paths) > 0 and len(given.table) > 0
+    whole = analyse(kept).to_json()
+    released = analyse(given, release=True).to_json()
+    for report in (whole, released):
+        report["sync"] = {}  # timed
+    assert released == whole and whole["suspects"]
+    assert len(given.table) == 0 and len(given.paths) == 0  # handed over, gone
+    assert len(kept.table) > 0 and len(kept.paths) > 0  # not handed over: kept

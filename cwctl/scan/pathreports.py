@@ -20,14 +20,11 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 import numpy as np
-import numpy.typing as npt
 import orjson
 
+from cwctl.runtime.arrays import F64, I64
 from cwctl.runtime.gcpause import paused_gc
 from cwctl.scan.pathtext import paths_text
-
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
 
 
 def json_number(value: float | None) -> float | int | None:

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-F64 = npt.NDArray[np.float64]
+from cwctl.runtime.arrays import F64
 
 _PATH = (
     b'{"src":%b,"dst":%b,"sent":%b,"received":%b,"loss":%b,"owd_min_ns":%b,'

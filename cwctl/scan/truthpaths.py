@@ -14,13 +14,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, overload
 
 import numpy as np
-import numpy.typing as npt
 import orjson
 
+from cwctl.runtime.arrays import F64, I64
 from cwctl.scan.pathtext import texts
-
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
 
 _PATH = (
     b'{"src":%b,"dst":%b,"sent":%b,"received":%b,"loss":%b,"owd_min_ns":%b,'

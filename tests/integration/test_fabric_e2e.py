@@ -174,7 +174,13 @@ def test_host_routes_never_claim_a_spine_is_avoided(fabric: Testbed) -> None:
     ("direction", "kind"),
     [("leaf1>spine2", "down"), ("leaf2>spine1", "congested")],  # lossy: the test below
 )
+@pytest.mark.quiet
 def test_a_sick_leaf_spine_link_is_named_top_1(fabric: Testbed, direction: str, kind: str) -> None:
+    """Runs alone (``quiet``): the congestion is a real flow and the probes real packets
+    on the machine's two cores. Beside two busy processes, three runs each, 5 of its 6
+    cases failed on 705aae3 and 6 of 6 on the code after it (the flow and the agents
+    starved alike: nothing queued enough to be named); in the parallel phase of a full
+    suite it failed in four of the last five; alone it passed every time."""
     src, dst = direction.split(">")
     link, spine = L.link(src, dst).name, (src if src in L.SPINES else dst)
     apply_fault(fabric, direction, kind)

@@ -180,7 +180,7 @@ def test_a_sick_leaf_spine_link_is_named_top_1(fabric: Testbed, direction: str, 
     on the machine's two cores. Beside two busy processes, three runs each, 5 of its 6
     cases failed on 705aae3 and 6 of 6 on the code after it (the flow and the agents
     starved alike: nothing queued enough to be named); in the parallel phase of a full
-    suite it failed in four of the last five; alone it passed every time."""
+    suite it failed in each of the last four; alone it passed every time."""
     src, dst = direction.split(">")
     link, spine = L.link(src, dst).name, (src if src in L.SPINES else dst)
     apply_fault(fabric, direction, kind)

@@ -52,3 +52,15 @@ def test_an_empty_matrix_sums_to_zeros() -> None:
     assert rows.crossings_per_row().tolist() == [0.0] * 4
     with pytest.raises(ValueError):
         rows.crossed_sums(np.ones(3))  # a weight per row
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 1_000_000])
+def test_the_sums_run_in_row_order(chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Floating-point sums depend on their order: 1 + 1e16 - 1e16 is 0 in row order and
+    1 the other way round. The product adds row after row; so must the sums."""
+    matrix = sp.csr_matrix(np.ones((3, 1), np.int8))
+    rows = Rows(sp.csr_matrix((3, 1)), matrix, np.arange(3), np.zeros(3))
+    w = np.array([1.0, 1e16, -1e16])
+    monkeypatch.setattr(likelihood, "_SUMMED", chunk)
+    assert np.asarray(rows.crossing().T @ w).ravel().tolist() == [0.0]
+    assert rows.crossed_sums(w).tolist() == [0.0]

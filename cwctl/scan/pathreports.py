@@ -261,41 +261,10 @@ class PathReports(Sequence[PathReport]):
         ]  # fmt: skip
 
     def json_items(self, lo: int, hi: int) -> list[dict[str, Any]]:
-        """``paths[lo:hi]`` as their ``to_json`` dicts, made from the columns (by the
-        reports themselves where made, or where a figure is infinite: no scan's is, and
-        their JSON turns it to null by rules of its own)."""
-        floats = self.floats[lo:hi]
-        if self._reports is not None or np.isinf(floats).any():
-            made = self._reports[lo:hi] if self._reports is not None else self._made(lo, hi)
-            return [p.to_json() for p in made]
-        a, b = int(self.bounds[lo]), int(self.bounds[hi])
-        port_dicts = _port_dicts(self.ports, a, b)
-        hosts, out = self.hosts, []
-        for (s, d, sent, received), (mn, p50, p99, mx, jitter, spread, loss_spread), pa, pb in zip(
-            self.ints[lo:hi].tolist(), _nones(floats),
-            self.bounds[lo:hi].tolist(), self.bounds[lo + 1 : hi + 1].tolist(),
-            strict=True,
-        ):  # fmt: skip
-            item = {
-                "src": hosts[s],
-                "dst": hosts[d],
-                "sent": sent,
-                "received": received,
-                "loss": round(1.0 - received / sent, 6) if sent else 0.0,
-                "owd_min_ns": mn,
-                "owd_p50_ns": p50,
-                "owd_p99_ns": p99,
-                "owd_max_ns": mx,
-                "jitter_ns": jitter,
-                "excess_ns": None if p99 is None or mn is None else p99 - mn,
-                "ports": port_dicts[pa - a : pb - a],
-            }
-            if spread is not None:
-                item["port_p50_spread_ns"] = spread
-            if loss_spread is not None:
-                item["port_loss_spread"] = loss_spread
-            out.append(item)
-        return out
+        """``paths[lo:hi]`` as their ``to_json`` dicts: the reports' own, made for the
+        chunk where the list is not (``json_text`` is the fast way to their JSON)."""
+        made = self._reports[lo:hi] if self._reports is not None else self._made(lo, hi)
+        return [p.to_json() for p in made]
 
     def json_text(self, lo: int, hi: int) -> bytes:
         """``paths[lo:hi]``' JSON objects joined by commas: the bytes orjson writes for
@@ -343,8 +312,3 @@ def path_column(paths: Sequence[PathReport], name: str) -> F64:
     if name not in _AT:
         raise KeyError(name)
     return np.array([getattr(p, name) for p in paths], np.float64).reshape(-1)
-
-
-def _port_dicts(ports: PortColumns, a: int, b: int) -> list[dict[str, Any]]:
-    """Port rows ``a:b`` as ``paths[].ports[]`` objects (``PathPorts.to_json``)."""
-    return PathPorts(ports, a, b).to_json()

@@ -163,12 +163,9 @@ def _pattern(matrix: sp.csr_matrix) -> tuple[npt.NDArray[np.integer], npt.NDArra
 def _structure(matrix: sp.csr_matrix, weights: F64 | None) -> sp.csr_matrix:
     """``(matrix > 0)`` as float64, each row times ``weights`` (default 1), sharing
     ``matrix``'s index arrays where its stored entries are all positive and canonical."""
-    matrix = sp.csr_matrix(matrix)
-    if not (matrix.has_canonical_format and bool(np.all(matrix.data > 0))):
-        matrix = (matrix > 0).astype(np.float64).tocsr()
-    per_row = np.diff(matrix.indptr)
-    data = np.ones(matrix.nnz) if weights is None else np.repeat(weights, per_row)
-    return sp.csr_matrix((data, matrix.indices, matrix.indptr), shape=matrix.shape, copy=False)
+    indptr, indices = _pattern(matrix)
+    data = np.ones(len(indices)) if weights is None else np.repeat(weights, np.diff(indptr))
+    return sp.csr_matrix((data, indices, indptr), shape=matrix.shape, copy=False)
 
 
 @dataclass
